@@ -1,0 +1,117 @@
+#include "support/process.hpp"
+
+#include <cerrno>
+#include <fcntl.h>
+#include <cstring>
+#include <poll.h>
+#include <spawn.h>
+#include <stdexcept>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char** environ;
+
+namespace ferry::test {
+namespace {
+
+std::vector<std::string> build_env(const process_options& options) {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; *e; ++e) {
+    std::string kv(*e);
+    const auto eq = kv.find('=');
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  for (const auto& name : options.unset_env) env.erase(name);
+  for (const auto& [k, v] : options.env) env[k] = v;
+  std::vector<std::string> out;
+  for (const auto& [k, v] : env) out.push_back(k + "=" + v);
+  return out;
+}
+
+std::vector<char*> pointers(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (auto& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+// Feeds stdin and drains stdout and stderr together, so that no pipe fills up and blocks the child.
+void pump(int in_fd, int out_fd, int err_fd, const std::string& input, process_result& result) {
+  std::size_t written = 0;
+  if (input.empty()) {
+    ::close(in_fd);
+    in_fd = -1;
+  }
+  char buf[65536];
+  while (out_fd >= 0 || err_fd >= 0 || in_fd >= 0) {
+    pollfd fds[3] = {{out_fd, POLLIN, 0}, {err_fd, POLLIN, 0}, {in_fd, POLLOUT, 0}};
+    if (::poll(fds, 3, -1) < 0) {
+      if (errno == EINTR) continue;
+      throw std::runtime_error("poll failed");
+    }
+    for (int i = 0; i < 2; ++i) {
+      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      const auto n = ::read(fds[i].fd, buf, sizeof buf);
+      if (n > 0) {
+        (i == 0 ? result.out : result.err).append(buf, static_cast<std::size_t>(n));
+      } else {
+        ::close(fds[i].fd);
+        (i == 0 ? out_fd : err_fd) = -1;
+      }
+    }
+    if (in_fd >= 0 && (fds[2].revents & (POLLOUT | POLLERR | POLLHUP))) {
+      const auto n = ::write(in_fd, input.data() + written, input.size() - written);
+      if (n > 0) written += static_cast<std::size_t>(n);
+      if (n < 0 || written == input.size()) {
+        ::close(in_fd);
+        in_fd = -1;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+process_result run(const std::vector<std::string>& argv, const process_options& options) {
+  int in[2], out[2], err[2];
+  if (::pipe2(in, O_CLOEXEC) || ::pipe2(out, O_CLOEXEC) || ::pipe2(err, O_CLOEXEC))
+    throw std::runtime_error("pipe failed");
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, in[0], 0);
+  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, err[1], 2);
+  if (options.cwd) posix_spawn_file_actions_addchdir_np(&actions, options.cwd->c_str());
+  auto args = argv;
+  auto env = build_env(options);
+  auto argp = pointers(args);
+  auto envp = pointers(env);
+  pid_t pid = 0;
+  const int rc = ::posix_spawnp(&pid, argv.at(0).c_str(), &actions, nullptr, argp.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(in[0]);
+  ::close(out[1]);
+  ::close(err[1]);
+  process_result result;
+  if (rc != 0) {
+    ::close(in[1]);
+    ::close(out[0]);
+    ::close(err[0]);
+    result.err = "cannot start " + argv[0] + ": " + std::strerror(rc);
+    return result;
+  }
+  pump(in[1], out[0], err[0], options.input, result);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+process_result run_ferry(const std::vector<std::string>& args, const process_options& options) {
+  std::vector<std::string> argv{FERRY_BINARY};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run(argv, options);
+}
+
+}  // namespace ferry::test
