@@ -1,0 +1,100 @@
+#include "tracing/chrome_view.hpp"
+
+#include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+namespace ferry::tracing {
+namespace {
+
+struct span {
+  const tree_node* node;
+  std::size_t file;
+  double begin;
+  double end;
+  bool incomplete;
+};
+
+void collect(const tree_node& n, double last_time, std::vector<span>& spans, std::vector<const tree_node*>& marks) {
+  if (!n.is_action()) {
+    marks.push_back(&n);
+    return;
+  }
+  if (n.start) {
+    const double end = n.end ? n.end->timestamp : last_time;
+    spans.push_back({&n, n.start->file, n.start->timestamp, end, n.end == nullptr});
+  }
+  for (const auto& [_, child] : n.children) collect(*child, last_time, spans, marks);
+}
+
+// Lanes per process, filled greedily: an action goes on the first lane whose open actions all contain it.
+class lanes {
+ public:
+  std::size_t place(const span& s) {
+    for (std::size_t i = 0; i < stacks_.size(); ++i)
+      if (fits(stacks_[i], s)) return push(i, s);
+    stacks_.emplace_back();
+    return push(stacks_.size() - 1, s);
+  }
+
+ private:
+  static bool fits(std::vector<double>& stack, const span& s) {
+    while (!stack.empty() && stack.back() <= s.begin) stack.pop_back();
+    return stack.empty() || s.end <= stack.back();
+  }
+  std::size_t push(std::size_t i, const span& s) {
+    stacks_[i].push_back(s.end);
+    return i;
+  }
+  std::vector<std::vector<double>> stacks_;  // end times of the open actions on each lane
+};
+
+boost::json::object args_of(const tree_node& n) {
+  boost::json::object args;
+  for (const auto* m : {n.start, n.end})
+    if (m)
+      for (const auto& [k, v] : m->fields)
+        if (k != "task_level" && k != "timestamp" && k != "action_type") args[k] = v;
+  return args;
+}
+
+std::int64_t micros(double seconds) { return static_cast<std::int64_t>(std::llround(seconds * 1e6)); }
+
+}  // namespace
+
+boost::json::value render_chrome(const trace_set& traces, const std::vector<task_tree>& tasks) {
+  const double last_time = traces.messages.empty() ? 0.0 : traces.messages.back().timestamp;
+  std::vector<span> spans;
+  std::vector<const tree_node*> marks;
+  for (const auto& t : tasks) collect(*t.root, last_time, spans, marks);
+  // Outer actions first, so that each lands before anything it contains.
+  std::sort(spans.begin(), spans.end(), [](const span& a, const span& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end > b.end;
+  });
+
+  boost::json::array events;
+  for (std::size_t f = 0; f < traces.files.size(); ++f)
+    events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", f + 1},
+                      {"args", {{"name", traces.files[f].filename().string()}}}});
+  std::map<std::size_t, lanes> per_file;
+  for (const auto& s : spans) {
+    auto args = args_of(*s.node);
+    if (s.incomplete) args["incomplete"] = true;
+    events.push_back({{"ph", "X"}, {"name", s.node->type()}, {"cat", s.node->status()}, {"pid", s.file + 1},
+                      {"tid", per_file[s.file].place(s) + 1}, {"ts", micros(s.begin)},
+                      {"dur", std::max<std::int64_t>(0, micros(s.end) - micros(s.begin))}, {"args", std::move(args)}});
+  }
+  for (const auto* m : marks) {
+    boost::json::object args;
+    for (const auto& [k, v] : m->message->fields)
+      if (k != "timestamp" && k != "message_type") args[k] = v;
+    events.push_back({{"ph", "i"}, {"s", "t"}, {"name", m->type()}, {"pid", m->message->file + 1}, {"tid", 1},
+                      {"ts", micros(m->message->timestamp)}, {"args", std::move(args)}});
+  }
+  return {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
+}
+
+}  // namespace ferry::tracing
