@@ -1,0 +1,42 @@
+#pragma once
+// Loading the configuration from its sources, highest first: flags, FERRY_* environment variables,
+// ./ferry.toml (or --config FILE), $XDG_CONFIG_HOME/ferry/config.toml, built-in defaults. Every value
+// remembers where it came from, and every error names its file:line:column or its variable.
+#include "config/schema.hpp"
+#include "config/xdg.hpp"
+#include "tracing/diagnostics.hpp"
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ferry::config {
+
+// A value given on the command line, e.g. --provider ssh for nodes.provider.
+struct flag_value {
+  std::string key;
+  std::string value;
+  std::string flag;
+};
+
+struct load_options {
+  std::optional<std::filesystem::path> config_file;  // --config: replaces ./ferry.toml and must exist
+  std::filesystem::path working_dir = ".";           // where ./ferry.toml is looked for
+  std::vector<flag_value> flags;
+  env_lookup env = process_env();
+};
+
+struct loaded_config {
+  settings values;
+  std::map<std::string, std::string, std::less<>> origin;  // key -> "default", "file:line:col", "env X"...
+  std::vector<std::string> files;                          // files read, lowest priority first
+};
+
+result<loaded_config> load(const load_options& options, diagnostics& diag);
+
+// `ferry config show`: every key as TOML, with where its value came from.
+std::string render(const loaded_config& config);
+
+}  // namespace ferry::config

@@ -1,0 +1,320 @@
+#include "config/schema.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <limits>
+#include <type_traits>
+
+namespace ferry::config {
+namespace {
+
+// Value readers, one per setting type. Each returns false with `why` set when the node does not fit.
+
+bool read(const toml::node& n, std::string& out, std::string& why, bool& wrong_type) {
+  if (auto v = n.value<std::string>()) {
+    out = *v;
+    return true;
+  }
+  wrong_type = true;
+  why = "expected a string";
+  return false;
+}
+
+bool read(const toml::node& n, bool& out, std::string& why, bool& wrong_type) {
+  if (!n.is_boolean()) {
+    wrong_type = true;
+    why = "expected true or false";
+    return false;
+  }
+  out = n.as_boolean()->get();
+  return true;
+}
+
+bool read(const toml::node& n, int& out, std::string& why, bool& wrong_type) {
+  if (!n.is_integer()) {
+    wrong_type = true;
+    why = "expected an integer";
+    return false;
+  }
+  const auto v = n.as_integer()->get();
+  if (v < 0 || v > std::numeric_limits<int>::max()) {
+    why = fmt::format("{} is out of range (0 to {})", v, std::numeric_limits<int>::max());
+    return false;
+  }
+  out = static_cast<int>(v);
+  return true;
+}
+
+bool read(const toml::node& n, duration& out, std::string& why, bool& wrong_type) {
+  if (n.is_integer() || n.is_floating_point()) {
+    const double seconds = n.value<double>().value_or(-1);
+    if (seconds < 0) {
+      why = "a duration cannot be negative";
+      return false;
+    }
+    out = duration(static_cast<std::int64_t>(seconds * 1000.0));
+    return true;
+  }
+  if (auto text = n.value<std::string>()) {
+    if (auto d = parse_duration(*text)) {
+      out = *d;
+      return true;
+    }
+    why = fmt::format("'{}' is not a duration (examples: \"250ms\", \"10s\", \"5m\", \"4h\")", *text);
+    return false;
+  }
+  wrong_type = true;
+  why = "expected a duration such as \"10s\" or a number of seconds";
+  return false;
+}
+
+bool read(const toml::node& n, byte_size& out, std::string& why, bool& wrong_type) {
+  if (n.is_integer()) {
+    const auto v = n.as_integer()->get();
+    if (v < 0) {
+      why = "a size cannot be negative";
+      return false;
+    }
+    out = byte_size{static_cast<std::uint64_t>(v)};
+    return true;
+  }
+  if (auto text = n.value<std::string>()) {
+    if (auto s = parse_byte_size(*text)) {
+      out = *s;
+      return true;
+    }
+    why = fmt::format("'{}' is not a size (examples: \"8MiB\", \"1GB\", 4096)", *text);
+    return false;
+  }
+  wrong_type = true;
+  why = "expected a size such as \"8MiB\" or a number of bytes";
+  return false;
+}
+
+bool read(const toml::node& n, std::vector<std::string>& out, std::string& why, bool& wrong_type) {
+  const auto* array = n.as_array();
+  if (!array) {
+    wrong_type = true;
+    why = "expected an array of strings";
+    return false;
+  }
+  std::vector<std::string> values;
+  for (const auto& item : *array) {
+    auto v = item.value<std::string>();
+    if (!v) {
+      wrong_type = true;
+      why = "expected an array of strings";
+      return false;
+    }
+    values.push_back(*v);
+  }
+  out = std::move(values);
+  return true;
+}
+
+std::string toml_quoted(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string show(const std::string& v) { return toml_quoted(v); }
+std::string show(bool v) { return v ? "true" : "false"; }
+std::string show(int v) { return std::to_string(v); }
+std::string show(duration v) { return toml_quoted(format_duration(v)); }
+std::string show(byte_size v) { return toml_quoted(format_byte_size(v)); }
+std::string show(const std::vector<std::string>& v) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + toml_quoted(v[i]);
+  return out + "]";
+}
+
+// One of a fixed set of words.
+template <std::size_t N>
+bool one_of(const std::string& value, const std::array<std::string_view, N>& choices, std::string& why) {
+  if (std::find(choices.begin(), choices.end(), value) != choices.end()) return true;
+  why = fmt::format("'{}' is not one of: {}", value, fmt::join(choices, ", "));
+  return false;
+}
+
+// Binds a key to the member reached through the member pointers `Path` (settings -> section -> field).
+template <auto... Path>
+key_spec key(std::string_view name, std::string_view def, std::string_view help, std::string_view env = {}) {
+  using member = std::remove_cvref_t<decltype((std::declval<settings&>().*....*Path))>;
+  return {name, def, help, env, std::is_same_v<member, std::string>,
+          [](settings& s, const toml::node& n, std::string& why, bool& wrong_type) {
+            return read(n, (s.*....*Path), why, wrong_type);
+          },
+          [](const settings& s) { return show((s.*....*Path)); }};
+}
+
+// Like key(), for a string that must be one of `choices`.
+template <auto Choices, auto... Path>
+key_spec choice(std::string_view name, std::string_view def, std::string_view help, std::string_view env = {}) {
+  auto spec = key<Path...>(name, def, help, env);
+  spec.apply = [](settings& s, const toml::node& n, std::string& why, bool& wrong_type) {
+    std::string value;
+    if (!read(n, value, why, wrong_type) || !one_of(value, *Choices, why)) return false;
+    (s.*....*Path) = value;
+    return true;
+  };
+  return spec;
+}
+
+constexpr std::array<std::string_view, 3> addressing_choices = {"auto", "path", "virtual"};
+constexpr std::array<std::string_view, 3> provider_choices = {"local", "ssh", "ec2"};
+constexpr std::array<std::string_view, 2> symlink_choices = {"follow", "refuse"};
+
+using S = settings;
+
+const std::vector<key_spec>& table() {
+  static const std::vector<key_spec> keys = {
+      // storage
+      key<&S::storage, &storage_settings::url>("storage.url", R"("")",
+          "where layers are stored: s3://BUCKET/PREFIX", "FERRY_STORAGE_URL"),
+      key<&S::storage, &storage_settings::endpoint>("storage.endpoint", R"("")",
+          "S3 endpoint URL; empty: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, the profile, then AWS"),
+      key<&S::storage, &storage_settings::node_endpoint>("storage.node_endpoint", R"("")",
+          "the S3 endpoint as nodes reach it, for presigned URLs; empty: the same as storage.endpoint"),
+      key<&S::storage, &storage_settings::region>("storage.region", R"("")",
+          "region; empty: AWS_REGION, AWS_DEFAULT_REGION, the profile, then us-east-1"),
+      choice<&addressing_choices, &S::storage, &storage_settings::addressing>("storage.addressing", R"("auto")",
+          "bucket addressing: auto, path or virtual"),
+      key<&S::storage, &storage_settings::ca_bundle>("storage.ca_bundle", R"("")",
+          "PEM file of CA certificates trusted besides the system store"),
+      // net
+      key<&S::net, &net_settings::connect_timeout>("net.connect_timeout", R"("10s")",
+          "deadline for a TCP (and TLS) connection"),
+      key<&S::net, &net_settings::read_timeout>("net.read_timeout", R"("60s")",
+          "deadline for each read while a response arrives"),
+      key<&S::net, &net_settings::write_timeout>("net.write_timeout", R"("60s")",
+          "deadline for each write while a request is sent"),
+      key<&S::net, &net_settings::pool_idle_timeout>("net.pool_idle_timeout", R"("30s")",
+          "how long an idle keep-alive connection is kept"),
+      key<&S::net, &net_settings::max_connections_per_host>("net.max_connections_per_host", "16",
+          "connections open at once to one endpoint"),
+      key<&S::net, &net_settings::retry, &retry_settings::max_attempts>("net.retry.max_attempts", "5",
+          "attempts per request, the first included"),
+      key<&S::net, &net_settings::retry, &retry_settings::base_delay>("net.retry.base_delay", R"("100ms")",
+          "first backoff ceiling; doubles per attempt, with full jitter"),
+      key<&S::net, &net_settings::retry, &retry_settings::max_delay>("net.retry.max_delay", R"("20s")",
+          "largest backoff between attempts"),
+      // s3
+      key<&S::s3, &s3_settings::part_size>("s3.part_size", R"("8MiB")", "multipart upload part size"),
+      key<&S::s3, &s3_settings::parts_in_flight>("s3.parts_in_flight", "4",
+          "parts of one upload in memory and in flight at once"),
+      key<&S::s3, &s3_settings::max_concurrency>("s3.max_concurrency", "16",
+          "S3 requests in flight at once (existence checks, uploads)"),
+      key<&S::s3, &s3_settings::presign_expiry>("s3.presign_expiry", R"("1h")", "lifetime of presigned URLs"),
+      // packaging
+      key<&S::packaging, &packaging_settings::python>("packaging.python", R"("python3")",
+          "the interpreter whose sys.path is shipped"),
+      key<&S::packaging, &packaging_settings::ship_site_packages>("packaging.ship_site_packages", "true",
+          "ship site-packages (false when node images already hold them)"),
+      key<&S::packaging, &packaging_settings::excludes>("packaging.excludes", "[]",
+          "extra exclude patterns, gitignore syntax"),
+      key<&S::packaging, &packaging_settings::compression_level>("packaging.compression_level", "1",
+          "deflate level 0-9 for layer zips"),
+      key<&S::packaging, &packaging_settings::shard_size>("packaging.shard_size", R"("128MiB")",
+          "layers larger than this are split into shards compressed in parallel"),
+      key<&S::packaging, &packaging_settings::max_layer_size>("packaging.max_layer_size", R"("4GiB")",
+          "a layer larger than this is refused unless forced"),
+      key<&S::packaging, &packaging_settings::large_file_warning>("packaging.large_file_warning", R"("100MiB")",
+          "warn about any file larger than this"),
+      choice<&symlink_choices, &S::packaging, &packaging_settings::external_symlinks>(
+          "packaging.external_symlinks", R"("follow")", "symlinks leaving a layer: follow or refuse"),
+      key<&S::packaging, &packaging_settings::hash_threads>("packaging.hash_threads", "0",
+          "threads for hashing and compression; 0: one per core"),
+      key<&S::packaging, &packaging_settings::discover_timeout>("packaging.discover_timeout", R"("30s")",
+          "deadline for asking the interpreter for its sys.path"),
+      // nodes
+      choice<&provider_choices, &S::nodes, &nodes_settings::provider>("nodes.provider", R"("local")",
+          "where nodes come from: local, ssh or ec2", "FERRY_PROVIDER"),
+      key<&S::nodes, &nodes_settings::count>("nodes.count", "1", "nodes a run uses"),
+      key<&S::nodes, &nodes_settings::min_nodes>("nodes.min_nodes", "0", "nodes kept warm between runs"),
+      key<&S::nodes, &nodes_settings::max_nodes>("nodes.max_nodes", "8", "most nodes ferry starts"),
+      key<&S::nodes, &nodes_settings::idle_timeout>("nodes.idle_timeout", R"("30m")",
+          "a node idle this long stops itself"),
+      key<&S::nodes, &nodes_settings::ready_timeout>("nodes.ready_timeout", R"("5m")",
+          "deadline for a new node to run and answer SSH"),
+      key<&S::nodes, &nodes_settings::poll_initial>("nodes.poll_initial", R"("50ms")",
+          "first interval of readiness polling"),
+      key<&S::nodes, &nodes_settings::poll_max>("nodes.poll_max", R"("2s")", "largest interval of readiness polling"),
+      key<&S::nodes, &nodes_settings::boot_delay>("nodes.boot_delay", R"("0s")",
+          "local provider: delay before a node's sshd starts, to mimic a VM"),
+      key<&S::nodes, &nodes_settings::cache_size>("nodes.cache_size", R"("10GiB")",
+          "layer cache size on a node; least recently used layers are evicted above it"),
+      // ssh
+      key<&S::ssh, &ssh_settings::user>("ssh.user", R"("root")", "login user on nodes"),
+      key<&S::ssh, &ssh_settings::identity_file>("ssh.identity_file", R"("")",
+          "private key; empty: ferry's own ed25519 key, then ssh-agent"),
+      key<&S::ssh, &ssh_settings::kex>("ssh.kex", R"("curve25519-sha256,sntrup761x25519-sha512@openssh.com")",
+          "key exchange algorithms, preferred first"),
+      key<&S::ssh, &ssh_settings::connect_timeout>("ssh.connect_timeout", R"("10s")",
+          "deadline for TCP connect, handshake and login"),
+      key<&S::ssh, &ssh_settings::keepalive_interval>("ssh.keepalive_interval", R"("15s")",
+          "interval of keepalive requests on idle sessions"),
+      key<&S::ssh, &ssh_settings::idle_timeout>("ssh.idle_timeout", R"("2m")",
+          "a session with no traffic and unanswered keepalives this long is dead"),
+      key<&S::ssh, &ssh_settings::max_sessions>("ssh.max_sessions", "64", "SSH sessions open at once"),
+      // agent
+      key<&S::agent, &agent_settings::concurrency>("agent.concurrency", "4", "tasks per node in ferry map"),
+      key<&S::agent, &agent_settings::retries>("agent.retries", "2", "retries of a failed task on another node"),
+      key<&S::agent, &agent_settings::shutdown_grace>("agent.shutdown_grace", R"("5s")",
+          "after Ctrl-C, how long steps may clean up before they are cut off"),
+  };
+  return keys;
+}
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+std::string key_spec::env_name() const {
+  if (!env.empty()) return std::string(env);
+  std::string out = "FERRY_";
+  for (char c : name) out += c == '.' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::span<const key_spec> schema() { return table(); }
+
+const key_spec* find_key(std::string_view name) {
+  for (const auto& k : table())
+    if (k.name == name) return &k;
+  return nullptr;
+}
+
+std::string_view closest_key(std::string_view name) {
+  std::string_view best;
+  std::size_t best_distance = 4;  // more edits than this is a different word, not a typo
+  for (const auto& k : table()) {
+    const auto d = edit_distance(name, k.name);
+    if (d < best_distance) {
+      best = k.name;
+      best_distance = d;
+    }
+  }
+  return best;
+}
+
+}  // namespace ferry::config

@@ -1,0 +1,148 @@
+#include "config/error.hpp"
+#include "config/loader.hpp"
+
+#include "support/temp_dir.hpp"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace ferry::config {
+namespace {
+
+using test::temp_dir;
+
+struct fixture : ::testing::Test {
+  temp_dir dir;
+  std::map<std::string, std::string, std::less<>> env;
+
+  void SetUp() override {
+    env["HOME"] = dir.path().string();
+    env["XDG_CONFIG_HOME"] = (dir / "xdg-config").string();
+  }
+
+  load_options options() {
+    load_options o;
+    o.working_dir = dir / "project";
+    o.env = [this](std::string_view name) -> std::optional<std::string> {
+      auto it = env.find(name);
+      if (it == env.end()) return std::nullopt;
+      return it->second;
+    };
+    return o;
+  }
+
+  result<loaded_config> load_with(const load_options& o, diagnostics& diag) { return load(o, diag); }
+};
+
+TEST_F(fixture, defaults_apply_when_nothing_is_set) {
+  diagnostics diag;
+  auto c = load(options(), diag);
+  ASSERT_TRUE(c) << diag.message;
+  EXPECT_EQ(c->values.nodes.provider, "local");
+  EXPECT_EQ(c->values.net.connect_timeout, std::chrono::seconds(10));
+  EXPECT_EQ(c->values.s3.part_size.bytes, 8u << 20);
+  EXPECT_EQ(c->origin.at("nodes.provider"), "default");
+  EXPECT_EQ(c->values.dirs.config, dir / "xdg-config" / "ferry");
+  EXPECT_EQ(c->values.dirs.cache, dir / ".cache" / "ferry");
+}
+
+TEST_F(fixture, sources_apply_in_order_flags_env_project_user_defaults) {
+  dir.write("xdg-config/ferry/config.toml",
+            "[net]\nconnect_timeout = \"1s\"\nread_timeout = \"2s\"\nwrite_timeout = \"3s\"\n"
+            "max_connections_per_host = 3\n");
+  dir.write("project/ferry.toml", "[net]\nread_timeout = \"20s\"\nwrite_timeout = \"30s\"\nmax_connections_per_host = 4\n");
+  env["FERRY_NET_WRITE_TIMEOUT"] = "300ms";
+  env["FERRY_NET_MAX_CONNECTIONS_PER_HOST"] = "5";
+  auto o = options();
+  o.flags.push_back({"net.max_connections_per_host", "6", "--connections"});
+  diagnostics diag;
+  auto c = load(o, diag);
+  ASSERT_TRUE(c) << diag.message;
+  EXPECT_EQ(c->values.net.connect_timeout, std::chrono::seconds(1));
+  EXPECT_EQ(c->values.net.read_timeout, std::chrono::seconds(20));
+  EXPECT_EQ(c->values.net.write_timeout, std::chrono::milliseconds(300));
+  EXPECT_EQ(c->values.net.max_connections_per_host, 6);
+  EXPECT_EQ(c->origin.at("net.connect_timeout"), (dir / "xdg-config/ferry/config.toml").string() + ":2:19");
+  EXPECT_EQ(c->origin.at("net.read_timeout"), (dir / "project/ferry.toml").string() + ":2:16");
+  EXPECT_EQ(c->origin.at("net.write_timeout"), "environment FERRY_NET_WRITE_TIMEOUT");
+  EXPECT_EQ(c->origin.at("net.max_connections_per_host"), "flag --connections");
+  ASSERT_EQ(c->files.size(), 2u);
+}
+
+TEST_F(fixture, named_environment_variables_and_dotted_keys) {
+  env["FERRY_STORAGE_URL"] = "s3://bucket/prefix";
+  env["FERRY_PROVIDER"] = "ssh";
+  dir.write("project/ferry.toml", "net.retry.max_attempts = 9\npackaging.excludes = [\"*.csv\", \"data/\"]\n");
+  diagnostics diag;
+  auto c = load(options(), diag);
+  ASSERT_TRUE(c) << diag.message;
+  EXPECT_EQ(c->values.storage.url, "s3://bucket/prefix");
+  EXPECT_EQ(c->values.nodes.provider, "ssh");
+  EXPECT_EQ(c->values.net.retry.max_attempts, 9);
+  EXPECT_EQ(c->values.packaging.excludes, (std::vector<std::string>{"*.csv", "data/"}));
+}
+
+struct bad_case {
+  std::string content;
+  errc code;
+  std::string position;  // expected "line:column" after the file name
+  std::string words;     // expected in the message
+};
+
+class bad_file : public fixture, public ::testing::WithParamInterface<bad_case> {};
+
+TEST_P(bad_file, is_an_error_naming_file_line_column) {
+  const auto& p = GetParam();
+  const auto file = dir.write("project/ferry.toml", p.content);
+  diagnostics diag;
+  auto c = load(options(), diag);
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error(), make_error_code(p.code)) << diag.message;
+  EXPECT_NE(diag.message.find(file.string() + ":" + p.position), std::string::npos) << diag.message;
+  EXPECT_NE(diag.message.find(p.words), std::string::npos) << diag.message;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    config, bad_file,
+    ::testing::Values(bad_case{"[net]\nconect_timeout = \"1s\"\n", errc::unknown_key, "2:1", "did you mean 'net.connect_timeout'"},
+                      bad_case{"[nope]\nx = 1\n", errc::unknown_key, "2:1", "unknown key 'nope.x'"},
+                      bad_case{"[net]\nmax_connections_per_host = \"many\"\n", errc::wrong_type, "2:28", "expected an integer"},
+                      bad_case{"[nodes]\nprovider = 3\n", errc::wrong_type, "2:12", "expected a string"},
+                      bad_case{"[nodes]\nprovider = \"gcp\"\n", errc::bad_value, "2:12", "not one of: local, ssh, ec2"},
+                      bad_case{"[net]\nconnect_timeout = \"10 parsecs\"\n", errc::bad_value, "2:19", "not a duration"},
+                      bad_case{"[net]\nconnect_timeout = \"1s\"\n[net\n", errc::malformed, "3:", "expected ']'"}));
+
+TEST_F(fixture, a_named_config_file_must_be_readable) {
+  auto o = options();
+  o.config_file = dir / "missing.toml";
+  diagnostics diag;
+  auto c = load(o, diag);
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error(), make_error_code(errc::unreadable_file));
+  EXPECT_NE(diag.message.find("missing.toml:1:1"), std::string::npos) << diag.message;
+
+  o.config_file = dir.path();  // a directory
+  c = load(o, diag);
+  ASSERT_FALSE(c);
+  EXPECT_NE(diag.message.find("Is a directory"), std::string::npos) << diag.message;
+}
+
+TEST_F(fixture, bad_environment_values_name_the_variable) {
+  env["FERRY_NET_RETRY_MAX_ATTEMPTS"] = "lots";
+  diagnostics diag;
+  auto c = load(options(), diag);
+  ASSERT_FALSE(c);
+  EXPECT_NE(diag.message.find("environment FERRY_NET_RETRY_MAX_ATTEMPTS"), std::string::npos) << diag.message;
+}
+
+TEST(schema, every_default_parses_and_every_key_is_sectioned) {
+  for (const auto& key : schema()) {
+    EXPECT_NE(key.name.find('.'), std::string_view::npos) << key.name;
+    EXPECT_FALSE(key.help.empty()) << key.name;
+    EXPECT_EQ(find_key(key.name), &key);
+  }
+}
+
+}  // namespace
+}  // namespace ferry::config
