@@ -1,0 +1,39 @@
+#pragma once
+// Failures of the net module: finding AWS credentials and endpoints, and talking to S3 and EC2.
+#include <boost/system/error_code.hpp>
+
+#include <type_traits>
+
+namespace ferry::net {
+
+enum class errc {
+  // Settings: credentials, profiles, endpoints.
+  no_credentials = 1,      // neither the environment nor the profile files hold an access key
+  incomplete_credentials,  // an access key id without its secret key, or the reverse
+  bad_credentials_file,    // an AWS credentials or config file has a malformed line
+  unreadable_file,         // an AWS credentials or config file exists but cannot be read
+  profile_not_found,       // AWS_PROFILE names a profile that no file defines
+  bad_endpoint,            // an endpoint URL is not http(s)://host[:port][/path]
+  bad_addressing_style,    // an S3 addressing style is not auto, path or virtual
+
+  // Transport and services.
+  name_resolution_failed,  // the endpoint's host name does not resolve
+  connection_failed,       // TCP connect failed or the connection dropped
+  tls_failed,              // the TLS handshake or certificate check failed
+  timeout,                 // no answer within the deadline
+  http_status,             // the server answered with an unexpected HTTP status
+  bad_response,            // the response could not be parsed
+  s3_error,                // S3 answered with an <Error> document
+  access_denied,           // the service refused the credentials or the operation
+  no_such_bucket,
+  no_such_key,
+};
+
+const boost::system::error_category& category();
+
+inline boost::system::error_code make_error_code(errc e) { return {static_cast<int>(e), category()}; }
+
+}  // namespace ferry::net
+
+template <>
+struct boost::system::is_error_code_enum<ferry::net::errc> : std::true_type {};
