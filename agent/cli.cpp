@@ -1,0 +1,179 @@
+#include "agent/cli.hpp"
+
+#include "agent/commands/command.hpp"
+#include "agent/exit_code.hpp"
+#include "agent/shutdown.hpp"
+#include "tracing/error.hpp"
+#include "tracing/sink.hpp"
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <optional>
+#include <unistd.h>
+
+namespace ferry::agent {
+namespace {
+
+namespace asio = boost::asio;
+
+void print_error(std::string_view message) { fmt::print(stderr, "ferry: error: {}\n", message); }
+
+void add_global_options(CLI::App& app, global_options& g) {
+  app.add_option("--config", g.config_file, "configuration file to use instead of ./ferry.toml");
+  app.add_option("--trace", g.trace_file, "write this command's trace (JSON lines) to FILE");
+  app.add_flag_function("-v,--verbose", [&g](std::int64_t n) { g.verbosity += static_cast<int>(n); },
+                        "say more (the trace file's path, progress)");
+  app.add_flag_function("-q,--quiet", [&g](std::int64_t n) { g.verbosity -= static_cast<int>(n); },
+                        "say only what went wrong");
+}
+
+// Parses the command line; returns an exit code when there is nothing more to do (help, usage error).
+std::optional<int> parse(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    print_error(e.what());
+    fmt::print(stderr, "Run 'ferry --help' for usage.\n");
+    return exit_code::usage;
+  }
+  return std::nullopt;
+}
+
+// --trace FILE, else a new file under the XDG state dir. It does not depend on the configuration, so
+// that loading the configuration is itself traced (and its failures too).
+std::filesystem::path trace_path(const global_options& g, std::string_view action_type) {
+  if (!g.trace_file.empty()) return g.trace_file;
+  const auto dir = config::xdg_paths(config::process_env()).state / "traces";
+  std::string name(action_type);
+  for (auto& c : name)
+    if (c == ':') c = '-';
+  const auto now = std::chrono::system_clock::now();
+  return dir / fmt::format("{:%Y%m%dT%H%M%S}-{}-{}.jsonl", fmt::gmtime(std::chrono::system_clock::to_time_t(now)),
+                           ::getpid(), name);
+}
+
+// The command's root action: a new task, or the continuation of FERRY_TASK_ID.
+result<tracing::action> open_root(tracing::sink& out, std::string_view action_type, diagnostics& diag) {
+  const tracing::fields f = {{"ferry_version", FERRY_VERSION}, {"pid", static_cast<std::int64_t>(::getpid())}};
+  const char* parent = std::getenv("FERRY_TASK_ID");
+  if (!parent || !*parent) return tracing::action::start_task(out, action_type, f);
+  auto id = tracing::parse_task_id(parent, diag);
+  if (!id) {
+    diag.set("FERRY_TASK_ID: " + diag.message);
+    return id.error();
+  }
+  return tracing::action::continue_task(out, *id, action_type, f);
+}
+
+// Ctrl-C asks for total cancellation; coroutines accept only terminal cancellation unless told otherwise.
+asio::awaitable<int> cancellable(const selected_command& selected, command_context& ctx) {
+  co_await asio::this_coro::reset_cancellation_state(asio::enable_total_cancellation());
+  co_return co_await selected.run(ctx);
+}
+
+// Runs the command on one io_context thread (plus the CPU pool) until it returns or is interrupted.
+int run_command(const selected_command& selected, command_context& ctx, asio::io_context& io, shutdown& stop) {
+  int code = exit_code::failure;
+  asio::co_spawn(io, cancellable(selected, ctx),
+                 asio::bind_cancellation_slot(stop.slot(), [&](std::exception_ptr error, int result_code) {
+                   stop.done();
+                   if (!error) {
+                     code = result_code;
+                     return;
+                   }
+                   try {
+                     std::rethrow_exception(error);
+                   } catch (const std::exception& e) {
+                     ctx.trace.fail_exception("exception", e.what());
+                     print_error(e.what());
+                   }
+                 }));
+  io.run();
+  return stop.interrupted() ? exit_code::interrupted : code;
+}
+
+result<config::loaded_config> load_config(tracing::action& root, const global_options& g,
+                                          const selected_command& selected, diagnostics& diag) {
+  auto act = root.child("ferry:config:load");
+  config::load_options options;
+  if (!g.config_file.empty()) options.config_file = g.config_file;
+  options.flags = selected.config_flags;
+  auto cfg = config::load(options, diag);
+  if (cfg)
+    act.succeed({{"files", fmt::format("{}", fmt::join(cfg->files, ", "))}});
+  else
+    act.fail(cfg.error(), diag);
+  return cfg;
+}
+
+void end_root(tracing::action& root, int code) {
+  if (root.finished()) return;
+  if (code == exit_code::success)
+    root.succeed({{"exit_code", code}});
+  else if (code == exit_code::interrupted)
+    root.fail(asio::error::operation_aborted, "cancelled", {{"exit_code", code}});
+  else
+    root.fail_exception("exit", fmt::format("exit code {}", code));
+}
+
+}  // namespace
+
+int run_cli(int argc, char** argv) {
+  CLI::App app{"ferry: run a Python project on remote machines", "ferry"};
+  app.require_subcommand(1);
+  global_options g;
+  add_global_options(app, g);
+  selected_command selected;
+  add_version_command(app, selected);
+  add_config_commands(app, selected);
+  add_trace_commands(app, selected);
+  if (auto code = parse(app, argc, argv)) return *code;
+
+  const auto path = trace_path(g, selected.action_type);
+  diagnostics sink_diag;
+  auto out = tracing::sink::open(path, sink_diag);
+  if (!out) {
+    print_error(sink_diag.message);
+    return exit_code::failure;
+  }
+  (*out)->flush_on_terminate();
+  if (g.verbosity > 0) fmt::print(stderr, "ferry: trace: {}\n", path.string());
+
+  diagnostics root_diag;
+  auto root = open_root(**out, selected.action_type, root_diag);
+  if (!root) {
+    print_error(root_diag.message);
+    return exit_code::usage;
+  }
+  diagnostics config_diag;
+  auto cfg = load_config(*root, g, selected, config_diag);
+  if (!cfg) {
+    print_error(config_diag.message);
+    root->fail(cfg.error(), config_diag, {{"exit_code", exit_code::usage}});
+    return exit_code::usage;
+  }
+
+  int code = exit_code::failure;
+  {
+    net::cpu_pool cpu(static_cast<std::size_t>(cfg->values.packaging.hash_threads));
+    asio::io_context io(1);
+    shutdown stop(io, cfg->values.agent.shutdown_grace);
+    command_context ctx{*cfg, g, *root, cpu, io.get_executor(), ::isatty(STDOUT_FILENO) == 1};
+    code = run_command(selected, ctx, io, stop);
+  }  // the io_context goes first: frames it still holds end their actions before the root ends
+  end_root(*root, code);
+  return code;
+}
+
+}  // namespace ferry::agent

@@ -1,0 +1,25 @@
+#pragma once
+// A command is a coroutine over a command_context that returns the process exit code. Each command
+// file registers its CLI11 subcommands and, when chosen, fills in `selected_command`.
+#include "agent/command_context.hpp"
+
+#include <CLI/CLI.hpp>
+#include <boost/asio/awaitable.hpp>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace ferry::agent {
+
+struct selected_command {
+  std::string action_type;  // the trace's root action, e.g. "ferry:config:show"
+  std::function<boost::asio::awaitable<int>(command_context&)> run;
+  std::vector<config::flag_value> config_flags;  // flags that set configuration keys
+};
+
+void add_version_command(CLI::App& app, selected_command& selected);
+void add_config_commands(CLI::App& app, selected_command& selected);
+void add_trace_commands(CLI::App& app, selected_command& selected);
+
+}  // namespace ferry::agent

@@ -1,0 +1,22 @@
+#include "agent/commands/command.hpp"
+
+#include <fmt/format.h>
+
+namespace ferry::agent {
+
+void add_config_commands(CLI::App& app, selected_command& selected) {
+  auto* config = app.add_subcommand("config", "Inspect ferry's configuration");
+  config->fallthrough();
+  config->require_subcommand(1);
+  auto* show = config->add_subcommand("show", "Print the effective configuration and where each value came from");
+  show->fallthrough();
+  show->callback([&selected] {
+    selected.action_type = "ferry:config:show";
+    selected.run = [](command_context& ctx) -> boost::asio::awaitable<int> {
+      fmt::print("{}", config::render(ctx.config));
+      co_return 0;
+    };
+  });
+}
+
+}  // namespace ferry::agent
