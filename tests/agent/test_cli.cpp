@@ -1,0 +1,165 @@
+// The ferry binary as a user meets it: options, exit codes, configuration errors, traces.
+#include "support/eliot.hpp"
+#include "support/process.hpp"
+#include "support/temp_dir.hpp"
+
+#include <gtest/gtest.h>
+
+#include <regex>
+
+namespace ferry {
+namespace {
+
+using test::run_ferry;
+using test::temp_dir;
+
+// Every test gets its own HOME and XDG dirs, so nothing from the machine leaks in.
+struct cli : ::testing::Test {
+  temp_dir dir;
+  test::process_options opts;
+
+  void SetUp() override {
+    std::filesystem::create_directories(dir / "work");
+    opts.cwd = dir / "work";
+    opts.env = {{"HOME", dir.path().string()}, {"XDG_STATE_HOME", (dir / "state").string()},
+                {"XDG_CONFIG_HOME", (dir / "config").string()}, {"XDG_CACHE_HOME", (dir / "cache").string()}};
+    opts.unset_env = {"FERRY_TASK_ID", "FERRY_STORAGE_URL", "FERRY_PROVIDER"};
+  }
+};
+
+TEST_F(cli, version_and_help_exit_zero) {
+  auto r = run_ferry({"version"}, opts);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("ferry 0."), std::string::npos);
+  for (auto args : std::vector<std::vector<std::string>>{
+           {"--help"}, {"config", "--help"}, {"config", "show", "--help"}, {"trace", "tree", "--help"},
+           {"trace", "chrome", "--help"}, {"version", "--help"}}) {
+    r = run_ferry(args, opts);
+    EXPECT_EQ(r.exit_code, 0) << args[0];
+    EXPECT_NE(r.out.find("Usage"), std::string::npos) << r.out;
+  }
+}
+
+TEST_F(cli, usage_errors_exit_two) {
+  for (auto args : std::vector<std::vector<std::string>>{
+           {}, {"frobnicate"}, {"config"}, {"config", "show", "--bogus"}, {"trace", "tree"}}) {
+    const auto r = run_ferry(args, opts);
+    EXPECT_EQ(r.exit_code, 2) << (args.empty() ? "(none)" : args[0]) << r.err;
+    EXPECT_NE(r.err.find("ferry: error:"), std::string::npos) << r.err;
+  }
+}
+
+TEST_F(cli, global_options_work_before_and_after_the_command) {
+  const auto a = run_ferry({"--trace", (dir / "a.jsonl").string(), "config", "show"}, opts);
+  const auto b = run_ferry({"config", "show", "--trace", (dir / "b.jsonl").string()}, opts);
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_EQ(a.out, b.out);
+  for (const auto* name : {"a.jsonl", "b.jsonl"}) {
+    const auto tasks = test::eliot_parse({dir / name});
+    ASSERT_EQ(tasks.size(), 1u) << name;
+    EXPECT_TRUE(tasks[0].at("complete").as_bool());
+    EXPECT_EQ(test::flatten(tasks[0].at("root")),
+              (std::vector<std::string>{"ferry:config:show:succeeded", "  ferry:config:load:succeeded"}));
+  }
+}
+
+TEST_F(cli, without_trace_flag_the_trace_goes_to_the_state_dir_and_verbose_names_it) {
+  const auto r = run_ferry({"-v", "version"}, opts);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.err, m, std::regex("trace: (\\S+\\.jsonl)"))) << r.err;
+  const std::filesystem::path path = m[1].str();
+  EXPECT_EQ(path.parent_path(), dir / "state" / "ferry" / "traces");
+  EXPECT_TRUE(test::eliot_parse({path})[0].at("complete").as_bool());
+  const auto quiet = run_ferry({"version"}, opts);
+  EXPECT_EQ(quiet.err, "");
+}
+
+TEST_F(cli, config_show_says_where_each_value_came_from) {
+  dir.write("work/ferry.toml", "[storage]\nurl = \"s3://b/p\"\n");
+  dir.write("config/ferry/config.toml", "[ssh]\nuser = \"admin\"\n");
+  auto o = opts;
+  o.env["FERRY_NET_CONNECT_TIMEOUT"] = "3s";
+  const auto r = run_ferry({"config", "show"}, o);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("storage\\.url = \"s3://b/p\" +# \\./ferry\\.toml:2:7|"
+                                                  "storage\\.url = \"s3://b/p\" +# ferry\\.toml:2:7|"
+                                                  "storage\\.url = \"s3://b/p\" +# .*/work/ferry\\.toml:2:7")))
+      << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("ssh\\.user = \"admin\" +# .*config/ferry/config\\.toml:2:8")))
+      << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("net\\.connect_timeout = \"3s\" +# environment FERRY_NET_CONNECT_TIMEOUT")))
+      << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("nodes\\.provider = \"local\" +# default"))) << r.out;
+}
+
+TEST_F(cli, bad_configuration_exits_two_naming_file_line_column_and_is_traced) {
+  const struct {
+    std::string content;
+    std::string expected;
+  } cases[] = {
+      {"[net]\nconnect_timout = \"1s\"\n", "bad.toml:2:1: unknown key 'net.connect_timout'"},
+      {"[net]\nconnect_timeout = true\n", "bad.toml:2:19: net.connect_timeout: expected a duration"},
+      {"[net\n", "bad.toml:1:"},
+  };
+  for (const auto& c : cases) {
+    const auto file = dir.write("bad.toml", c.content);
+    const auto trace = dir / "bad.jsonl";
+    std::filesystem::remove(trace);
+    const auto r = run_ferry({"--config", file.string(), "config", "show", "--trace", trace.string()}, opts);
+    EXPECT_EQ(r.exit_code, 2) << c.content;
+    EXPECT_NE(r.err.find(c.expected), std::string::npos) << r.err;
+    EXPECT_EQ(r.out, "");
+    const auto tasks = test::eliot_parse({trace});
+    ASSERT_EQ(tasks.size(), 1u);
+    EXPECT_TRUE(tasks[0].at("complete").as_bool());
+    EXPECT_EQ(test::flatten(tasks[0].at("root")),
+              (std::vector<std::string>{"ferry:config:show:failed", "  ferry:config:load:failed"}));
+  }
+  const auto missing = run_ferry({"--config", (dir / "nope.toml").string(), "config", "show"}, opts);
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.err.find("nope.toml:1:1: cannot read configuration file: No such file"), std::string::npos)
+      << missing.err;
+}
+
+TEST_F(cli, a_malformed_task_id_is_a_usage_error) {
+  auto o = opts;
+  o.env["FERRY_TASK_ID"] = "not-a-task";
+  const auto r = run_ferry({"version"}, o);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("FERRY_TASK_ID"), std::string::npos) << r.err;
+}
+
+TEST_F(cli, ferry_continues_the_task_of_a_python_orchestrator_and_trace_tree_merges_both) {
+  const auto python_trace = dir / "python.jsonl";
+  const auto ferry_trace = dir / "ferry.jsonl";
+  const auto r = test::run({test::system_python, test::peer_script("eliot_parent.py"), python_trace.string(),
+                            FERRY_BINARY, "config", "show", "--trace", ferry_trace.string()},
+                           opts);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto tasks = test::eliot_parse({python_trace, ferry_trace});
+  ASSERT_EQ(tasks.size(), 1u);
+  EXPECT_TRUE(tasks[0].at("complete").as_bool());
+  EXPECT_EQ(test::flatten(tasks[0].at("root")),
+            (std::vector<std::string>{"python:orchestrate:succeeded", "  ferry:config:show:succeeded",
+                                      "    ferry:config:load:succeeded"}));
+
+  const auto tree = run_ferry({"trace", "tree", python_trace.string(), ferry_trace.string()}, opts);
+  ASSERT_EQ(tree.exit_code, 0) << tree.err;
+  const auto uuid = std::string(tasks[0].at("uuid").as_string());
+  EXPECT_EQ(tree.out.rfind(uuid + "\n", 0), 0u) << tree.out;
+  EXPECT_EQ(tree.out.find("incomplete"), std::string::npos) << tree.out;
+  const auto orchestrate = tree.out.find("└── python:orchestrate/1 ⇒ started");
+  const auto show = tree.out.find("    ├── ferry:config:show/2/1 ⇒ started");
+  const auto load = tree.out.find("    │   ├── ferry:config:load/2/2/1 ⇒ started");
+  const auto end = tree.out.find("    └── python:orchestrate/3 ⇒ succeeded");
+  EXPECT_NE(orchestrate, std::string::npos) << tree.out;
+  EXPECT_NE(show, std::string::npos) << tree.out;
+  EXPECT_NE(load, std::string::npos) << tree.out;
+  EXPECT_NE(end, std::string::npos) << tree.out;
+  EXPECT_TRUE(orchestrate < show && show < load && load < end) << tree.out;
+}
+
+}  // namespace
+}  // namespace ferry
