@@ -61,6 +61,8 @@ boost::json::object args_of(const tree_node& n) {
   return args;
 }
 
+std::int64_t id(std::size_t index) { return static_cast<std::int64_t>(index) + 1; }
+
 std::int64_t micros(double seconds) { return static_cast<std::int64_t>(std::llround(seconds * 1e6)); }
 
 }  // namespace
@@ -77,21 +79,21 @@ boost::json::value render_chrome(const trace_set& traces, const std::vector<task
 
   boost::json::array events;
   for (std::size_t f = 0; f < traces.files.size(); ++f)
-    events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", f + 1},
+    events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", id(f)},
                       {"args", {{"name", traces.files[f].filename().string()}}}});
   std::map<std::size_t, lanes> per_file;
   for (const auto& s : spans) {
     auto args = args_of(*s.node);
     if (s.incomplete) args["incomplete"] = true;
-    events.push_back({{"ph", "X"}, {"name", s.node->type()}, {"cat", s.node->status()}, {"pid", s.file + 1},
-                      {"tid", per_file[s.file].place(s) + 1}, {"ts", micros(s.begin)},
+    events.push_back({{"ph", "X"}, {"name", s.node->type()}, {"cat", s.node->status()}, {"pid", id(s.file)},
+                      {"tid", id(per_file[s.file].place(s))}, {"ts", micros(s.begin)},
                       {"dur", std::max<std::int64_t>(0, micros(s.end) - micros(s.begin))}, {"args", std::move(args)}});
   }
   for (const auto* m : marks) {
     boost::json::object args;
     for (const auto& [k, v] : m->message->fields)
       if (k != "timestamp" && k != "message_type") args[k] = v;
-    events.push_back({{"ph", "i"}, {"s", "t"}, {"name", m->type()}, {"pid", m->message->file + 1}, {"tid", 1},
+    events.push_back({{"ph", "i"}, {"s", "t"}, {"name", m->type()}, {"pid", id(m->message->file)}, {"tid", 1},
                       {"ts", micros(m->message->timestamp)}, {"args", std::move(args)}});
   }
   return {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
