@@ -25,6 +25,10 @@ class category_impl final : public boost::system::error_category {
       case errc::access_denied: return "access denied";
       case errc::no_such_bucket: return "no such bucket";
       case errc::no_such_key: return "no such key";
+      case errc::server_error: return "server error";
+      case errc::throttled: return "throttled by the server";
+      case errc::body_too_large: return "response body too large";
+      case errc::no_such_upload: return "no such multipart upload";
     }
     return "unknown net error";
   }

@@ -27,6 +27,10 @@ enum class errc {
   access_denied,           // the service refused the credentials or the operation
   no_such_bucket,
   no_such_key,
+  server_error,  // 500, 502, 503 or 504: the service failed; worth another attempt
+  throttled,     // 429, 503 SlowDown: the service asks us to slow down
+  body_too_large,  // a response body ferry reads whole (XML) is larger than it should ever be
+  no_such_upload,  // a multipart upload id that was aborted, completed or never existed
 };
 
 const boost::system::error_category& category();

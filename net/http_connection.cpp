@@ -1,0 +1,203 @@
+#include "net/http_connection.hpp"
+
+#include "net/error.hpp"
+
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/ip/address.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/ssl/error.hpp>
+#include <boost/asio/ssl/host_name_verification.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/error.hpp>
+#include <boost/beast/http/buffer_body.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/serializer.hpp>
+#include <boost/beast/http/write.hpp>
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <unistd.h>
+
+namespace ferry::net {
+namespace {
+
+using asio::ip::tcp;
+using namespace asio::experimental::awaitable_operators;
+
+constexpr std::size_t chunk_size = 1 << 20;
+
+bool is_ip_literal(const std::string& host) {
+  error_code ec;
+  asio::ip::make_address(host, ec);
+  return !ec;
+}
+
+asio::awaitable<result<tcp::resolver::results_type>> resolve(const origin& to, std::chrono::milliseconds deadline,
+                                                             diagnostics& diag) {
+  auto ex = co_await asio::this_coro::executor;
+  tcp::resolver resolver(ex);
+  asio::steady_timer timer(ex, deadline);
+  error_code ec, timer_ec;
+  auto done = co_await (
+      resolver.async_resolve(to.host, std::to_string(to.port), asio::redirect_error(asio::use_awaitable, ec)) ||
+      timer.async_wait(asio::redirect_error(asio::use_awaitable, timer_ec)));
+  if (done.index() == 1) co_return classify_transport_error(beast::error::timeout, "resolving", to, diag);
+  if (ec) co_return classify_transport_error(ec, "resolving", to, diag);
+  co_return std::get<0>(std::move(done));
+}
+
+}  // namespace
+
+error_code classify_transport_error(const error_code& ec, std::string_view doing, const origin& to, diagnostics& diag) {
+  if (ec == asio::error::operation_aborted) return ec;
+  errc code = errc::connection_failed;
+  if (ec == beast::error::timeout || ec == asio::error::timed_out)
+    code = errc::timeout;
+  else if (ec == asio::error::host_not_found || ec == asio::error::host_not_found_try_again ||
+           ec == asio::error::no_data)
+    code = errc::name_resolution_failed;
+  else if (ec.category() == asio::error::get_ssl_category() || ec == asio::ssl::error::stream_truncated)
+    code = errc::tls_failed;
+  diag.set(fmt::format("{} {}: {}", doing, to.key(), ec.message()));
+  return make_error_code(code);
+}
+
+http_connection::http_connection(origin to, std::variant<beast::tcp_stream, tls_stream> stream,
+                                 const http_timeouts& timeouts)
+    : origin_(std::move(to)), stream_(std::move(stream)), timeouts_(timeouts), chunk_(chunk_size),
+      idle_since_(std::chrono::steady_clock::now()) {}
+
+beast::tcp_stream& http_connection::tcp() {
+  return std::visit([](auto& s) -> beast::tcp_stream& { return beast::get_lowest_layer(s); }, stream_);
+}
+
+asio::awaitable<result<std::unique_ptr<http_connection>>> http_connection::open(const origin& to,
+                                                                                asio::ssl::context* tls,
+                                                                                const http_timeouts& timeouts,
+                                                                                diagnostics& diag) {
+  auto ex = co_await asio::this_coro::executor;
+  auto endpoints = co_await resolve(to, timeouts.connect, diag);
+  if (!endpoints) co_return endpoints.error();
+  beast::tcp_stream tcp_stream(ex);
+  tcp_stream.expires_after(timeouts.connect);
+  error_code ec;
+  co_await tcp_stream.async_connect(*endpoints, asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) co_return classify_transport_error(ec, "connecting to", to, diag);
+  tcp_stream.socket().set_option(tcp::no_delay(true));
+  if (!to.tls()) co_return std::unique_ptr<http_connection>(new http_connection(to, std::move(tcp_stream), timeouts));
+
+  if (!tls) {
+    diag.set(fmt::format("connecting to {}: no TLS context", to.key()));
+    co_return make_error_code(errc::tls_failed);
+  }
+  tls_stream stream(std::move(tcp_stream), *tls);
+  // SNI names the host for virtual hosting; IP literals are not sent, as RFC 6066 requires.
+  if (!is_ip_literal(to.host) && !SSL_set_tlsext_host_name(stream.native_handle(), to.host.c_str())) {
+    diag.set(fmt::format("connecting to {}: cannot set SNI", to.key()));
+    co_return make_error_code(errc::tls_failed);
+  }
+  stream.set_verify_callback(asio::ssl::host_name_verification(to.host));
+  beast::get_lowest_layer(stream).expires_after(timeouts.connect);
+  co_await stream.async_handshake(asio::ssl::stream_base::client, asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) co_return classify_transport_error(ec, "TLS handshake with", to, diag);
+  co_return std::unique_ptr<http_connection>(new http_connection(to, std::move(stream), timeouts));
+}
+
+asio::awaitable<result<http_response>> http_connection::exchange(const http_request& request, const body_sink* sink,
+                                                                 std::size_t max_collected, diagnostics& diag) {
+  reusable_ = false;
+  got_response_ = false;
+  if (auto* plain = std::get_if<beast::tcp_stream>(&stream_))
+    co_return co_await exchange_on(*plain, request, sink, max_collected, diag);
+  co_return co_await exchange_on(std::get<tls_stream>(stream_), request, sink, max_collected, diag);
+}
+
+template <class Stream>
+asio::awaitable<error_code> http_connection::send_body(Stream& stream, const request_body& body) {
+  error_code ec;
+  if (const auto* memory = std::get_if<std::span<const char>>(&body)) {
+    tcp().expires_after(timeouts_.write);
+    co_await asio::async_write(stream, asio::buffer(memory->data(), memory->size()),
+                               asio::redirect_error(asio::use_awaitable, ec));
+    co_return ec;
+  }
+  if (const auto* file = std::get_if<file_region>(&body)) {
+    std::uint64_t sent = 0;
+    while (sent < file->length && !ec) {
+      const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(chunk_.size(), file->length - sent));
+      const auto got = ::pread(file->fd, chunk_.data(), want, static_cast<off_t>(file->offset + sent));
+      if (got <= 0) co_return error_code(got < 0 ? errno : EIO, boost::system::system_category());
+      tcp().expires_after(timeouts_.write);
+      co_await asio::async_write(stream, asio::buffer(chunk_.data(), static_cast<std::size_t>(got)),
+                                 asio::redirect_error(asio::use_awaitable, ec));
+      sent += static_cast<std::uint64_t>(got);
+    }
+  }
+  co_return ec;
+}
+
+template <class Stream>
+asio::awaitable<result<http_response>> http_connection::exchange_on(Stream& stream, const http_request& request,
+                                                                    const body_sink* sink, std::size_t max_collected,
+                                                                    diagnostics& diag) {
+  http::request<http::empty_body> head{request.method, request.target, 11};
+  for (const auto& field : request.headers) head.set(field.name_string(), field.value());
+  const auto size = body_size(request.body);
+  if (size > 0 || request.method == http::verb::put || request.method == http::verb::post) head.content_length(size);
+  head.keep_alive(true);
+
+  error_code ec;
+  http::request_serializer<http::empty_body> serializer(head);
+  tcp().expires_after(timeouts_.write);
+  co_await http::async_write_header(stream, serializer, asio::redirect_error(asio::use_awaitable, ec));
+  if (!ec) ec = co_await send_body(stream, request.body);
+  if (ec) co_return classify_transport_error(ec, "sending to", origin_, diag);
+
+  http::response_parser<http::buffer_body> parser;
+  parser.body_limit(boost::none);
+  parser.skip(request.method == http::verb::head);
+  tcp().expires_after(timeouts_.read);
+  co_await http::async_read_header(stream, buffer_, parser, asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) co_return classify_transport_error(ec, "reading the response from", origin_, diag);
+  got_response_ = true;
+
+  http_response response;
+  response.status = parser.get().result_int();
+  response.headers = parser.get().base();
+  // Only a successful body streams to the sink; an error's body is the explanation, read whole.
+  if (response.status / 100 != 2) sink = nullptr;
+  while (!parser.is_done()) {
+    parser.get().body().data = chunk_.data();
+    parser.get().body().size = chunk_.size();
+    tcp().expires_after(timeouts_.read);
+    co_await http::async_read(stream, buffer_, parser, asio::redirect_error(asio::use_awaitable, ec));
+    if (ec == http::error::need_buffer) ec = {};
+    if (ec) co_return classify_transport_error(ec, "reading the response body from", origin_, diag);
+    const auto n = chunk_.size() - parser.get().body().size;
+    response.body_bytes += n;
+    if (sink) {
+      if (auto sink_ec = (*sink)({chunk_.data(), n})) co_return sink_ec;
+    } else if (response.body.size() + n > max_collected) {
+      diag.set(fmt::format("response from {} is over {} bytes", origin_.key(), max_collected));
+      co_return make_error_code(errc::body_too_large);
+    } else {
+      response.body.append(chunk_.data(), n);
+    }
+  }
+  reusable_ = parser.get().keep_alive();
+  idle_since_ = std::chrono::steady_clock::now();
+  co_return response;
+}
+
+std::uint64_t body_size(const request_body& body) {
+  if (const auto* memory = std::get_if<std::span<const char>>(&body)) return memory->size();
+  if (const auto* file = std::get_if<file_region>(&body)) return file->length;
+  return 0;
+}
+
+}  // namespace ferry::net

@@ -1,0 +1,76 @@
+#pragma once
+// One HTTP/1.1 connection, plain or TLS, with a deadline on every connect, read and write. It sends a
+// request head and streams the body straight from memory or a file, then streams the response body to
+// a sink in chunks. The pool decides when a connection is reused.
+#include "net/http_message.hpp"
+#include "tracing/diagnostics.hpp"
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
+
+#include <chrono>
+#include <memory>
+#include <variant>
+#include <vector>
+
+namespace ferry::net {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+
+struct http_timeouts {
+  std::chrono::milliseconds connect{10'000};
+  std::chrono::milliseconds read{60'000};
+  std::chrono::milliseconds write{60'000};
+};
+
+class http_connection {
+ public:
+  using tls_stream = beast::ssl_stream<beast::tcp_stream>;
+
+  // Resolves, connects and (for https) completes the TLS handshake with SNI and host name checks.
+  static asio::awaitable<result<std::unique_ptr<http_connection>>> open(const origin& to, asio::ssl::context* tls,
+                                                                         const http_timeouts& timeouts,
+                                                                         diagnostics& diag);
+
+  // Sends the request and receives the response. With a sink, the body goes there; without one it is
+  // collected into the response, up to `max_collected` bytes.
+  asio::awaitable<result<http_response>> exchange(const http_request& request, const body_sink* sink,
+                                                  std::size_t max_collected, diagnostics& diag);
+
+  // The server allows another request, and the last exchange completed cleanly.
+  bool reusable() const { return reusable_; }
+  // Whether any response byte of the last exchange arrived (a stale reused connection fails before).
+  bool got_response() const { return got_response_; }
+  std::chrono::steady_clock::time_point idle_since() const { return idle_since_; }
+  const origin& peer() const { return origin_; }
+
+ private:
+  http_connection(origin to, std::variant<beast::tcp_stream, tls_stream> stream, const http_timeouts& timeouts);
+
+  template <class Stream>
+  asio::awaitable<result<http_response>> exchange_on(Stream& stream, const http_request& request,
+                                                     const body_sink* sink, std::size_t max_collected,
+                                                     diagnostics& diag);
+  template <class Stream>
+  asio::awaitable<error_code> send_body(Stream& stream, const request_body& body);
+
+  beast::tcp_stream& tcp();
+
+  origin origin_;
+  std::variant<beast::tcp_stream, tls_stream> stream_;
+  http_timeouts timeouts_;
+  beast::flat_buffer buffer_;
+  std::vector<char> chunk_;  // response body chunks and file reads pass through here
+  bool reusable_ = false;
+  bool got_response_ = false;
+  std::chrono::steady_clock::time_point idle_since_;
+};
+
+// A transport failure as ferry's own code, with the host and what was being done in `diag`.
+error_code classify_transport_error(const error_code& ec, std::string_view doing, const origin& to, diagnostics& diag);
+
+}  // namespace ferry::net

@@ -1,0 +1,57 @@
+#pragma once
+// What an HTTP exchange sends and receives. Bodies stream: a request body is borrowed memory or a
+// region of a file, read as it is sent; a response body goes to a sink chunk by chunk, or, for the
+// small XML answers of S3 and EC2, into a string with a size cap. No object is ever held whole.
+#include <boost/beast/http/fields.hpp>
+#include <boost/beast/http/verb.hpp>
+#include <boost/system/error_code.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <variant>
+
+namespace ferry::net {
+
+namespace http = boost::beast::http;
+
+// scheme://host:port: the key of the connection pool.
+struct origin {
+  std::string scheme;  // "http" or "https"
+  std::string host;
+  std::uint16_t port = 0;
+
+  bool tls() const { return scheme == "https"; }
+  std::string key() const { return scheme + "://" + host + ":" + std::to_string(port); }
+};
+
+// A byte range of an open file, sent with pread so that a retry can send it again.
+struct file_region {
+  int fd = -1;
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
+};
+
+using request_body = std::variant<std::monostate, std::span<const char>, file_region>;
+
+struct http_request {
+  http::verb method = http::verb::get;
+  std::string target;   // path and query, already encoded
+  http::fields headers;  // Host and any signature are set by the caller
+  request_body body;
+};
+
+std::uint64_t body_size(const request_body& body);
+
+// Receives a response body chunk by chunk; an error stops the transfer.
+using body_sink = std::function<boost::system::error_code(std::span<const char> chunk)>;
+
+struct http_response {
+  unsigned status = 0;
+  http::fields headers;
+  std::string body;  // filled only when the request had no sink
+  std::uint64_t body_bytes = 0;
+};
+
+}  // namespace ferry::net
