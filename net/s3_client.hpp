@@ -1,0 +1,113 @@
+#pragma once
+// The S3 client: every request signed with SigV4 (S3's rules, the payload hash signed so that S3
+// rejects bytes that changed on the way), retried through net/retry, and traced. Failures come back
+// as net::errc with a message that names the bucket, key and operation.
+#include "config/settings.hpp"
+#include "net/http_client.hpp"
+#include "net/offload.hpp"
+#include "net/retry.hpp"
+#include "net/s3_target.hpp"
+#include "net/s3_xml.hpp"
+#include "net/sigv4.hpp"
+#include "tracing/action.hpp"
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ferry::net {
+
+struct object_info {
+  std::uint64_t size = 0;
+  std::string etag;
+  std::string last_modified;
+};
+
+// One S3 request before signing.
+struct s3_call {
+  std::string_view operation;  // "PutObject": for messages and traces
+  http::verb method = http::verb::get;
+  std::string bucket;
+  std::string key;
+  std::vector<sigv4::query_parameter> query;
+  std::vector<sigv4::header> headers;
+  request_body body;
+  std::string payload_hash;  // hex SHA-256 of the body; empty: an empty body
+  const body_sink* sink = nullptr;
+};
+
+class s3_client {
+ public:
+  s3_client(http_client& http, net::cpu_pool& cpu, s3_target target, const config::settings& settings);
+
+  asio::awaitable<result<object_info>> head_object(tracing::action& parent, const std::string& bucket,
+                                                   const std::string& key, diagnostics& diag);
+  // A single PUT of a body in memory or a file region; its SHA-256 is computed on the CPU pool.
+  asio::awaitable<result<std::string>> put_object(tracing::action& parent, const std::string& bucket,
+                                                  const std::string& key, request_body body, diagnostics& diag);
+  // Streams the object (or `range`, e.g. "bytes=0-99") to `sink`.
+  asio::awaitable<result<object_info>> get_object(tracing::action& parent, const std::string& bucket,
+                                                  const std::string& key, const body_sink& sink,
+                                                  const std::string& range, diagnostics& diag);
+  // All keys under `prefix`, page after page.
+  asio::awaitable<result<std::vector<s3_object>>> list_objects(tracing::action& parent, const std::string& bucket,
+                                                               const std::string& prefix, diagnostics& diag);
+  asio::awaitable<result<list_objects_page>> list_page(tracing::action& parent, const std::string& bucket,
+                                                               const std::string& prefix, const std::string& token,
+                                                               diagnostics& diag);
+  // Deletes up to any number of keys, 1000 per request; a key that could not be deleted is an error.
+  asio::awaitable<result<void>> delete_objects(tracing::action& parent, const std::string& bucket,
+                                               const std::vector<std::string>& keys, diagnostics& diag);
+
+  asio::awaitable<result<std::string>> create_multipart_upload(tracing::action& parent, const std::string& bucket,
+                                                               const std::string& key, diagnostics& diag);
+  asio::awaitable<result<std::string>> upload_part(tracing::action& parent, const std::string& bucket,
+                                                   const std::string& key, const std::string& upload_id,
+                                                   int part_number, std::span<const char> bytes,
+                                                   const std::string& sha256_hex, diagnostics& diag);
+  asio::awaitable<result<std::string>> complete_multipart_upload(tracing::action& parent, const std::string& bucket,
+                                                                 const std::string& key, const std::string& upload_id,
+                                                                 std::vector<completed_part> parts,
+                                                                 diagnostics& diag);
+  asio::awaitable<result<void>> abort_multipart_upload(tracing::action& parent, const std::string& bucket,
+                                                       const std::string& key, const std::string& upload_id,
+                                                       diagnostics& diag);
+  asio::awaitable<result<std::vector<multipart_upload>>> list_multipart_uploads(tracing::action& parent,
+                                                                                const std::string& bucket,
+                                                                                const std::string& prefix,
+                                                                                diagnostics& diag);
+
+  // A URL for a GET of the object that works for `expires`, for the endpoint as nodes see it.
+  std::string presign_get(const std::string& bucket, const std::string& key, std::chrono::seconds expires) const;
+  std::string presign_get(const std::string& bucket, const std::string& key) const;
+
+  // Sends one call with retries; each attempt is a child action of `parent`.
+  asio::awaitable<result<http_response>> call(tracing::action& parent, const s3_call& c, diagnostics& diag);
+
+  // One attempt of a call, for callers that change the request between attempts (resumed downloads).
+  asio::awaitable<result<http_response>> call_once(const s3_call& c, attempt_info& info);
+
+  const s3_target& target() const { return target_; }
+  const config::retry_settings& retry() const { return retry_; }
+  const config::s3_settings& settings() const { return s3_; }
+  net::cpu_pool& cpu() { return cpu_; }
+
+ private:
+  http_request sign(const s3_call& c, const object_location& where) const;
+  error_code failure(const s3_call& c, const http_response& response, attempt_info& info) const;
+
+  http_client& http_;
+  net::cpu_pool& cpu_;
+  s3_target target_;
+  origin origin_;
+  sigv4::signer signer_;
+  sigv4::signer node_signer_;
+  config::s3_settings s3_;
+  config::retry_settings retry_;
+};
+
+// The hex SHA-256 of a body (memory or file region); runs on the caller's thread.
+result<std::string> body_sha256(const request_body& body);
+
+}  // namespace ferry::net

@@ -1,0 +1,20 @@
+#pragma once
+// s3://BUCKET/KEY-OR-PREFIX, as people write storage locations.
+#include "tracing/diagnostics.hpp"
+
+#include <string>
+#include <string_view>
+
+namespace ferry::net {
+
+struct s3_url {
+  std::string bucket;
+  std::string key;  // may be empty (the bucket's root) or end in '/' (a prefix)
+
+  std::string text() const { return "s3://" + bucket + "/" + key; }
+};
+
+// errc::bad_endpoint when the text is not s3://BUCKET[/KEY].
+result<s3_url> parse_s3_url(std::string_view text, diagnostics& diag);
+
+}  // namespace ferry::net
