@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <fcntl.h>
 #include <cstring>
+#include <csignal>
 #include <poll.h>
 #include <spawn.h>
 #include <stdexcept>
@@ -35,17 +36,12 @@ std::vector<char*> pointers(std::vector<std::string>& strings) {
   return out;
 }
 
-// Feeds stdin and drains stdout and stderr together, so that no pipe fills up and blocks the child.
-void pump(int in_fd, int out_fd, int err_fd, const std::string& input, process_result& result) {
-  std::size_t written = 0;
-  if (input.empty()) {
-    ::close(in_fd);
-    in_fd = -1;
-  }
+// Drains stdout and stderr together, so that no pipe fills up and blocks the child.
+void pump(int out_fd, int err_fd, process_result& result) {
   char buf[65536];
-  while (out_fd >= 0 || err_fd >= 0 || in_fd >= 0) {
-    pollfd fds[3] = {{out_fd, POLLIN, 0}, {err_fd, POLLIN, 0}, {in_fd, POLLOUT, 0}};
-    if (::poll(fds, 3, -1) < 0) {
+  while (out_fd >= 0 || err_fd >= 0) {
+    pollfd fds[2] = {{out_fd, POLLIN, 0}, {err_fd, POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0) {
       if (errno == EINTR) continue;
       throw std::runtime_error("poll failed");
     }
@@ -59,20 +55,12 @@ void pump(int in_fd, int out_fd, int err_fd, const std::string& input, process_r
         (i == 0 ? out_fd : err_fd) = -1;
       }
     }
-    if (in_fd >= 0 && (fds[2].revents & (POLLOUT | POLLERR | POLLHUP))) {
-      const auto n = ::write(in_fd, input.data() + written, input.size() - written);
-      if (n > 0) written += static_cast<std::size_t>(n);
-      if (n < 0 || written == input.size()) {
-        ::close(in_fd);
-        in_fd = -1;
-      }
-    }
   }
 }
 
 }  // namespace
 
-process_result run(const std::vector<std::string>& argv, const process_options& options) {
+std::unique_ptr<child> spawn(const std::vector<std::string>& argv, const process_options& options) {
   int in[2], out[2], err[2];
   if (::pipe2(in, O_CLOEXEC) || ::pipe2(out, O_CLOEXEC) || ::pipe2(err, O_CLOEXEC))
     throw std::runtime_error("pipe failed");
@@ -92,20 +80,54 @@ process_result run(const std::vector<std::string>& argv, const process_options& 
   ::close(in[0]);
   ::close(out[1]);
   ::close(err[1]);
-  process_result result;
   if (rc != 0) {
-    ::close(in[1]);
-    ::close(out[0]);
-    ::close(err[0]);
-    result.err = "cannot start " + argv[0] + ": " + std::strerror(rc);
-    return result;
+    for (int fd : {in[1], out[0], err[0]}) ::close(fd);
+    throw std::runtime_error("cannot start " + argv[0] + ": " + std::strerror(rc));
   }
-  pump(in[1], out[0], err[0], options.input, result);
+  if (!options.input.empty()) {
+    // Small inputs only (up to a pipe's buffer): written before the child's output is drained.
+    if (::write(in[1], options.input.data(), options.input.size()) < 0) throw std::runtime_error("write failed");
+  }
+  ::close(in[1]);
+  return std::make_unique<child>(pid, out[0], err[0]);
+}
+
+child::~child() {
+  if (!reaped_) {
+    ::kill(pid_, SIGKILL);
+    wait();
+  }
+}
+
+void child::signal(int sig) const { ::kill(pid_, sig); }
+
+process_result child::wait() {
+  process_result result;
+  pump(out_, err_, result);
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
   }
+  reaped_ = true;
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return result;
+}
+
+process_result run(const std::vector<std::string>& argv, const process_options& options) {
+  std::unique_ptr<child> c;
+  try {
+    c = spawn(argv, options);
+  } catch (const std::runtime_error& e) {
+    process_result failed;
+    failed.err = e.what();
+    return failed;
+  }
+  return c->wait();
+}
+
+std::unique_ptr<child> spawn_ferry(const std::vector<std::string>& args, const process_options& options) {
+  std::vector<std::string> argv{FERRY_BINARY};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return spawn(argv, options);
 }
 
 process_result run_ferry(const std::vector<std::string>& args, const process_options& options) {

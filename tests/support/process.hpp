@@ -2,6 +2,8 @@
 // Running real programs from tests: ferry itself, python3 with eliot, git, the aws CLI.
 #include <filesystem>
 #include <map>
+#include <memory>
+#include <sys/types.h>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,11 +20,32 @@ struct process_options {
   std::map<std::string, std::string> env;    // added to (or replacing in) the current environment
   std::vector<std::string> unset_env;        // removed from it
   std::optional<std::filesystem::path> cwd;
-  std::string input;                          // written to stdin, then closed
+  std::string input;                          // written to stdin (up to 64 KiB), then closed
 };
 
 // Runs argv[0] (looked up on PATH) to completion, capturing both streams.
 process_result run(const std::vector<std::string>& argv, const process_options& options = {});
+
+// A child running in the background: signal it, then wait for its result.
+class child {
+ public:
+  child(pid_t pid, int out_fd, int err_fd) : pid_(pid), out_(out_fd), err_(err_fd) {}
+  child(const child&) = delete;
+  child& operator=(const child&) = delete;
+  ~child();
+  pid_t pid() const { return pid_; }
+  void signal(int sig) const;
+  // Drains its output and reaps it.
+  process_result wait();
+
+ private:
+  pid_t pid_;
+  int out_, err_;
+  bool reaped_ = false;
+};
+
+std::unique_ptr<child> spawn(const std::vector<std::string>& argv, const process_options& options = {});
+std::unique_ptr<child> spawn_ferry(const std::vector<std::string>& args, const process_options& options = {});
 
 // Runs the ferry binary under test.
 process_result run_ferry(const std::vector<std::string>& args, const process_options& options = {});
