@@ -3,6 +3,7 @@
 #include "agent/commands/command.hpp"
 #include "agent/exit_code.hpp"
 #include "agent/shutdown.hpp"
+#include "net/cancellation.hpp"
 #include "tracing/error.hpp"
 #include "tracing/sink.hpp"
 
@@ -76,9 +77,9 @@ result<tracing::action> open_root(tracing::sink& out, std::string_view action_ty
   return tracing::action::continue_task(out, *id, action_type, f);
 }
 
-// Ctrl-C asks for total cancellation; coroutines accept only terminal cancellation unless told otherwise.
+// Ctrl-C asks for total cancellation, which reaches the command as operation_aborted (net/cancellation).
 asio::awaitable<int> cancellable(const selected_command& selected, command_context& ctx) {
-  co_await asio::this_coro::reset_cancellation_state(asio::enable_total_cancellation());
+  co_await net::accept_cancellation();
   co_return co_await selected.run(ctx);
 }
 
@@ -138,6 +139,7 @@ int run_cli(int argc, char** argv) {
   add_version_command(app, selected);
   add_config_commands(app, selected);
   add_trace_commands(app, selected);
+  add_storage_commands(app, selected);
   if (auto code = parse(app, argc, argv)) return *code;
 
   const auto path = trace_path(g, selected.action_type);

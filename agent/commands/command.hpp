@@ -21,5 +21,6 @@ struct selected_command {
 void add_version_command(CLI::App& app, selected_command& selected);
 void add_config_commands(CLI::App& app, selected_command& selected);
 void add_trace_commands(CLI::App& app, selected_command& selected);
+void add_storage_commands(CLI::App& app, selected_command& selected);
 
 }  // namespace ferry::agent

@@ -1,0 +1,165 @@
+// `ferry storage ls|cp|rm`: a person's view of the bucket ferry uses, through the same client.
+#include "agent/commands/command.hpp"
+
+#include "agent/exit_code.hpp"
+#include "agent/progress_bar.hpp"
+#include "net/run_all.hpp"
+#include "net/s3_session.hpp"
+#include "net/s3_transfer.hpp"
+#include "net/s3_url.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <memory>
+
+namespace ferry::agent {
+namespace {
+
+namespace asio = boost::asio;
+
+struct storage_args {
+  std::string url;
+  std::string source;
+  std::string destination;
+  bool recursive = false;
+};
+
+int report(tracing::action& act, const error_code& ec, const diagnostics& diag) {
+  act.fail(ec, diag);
+  fmt::print(stderr, "ferry: error: {}\n", describe(ec, diag));
+  return ec == asio::error::operation_aborted ? exit_code::interrupted : exit_code::failure;
+}
+
+asio::awaitable<int> ls(command_context& ctx, const storage_args& args) {
+  auto act = ctx.trace.child("ferry:storage:ls", {{"url", args.url}});
+  diagnostics diag;
+  auto url = net::parse_s3_url(args.url, diag);
+  if (!url) co_return report(act, url.error(), diag);
+  auto session = net::open_s3_session(ctx.io, ctx.cpu, ctx.config.values, net::process_environment(), diag);
+  if (!session) co_return report(act, session.error(), diag);
+  auto objects = co_await session->s3->list_objects(act, url->bucket, url->key, diag);
+  if (!objects) co_return report(act, objects.error(), diag);
+  for (const auto& o : *objects) fmt::print("{:>14}  {}  s3://{}/{}\n", o.size, o.last_modified, url->bucket, o.key);
+  act.succeed({{"objects", objects->size()}});
+  co_return exit_code::success;
+}
+
+asio::awaitable<int> rm(command_context& ctx, const storage_args& args) {
+  auto act = ctx.trace.child("ferry:storage:rm", {{"url", args.url}, {"recursive", args.recursive}});
+  diagnostics diag;
+  auto url = net::parse_s3_url(args.url, diag);
+  if (!url) co_return report(act, url.error(), diag);
+  auto session = net::open_s3_session(ctx.io, ctx.cpu, ctx.config.values, net::process_environment(), diag);
+  if (!session) co_return report(act, session.error(), diag);
+  std::vector<std::string> keys;
+  if (args.recursive) {
+    auto objects = co_await session->s3->list_objects(act, url->bucket, url->key, diag);
+    if (!objects) co_return report(act, objects.error(), diag);
+    for (const auto& o : *objects) keys.push_back(o.key);
+  } else {
+    // A plain rm names one object, which must exist: deleting nothing by a typo should not look like success.
+    auto head = co_await session->s3->head_object(act, url->bucket, url->key, diag);
+    if (!head) co_return report(act, head.error(), diag);
+    keys.push_back(url->key);
+  }
+  auto done = co_await session->s3->delete_objects(act, url->bucket, keys, diag);
+  if (!done) co_return report(act, done.error(), diag);
+  for (const auto& k : keys) fmt::print("deleted s3://{}/{}\n", url->bucket, k);
+  act.succeed({{"objects", keys.size()}});
+  co_return exit_code::success;
+}
+
+// Runs a transfer with a progress bar beside it when stderr is a terminal.
+template <class Transfer>
+asio::awaitable<void> with_progress(command_context& ctx, const std::string& label, net::transfer_progress& progress,
+                                    Transfer transfer) {
+  if (!::isatty(STDERR_FILENO) || ctx.options.verbosity < 0) {
+    co_await transfer();
+    co_return;
+  }
+  progress_bar bar(ctx.io, label, progress);
+  std::vector<asio::awaitable<void>> tasks;
+  tasks.push_back([](Transfer t, progress_bar& b) -> asio::awaitable<void> {
+    co_await t();
+    b.stop();
+  }(std::move(transfer), bar));
+  tasks.push_back(bar.run());
+  co_await net::run_all(std::move(tasks));
+}
+
+asio::awaitable<int> cp(command_context& ctx, const storage_args& args) {
+  auto act = ctx.trace.child("ferry:storage:cp", {{"source", args.source}, {"destination", args.destination}});
+  diagnostics diag;
+  const bool upload = args.destination.starts_with("s3://");
+  const bool download = args.source.starts_with("s3://");
+  if (upload == download) {
+    fmt::print(stderr, "ferry: error: storage cp copies between a local file and an s3:// URL\n");
+    act.fail_exception("usage", "storage cp needs exactly one s3:// side");
+    co_return exit_code::usage;
+  }
+  auto url = net::parse_s3_url(upload ? args.destination : args.source, diag);
+  if (!url) co_return report(act, url.error(), diag);
+  auto session = net::open_s3_session(ctx.io, ctx.cpu, ctx.config.values, net::process_environment(), diag);
+  if (!session) co_return report(act, session.error(), diag);
+
+  net::transfer_progress progress;
+  error_code failed;
+  std::uint64_t bytes = 0;
+  if (upload) {
+    std::filesystem::path file = args.source;
+    if (url->key.empty() || url->key.ends_with('/')) url->key += file.filename().string();
+    co_await with_progress(ctx, "upload", progress, [&]() -> asio::awaitable<void> {
+      auto r = co_await net::upload_file(*session->s3, act, file, url->bucket, url->key, diag, &progress);
+      if (r) bytes = r->bytes; else failed = r.error();
+    });
+  } else {
+    std::filesystem::path file = args.destination;
+    std::error_code fs_ec;
+    if (std::filesystem::is_directory(file, fs_ec)) file /= std::filesystem::path(url->key).filename();
+    co_await with_progress(ctx, "download", progress, [&]() -> asio::awaitable<void> {
+      auto r = co_await net::download_file(*session->s3, act, url->bucket, url->key, file, diag, &progress);
+      if (r) bytes = r->size; else failed = r.error();
+    });
+  }
+  if (failed) co_return report(act, failed, diag);
+  act.succeed({{"bytes", bytes}});
+  co_return exit_code::success;
+}
+
+}  // namespace
+
+void add_storage_commands(CLI::App& app, selected_command& selected) {
+  auto args = std::make_shared<storage_args>();
+  auto* storage = app.add_subcommand("storage", "Look at and change objects in S3-compatible storage");
+  storage->fallthrough();
+  storage->require_subcommand(1);
+
+  auto* ls_cmd = storage->add_subcommand("ls", "List the objects under s3://BUCKET/PREFIX");
+  ls_cmd->fallthrough();
+  ls_cmd->add_option("url", args->url, "s3://BUCKET[/PREFIX]")->required();
+  ls_cmd->callback([&selected, args] {
+    selected.action_type = "ferry:storage";
+    selected.run = [args](command_context& ctx) { return ls(ctx, *args); };
+  });
+
+  auto* cp_cmd = storage->add_subcommand("cp", "Copy a file to s3://BUCKET/KEY, or an object to a file");
+  cp_cmd->fallthrough();
+  cp_cmd->add_option("source", args->source, "a local file or s3://BUCKET/KEY")->required();
+  cp_cmd->add_option("destination", args->destination, "s3://BUCKET/KEY or a local path")->required();
+  cp_cmd->callback([&selected, args] {
+    selected.action_type = "ferry:storage";
+    selected.run = [args](command_context& ctx) { return cp(ctx, *args); };
+  });
+
+  auto* rm_cmd = storage->add_subcommand("rm", "Delete s3://BUCKET/KEY, or everything under a prefix with -r");
+  rm_cmd->fallthrough();
+  rm_cmd->add_option("url", args->url, "s3://BUCKET/KEY")->required();
+  rm_cmd->add_flag("-r,--recursive", args->recursive, "delete every object under the prefix");
+  rm_cmd->callback([&selected, args] {
+    selected.action_type = "ferry:storage";
+    selected.run = [args](command_context& ctx) { return rm(ctx, *args); };
+  });
+}
+
+}  // namespace ferry::agent
