@@ -61,7 +61,9 @@ asio::awaitable<result<http_response>> http_client::send(const origin& to, const
   auto connection = co_await take(h, to, diag);
   if (!connection) co_return connection.error();
   auto response = co_await (*connection)->exchange(request, sink, settings_.max_collected_body, diag);
-  if (!response && had_idle && !(*connection)->got_response() && response.error() != asio::error::operation_aborted) {
+  // Only a connection error says the server had closed it; a timeout may mean it is still working on it.
+  if (!response && had_idle && !(*connection)->got_response() &&
+      response.error() == make_error_code(errc::connection_failed)) {
     // A keep-alive connection the server had closed in the meantime: one more try on a new one.
     diag.clear();
     connection = co_await http_connection::open(to, tls_.get(), settings_.timeouts, diag);

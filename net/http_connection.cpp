@@ -1,16 +1,18 @@
 #include "net/http_connection.hpp"
 
+#include "net/aws_chunked.hpp"
+#include "net/digest.hpp"
 #include "net/error.hpp"
 
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/ssl/error.hpp>
-#include <boost/asio/ssl/host_name_verification.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
+#include <boost/beast/core/detail/base64.hpp>
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/empty_body.hpp>
@@ -19,6 +21,8 @@
 #include <boost/beast/http/serializer.hpp>
 #include <boost/beast/http/write.hpp>
 #include <fmt/format.h>
+#include <openssl/ssl.h>
+#include <openssl/x509_vfy.h>
 
 #include <cerrno>
 #include <unistd.h>
@@ -29,12 +33,27 @@ namespace {
 using asio::ip::tcp;
 using namespace asio::experimental::awaitable_operators;
 
-constexpr std::size_t chunk_size = 1 << 20;
 
 bool is_ip_literal(const std::string& host) {
   error_code ec;
   asio::ip::make_address(host, ec);
   return !ec;
+}
+
+// The name the server's certificate must carry: the IP address among its IP entries, or the host name.
+// OpenSSL checks it during the handshake, so that a mismatch is reported as one.
+bool expect_peer_name(SSL* ssl, const std::string& host) {
+  if (is_ip_literal(host)) return X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host.c_str()) == 1;
+  return SSL_set1_host(ssl, host.c_str()) == 1;
+}
+
+// Why the server's certificate was refused, in OpenSSL's words, with what a person can do about it.
+std::string verify_failure(long verdict) {
+  std::string why = X509_verify_cert_error_string(verdict);
+  if (verdict == X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY || verdict == X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN ||
+      verdict == X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT || verdict == X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE)
+    why += " (for a private CA, name its certificate in storage.ca_bundle)";
+  return why;
 }
 
 asio::awaitable<result<tcp::resolver::results_type>> resolve(const origin& to, std::chrono::milliseconds deadline,
@@ -61,15 +80,17 @@ error_code classify_transport_error(const error_code& ec, std::string_view doing
   else if (ec == asio::error::host_not_found || ec == asio::error::host_not_found_try_again ||
            ec == asio::error::no_data)
     code = errc::name_resolution_failed;
-  else if (ec.category() == asio::error::get_ssl_category() || ec == asio::ssl::error::stream_truncated)
+  else if (ec.category() == asio::error::get_ssl_category())
     code = errc::tls_failed;
+  // A TLS stream that ends without close_notify is a dropped connection like any other (and as such
+  // worth another attempt), not a TLS failure.
   diag.set(fmt::format("{} {}: {}", doing, to.key(), ec.message()));
   return make_error_code(code);
 }
 
 http_connection::http_connection(origin to, std::variant<beast::tcp_stream, tls_stream> stream,
                                  const http_timeouts& timeouts)
-    : origin_(std::move(to)), stream_(std::move(stream)), timeouts_(timeouts), chunk_(chunk_size),
+    : origin_(std::move(to)), stream_(std::move(stream)), timeouts_(timeouts), chunk_(body_chunk_size),
       idle_since_(std::chrono::steady_clock::now()) {}
 
 beast::tcp_stream& http_connection::tcp() {
@@ -101,9 +122,17 @@ asio::awaitable<result<std::unique_ptr<http_connection>>> http_connection::open(
     diag.set(fmt::format("connecting to {}: cannot set SNI", to.key()));
     co_return make_error_code(errc::tls_failed);
   }
-  stream.set_verify_callback(asio::ssl::host_name_verification(to.host));
+  if (!expect_peer_name(stream.native_handle(), to.host)) {
+    diag.set(fmt::format("connecting to {}: cannot set the name to verify", to.key()));
+    co_return make_error_code(errc::tls_failed);
+  }
   beast::get_lowest_layer(stream).expires_after(timeouts.connect);
   co_await stream.async_handshake(asio::ssl::stream_base::client, asio::redirect_error(asio::use_awaitable, ec));
+  if (const auto verdict = SSL_get_verify_result(stream.native_handle()); ec && verdict != X509_V_OK) {
+    diag.set(fmt::format("TLS handshake with {}: the server's certificate could not be verified: {}", to.key(),
+                         verify_failure(verdict)));
+    co_return make_error_code(errc::tls_failed);
+  }
   if (ec) co_return classify_transport_error(ec, "TLS handshake with", to, diag);
   co_return std::unique_ptr<http_connection>(new http_connection(to, std::move(stream), timeouts));
 }
@@ -126,6 +155,7 @@ asio::awaitable<error_code> http_connection::send_body(Stream& stream, const req
                                asio::redirect_error(asio::use_awaitable, ec));
     co_return ec;
   }
+  if (const auto* chunked = std::get_if<aws_chunked_file>(&body)) co_return co_await send_aws_chunked(stream, chunked->region);
   if (const auto* file = std::get_if<file_region>(&body)) {
     std::uint64_t sent = 0;
     while (sent < file->length && !ec) {
@@ -171,32 +201,112 @@ asio::awaitable<result<http_response>> http_connection::exchange_on(Stream& stre
   response.headers = parser.get().base();
   // Only a successful body streams to the sink; an error's body is the explanation, read whole.
   if (response.status / 100 != 2) sink = nullptr;
+  body_target target{sink, max_collected, response};
+  const auto length = parser.content_length();
+  if (!parser.is_done() && length && !parser.chunked())
+    ec = co_await read_sized_body(stream, *length, target, diag);
+  else
+    ec = co_await read_parsed_body(stream, parser, target, diag);
+  if (ec) co_return ec;
+  // A sized body read outside the parser leaves it unfinished; keep-alive is still the header's word.
+  reusable_ = parser.keep_alive();
+  idle_since_ = std::chrono::steady_clock::now();
+  co_return response;
+}
+
+error_code http_connection::deliver(std::span<const char> bytes, body_target& target, diagnostics& diag) {
+  target.response.body_bytes += bytes.size();
+  if (target.sink) return (*target.sink)(bytes);
+  if (target.response.body.size() + bytes.size() > target.max_collected) {
+    diag.set(fmt::format("response from {} is over {} bytes", origin_.key(), target.max_collected));
+    return make_error_code(errc::body_too_large);
+  }
+  target.response.body.append(bytes.data(), bytes.size());
+  return {};
+}
+
+// With a Content-Length, the body is read straight from the stream into our chunk, in reads as large
+// as the socket offers: no parser copy, and one deadline per read rather than per 512 bytes.
+template <class Stream>
+asio::awaitable<error_code> http_connection::read_sized_body(Stream& stream, std::uint64_t length,
+                                                             body_target& target, diagnostics& diag) {
+  const auto buffered = std::min<std::uint64_t>(length, buffer_.size());
+  if (buffered > 0) {
+    const auto* data = static_cast<const char*>(buffer_.data().data());
+    if (auto ec = deliver({data, static_cast<std::size_t>(buffered)}, target, diag)) co_return ec;
+    buffer_.consume(static_cast<std::size_t>(buffered));
+  }
+  for (std::uint64_t left = length - buffered; left > 0;) {
+    const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(chunk_.size(), left));
+    error_code ec;
+    tcp().expires_after(timeouts_.read);
+    const auto n = co_await stream.async_read_some(asio::buffer(chunk_.data(), want),
+                                                   asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) co_return classify_transport_error(ec, "reading the response body from", origin_, diag);
+    if (auto sink_ec = deliver({chunk_.data(), n}, target, diag)) co_return sink_ec;
+    left -= n;
+  }
+  co_return error_code{};
+}
+
+// Chunked (or length-less) bodies go through Beast's parser, a chunk buffer at a time.
+template <class Stream>
+asio::awaitable<error_code> http_connection::read_parsed_body(Stream& stream,
+                                                              http::response_parser<http::buffer_body>& parser,
+                                                              body_target& target, diagnostics& diag) {
   while (!parser.is_done()) {
     parser.get().body().data = chunk_.data();
     parser.get().body().size = chunk_.size();
+    error_code ec;
     tcp().expires_after(timeouts_.read);
     co_await http::async_read(stream, buffer_, parser, asio::redirect_error(asio::use_awaitable, ec));
     if (ec == http::error::need_buffer) ec = {};
     if (ec) co_return classify_transport_error(ec, "reading the response body from", origin_, diag);
-    const auto n = chunk_.size() - parser.get().body().size;
-    response.body_bytes += n;
-    if (sink) {
-      if (auto sink_ec = (*sink)({chunk_.data(), n})) co_return sink_ec;
-    } else if (response.body.size() + n > max_collected) {
-      diag.set(fmt::format("response from {} is over {} bytes", origin_.key(), max_collected));
-      co_return make_error_code(errc::body_too_large);
-    } else {
-      response.body.append(chunk_.data(), n);
-    }
+    if (auto sink_ec = deliver({chunk_.data(), chunk_.size() - parser.get().body().size}, target, diag))
+      co_return sink_ec;
   }
-  reusable_ = parser.get().keep_alive();
-  idle_since_ = std::chrono::steady_clock::now();
-  co_return response;
+  co_return error_code{};
+}
+
+template <class Stream>
+asio::awaitable<error_code> http_connection::send_aws_chunked(Stream& stream, const file_region& file) {
+  sha256_stream hash;
+  error_code ec;
+  for (std::uint64_t chunk_start = 0; chunk_start < file.length && !ec;) {
+    const auto chunk = std::min<std::uint64_t>(aws_chunked::chunk_size, file.length - chunk_start);
+    const auto header = aws_chunked::chunk_header(chunk);
+    tcp().expires_after(timeouts_.write);
+    co_await asio::async_write(stream, asio::buffer(header), asio::redirect_error(asio::use_awaitable, ec));
+    for (std::uint64_t sent = 0; sent < chunk && !ec;) {
+      const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(chunk_.size(), chunk - sent));
+      const auto got = ::pread(file.fd, chunk_.data(), want, static_cast<off_t>(file.offset + chunk_start + sent));
+      if (got <= 0) co_return error_code(got < 0 ? errno : EIO, boost::system::system_category());
+      hash.update({chunk_.data(), static_cast<std::size_t>(got)});
+      tcp().expires_after(timeouts_.write);
+      co_await asio::async_write(stream, asio::buffer(chunk_.data(), static_cast<std::size_t>(got)),
+                                 asio::redirect_error(asio::use_awaitable, ec));
+      sent += static_cast<std::uint64_t>(got);
+    }
+    if (!ec)
+      co_await asio::async_write(stream, asio::buffer(aws_chunked::chunk_end.data(), aws_chunked::chunk_end.size()),
+                                 asio::redirect_error(asio::use_awaitable, ec));
+    chunk_start += chunk;
+  }
+  if (ec) co_return ec;
+  const auto digest = hash.finish();
+  std::string b64(beast::detail::base64::encoded_size(digest.size()), '\0');
+  b64.resize(beast::detail::base64::encode(b64.data(), digest.data(), digest.size()));
+  const auto last = aws_chunked::final_chunk(b64);
+  tcp().expires_after(timeouts_.write);
+  co_await asio::async_write(stream, asio::buffer(last), asio::redirect_error(asio::use_awaitable, ec));
+  co_return ec;
 }
 
 std::uint64_t body_size(const request_body& body) {
   if (const auto* memory = std::get_if<std::span<const char>>(&body)) return memory->size();
   if (const auto* file = std::get_if<file_region>(&body)) return file->length;
+  if (const auto* chunked = std::get_if<aws_chunked_file>(&body))
+    return aws_chunked::encoded_length(chunked->region.length, aws_chunked::chunk_size);
   return 0;
 }
 

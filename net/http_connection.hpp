@@ -9,6 +9,8 @@
 #include <boost/asio/ssl/context.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/buffer_body.hpp>
+#include <boost/beast/http/parser.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 
 #include <chrono>
@@ -30,6 +32,8 @@ struct http_timeouts {
 class http_connection {
  public:
   using tls_stream = beast::ssl_stream<beast::tcp_stream>;
+  // Bodies are read and written through a buffer of this size.
+  static constexpr std::size_t body_chunk_size = 128 << 10;
 
   // Resolves, connects and (for https) completes the TLS handshake with SNI and host name checks.
   static asio::awaitable<result<std::unique_ptr<http_connection>>> open(const origin& to, asio::ssl::context* tls,
@@ -57,6 +61,22 @@ class http_connection {
                                                      diagnostics& diag);
   template <class Stream>
   asio::awaitable<error_code> send_body(Stream& stream, const request_body& body);
+  template <class Stream>
+  asio::awaitable<error_code> send_aws_chunked(Stream& stream, const file_region& file);
+
+  // Where a response body goes: the sink, or the response itself up to a cap.
+  struct body_target {
+    const body_sink* sink;
+    std::size_t max_collected;
+    http_response& response;
+  };
+  error_code deliver(std::span<const char> bytes, body_target& target, diagnostics& diag);
+  template <class Stream>
+  asio::awaitable<error_code> read_sized_body(Stream& stream, std::uint64_t length, body_target& target,
+                                              diagnostics& diag);
+  template <class Stream>
+  asio::awaitable<error_code> read_parsed_body(Stream& stream, http::response_parser<http::buffer_body>& parser,
+                                               body_target& target, diagnostics& diag);
 
   beast::tcp_stream& tcp();
 

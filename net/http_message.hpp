@@ -33,7 +33,12 @@ struct file_region {
   std::uint64_t length = 0;
 };
 
-using request_body = std::variant<std::monostate, std::span<const char>, file_region>;
+// A file region sent with S3's aws-chunked encoding and a SHA-256 trailer (net/aws_chunked.hpp).
+struct aws_chunked_file {
+  file_region region;
+};
+
+using request_body = std::variant<std::monostate, std::span<const char>, file_region, aws_chunked_file>;
 
 struct http_request {
   http::verb method = http::verb::get;

@@ -11,9 +11,10 @@ namespace ferry::net {
 
 bool is_retryable(const error_code& ec) {
   if (ec == make_error_code(errc::connection_failed) || ec == make_error_code(errc::timeout) ||
-      ec == make_error_code(errc::server_error) || ec == make_error_code(errc::throttled) ||
-      ec == make_error_code(errc::tls_failed))
+      ec == make_error_code(errc::server_error) || ec == make_error_code(errc::throttled))
     return true;
+  // Not tls_failed: a certificate that cannot be verified, or a protocol the peer does not speak, fails
+  // the same way every time.
   // Raw transport errors, for callers that pass them through unclassified.
   return ec == boost::asio::error::connection_reset || ec == boost::asio::error::connection_refused ||
          ec == boost::asio::error::broken_pipe || ec == boost::asio::error::eof ||
