@@ -206,6 +206,8 @@ const std::vector<key_spec>& table() {
       key<&S::net, &net_settings::retry, &retry_settings::max_delay>("net.retry.max_delay", R"("20s")",
           "largest backoff between attempts"),
       // s3
+      key<&S::s3, &s3_settings::multipart_threshold>("s3.multipart_threshold", R"("1GiB")",
+          "files up to this size go up in one streamed PUT, larger ones as multipart uploads"),
       key<&S::s3, &s3_settings::part_size>("s3.part_size", R"("8MiB")", "multipart upload part size"),
       key<&S::s3, &s3_settings::parts_in_flight>("s3.parts_in_flight", "4",
           "parts of one upload in memory and in flight at once"),

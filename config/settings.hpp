@@ -35,6 +35,7 @@ struct net_settings {
 };
 
 struct s3_settings {
+  byte_size multipart_threshold;
   byte_size part_size;
   int parts_in_flight = 0;
   int max_concurrency = 0;

@@ -1,5 +1,6 @@
 #include "net/s3_client.hpp"
 
+#include "net/aws_chunked.hpp"
 #include "net/error.hpp"
 #include "net/uri_encode.hpp"
 
@@ -49,27 +50,9 @@ std::string content_md5(std::string_view body) {
 
 }  // namespace
 
-result<std::string> body_sha256(const request_body& body) {
-  if (const auto* memory = std::get_if<std::span<const char>>(&body))
-    return hex_sha256({memory->data(), memory->size()});
-  const auto* file = std::get_if<file_region>(&body);
-  if (!file) return std::string(sigv4::empty_payload_sha256);
-  sha256_stream hash;
-  std::vector<char> buf(1 << 20);
-  for (std::uint64_t done = 0; done < file->length;) {
-    const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(buf.size(), file->length - done));
-    const auto got = ::pread(file->fd, buf.data(), want, static_cast<off_t>(file->offset + done));
-    if (got <= 0) return error_code(got < 0 ? errno : EIO, boost::system::system_category());
-    hash.update({buf.data(), static_cast<std::size_t>(got)});
-    done += static_cast<std::uint64_t>(got);
-  }
-  return to_hex(hash.finish());
-}
-
 s3_client::s3_client(http_client& http, net::cpu_pool& cpu, s3_target target, const config::settings& settings)
     : http_(http), cpu_(cpu), target_(std::move(target)), origin_(origin_of(target_.at)),
-      signer_(target_.creds, target_.region, "s3", sigv4::s3_rules()),
-      node_signer_(target_.creds, target_.region, "s3", sigv4::s3_rules()), s3_(settings.s3),
+      signer_(target_.creds, target_.region, "s3", sigv4::s3_rules()), s3_(settings.s3),
       retry_(settings.net.retry) {}
 
 http_request s3_client::sign(const s3_call& c, const object_location& where) const {
@@ -139,13 +122,28 @@ asio::awaitable<result<object_info>> s3_client::head_object(tracing::action& par
 asio::awaitable<result<std::string>> s3_client::put_object(tracing::action& parent, const std::string& bucket,
                                                            const std::string& key, request_body body,
                                                            diagnostics& diag) {
-  auto hash = co_await offload(cpu_, [&] { return body_sha256(body); });
-  if (!hash) {
-    diag.set(fmt::format("reading the body for s3://{}/{}: {}", bucket, key, hash.error().message()));
-    co_return hash.error();
+  s3_call c{.operation = "PutObject", .method = http::verb::put, .bucket = bucket, .key = key, .body = body};
+  if (const auto* file = std::get_if<file_region>(&body); file && origin_.tls()) {
+    // Over TLS every byte is already authenticated on the way: stream the file unsigned, like the AWS
+    // CLI does for S3 over https. Content-Length still makes a cut-short body fail.
+    c.payload_hash = std::string(sigv4::unsigned_payload);
+  } else if (file) {
+    // Over plain http the file streams with its SHA-256 in a trailer that S3 checks, computed as the
+    // bytes go out: no pass over the file before the first byte.
+    c.body = aws_chunked_file{*file};
+    c.payload_hash = std::string(aws_chunked::content_sha256);
+    c.headers = {{"content-encoding", "aws-chunked"},
+                 {"x-amz-decoded-content-length", std::to_string(file->length)},
+                 {"x-amz-trailer", std::string(aws_chunked::trailer_name)}};
+  } else if (const auto* memory = std::get_if<std::span<const char>>(&body)) {
+    const std::string_view bytes(memory->data(), memory->size());
+    // Small bodies hash in place; large ones on the CPU pool. (No co_await inside a conditional
+    // expression: GCC 12 destroys its temporaries too early.)
+    if (bytes.size() < (1 << 20))
+      c.payload_hash = hex_sha256(bytes);
+    else
+      c.payload_hash = co_await offload(cpu_, [bytes] { return hex_sha256(bytes); });
   }
-  s3_call c{.operation = "PutObject", .method = http::verb::put, .bucket = bucket, .key = key, .body = body,
-            .payload_hash = *hash};
   auto r = co_await call(parent, c, diag);
   if (!r) co_return r.error();
   co_return header_value(*r, "ETag");
@@ -297,18 +295,19 @@ asio::awaitable<result<std::vector<multipart_upload>>> s3_client::list_multipart
   co_return all;
 }
 
-std::string s3_client::presign_get(const std::string& bucket, const std::string& key,
+std::string s3_client::presign_get(const std::string& bucket, const std::string& key, audience who,
                                    std::chrono::seconds expires) const {
-  const auto where = locate_object(target_.node_at, bucket, key, target_.style);
+  const auto& at = who == audience::nodes ? target_.node_at : target_.at;
+  const auto where = locate_object(at, bucket, key, target_.style);
   sigv4::request req;
   req.method = "GET";
   req.path = where.path;
   req.set_header("host", where.host);
-  return node_signer_.presign(req, target_.node_at.scheme, std::chrono::system_clock::now(), expires).url;
+  return signer_.presign(req, at.scheme, std::chrono::system_clock::now(), expires).url;
 }
 
-std::string s3_client::presign_get(const std::string& bucket, const std::string& key) const {
-  return presign_get(bucket, key, std::chrono::duration_cast<std::chrono::seconds>(s3_.presign_expiry));
+std::string s3_client::presign_get(const std::string& bucket, const std::string& key, audience who) const {
+  return presign_get(bucket, key, who, std::chrono::duration_cast<std::chrono::seconds>(s3_.presign_expiry));
 }
 
 }  // namespace ferry::net

@@ -43,7 +43,8 @@ class s3_client {
 
   asio::awaitable<result<object_info>> head_object(tracing::action& parent, const std::string& bucket,
                                                    const std::string& key, diagnostics& diag);
-  // A single PUT of a body in memory or a file region; its SHA-256 is computed on the CPU pool.
+  // A single PUT of a body in memory (its SHA-256 signed) or of a file region (streamed with aws-chunked
+  // encoding and a SHA-256 trailer that S3 verifies).
   asio::awaitable<result<std::string>> put_object(tracing::action& parent, const std::string& bucket,
                                                   const std::string& key, request_body body, diagnostics& diag);
   // Streams the object (or `range`, e.g. "bytes=0-99") to `sink`.
@@ -78,9 +79,13 @@ class s3_client {
                                                                                 const std::string& prefix,
                                                                                 diagnostics& diag);
 
-  // A URL for a GET of the object that works for `expires`, for the endpoint as nodes see it.
-  std::string presign_get(const std::string& bucket, const std::string& key, std::chrono::seconds expires) const;
-  std::string presign_get(const std::string& bucket, const std::string& key) const;
+  // Who will use a presigned URL: it must name the endpoint as they reach it (storage.node_endpoint).
+  enum class audience { workstation, nodes };
+
+  // A URL for a GET of the object that works for `expires` (default: s3.presign_expiry).
+  std::string presign_get(const std::string& bucket, const std::string& key, audience who,
+                          std::chrono::seconds expires) const;
+  std::string presign_get(const std::string& bucket, const std::string& key, audience who = audience::nodes) const;
 
   // Sends one call with retries; each attempt is a child action of `parent`.
   asio::awaitable<result<http_response>> call(tracing::action& parent, const s3_call& c, diagnostics& diag);
@@ -102,12 +107,9 @@ class s3_client {
   s3_target target_;
   origin origin_;
   sigv4::signer signer_;
-  sigv4::signer node_signer_;
   config::s3_settings s3_;
   config::retry_settings retry_;
 };
 
-// The hex SHA-256 of a body (memory or file region); runs on the caller's thread.
-result<std::string> body_sha256(const request_body& body);
 
 }  // namespace ferry::net

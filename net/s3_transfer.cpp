@@ -186,7 +186,8 @@ asio::awaitable<result<upload_result>> upload_file(s3_client& s3, tracing::actio
   const auto size = static_cast<std::uint64_t>(st.st_size);
   if (progress) progress->total = size;
   const auto part_size = std::max<std::uint64_t>(5 << 20, s3.settings().part_size.bytes);  // S3's minimum part
-  if (size <= part_size) {
+  // Up to the threshold one streamed PUT is fastest: no parts for the server to assemble afterwards.
+  if (size <= std::max(part_size, s3.settings().multipart_threshold.bytes)) {
     auto etag = co_await s3.put_object(parent, bucket, key, file_region{fd.fd, 0, size}, diag);
     if (!etag) co_return etag.error();
     if (progress) progress->done = size;
