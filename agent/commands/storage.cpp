@@ -23,6 +23,8 @@ struct storage_args {
   std::string source;
   std::string destination;
   bool recursive = false;
+  bool for_nodes = false;
+  std::string expires = "1h";
 };
 
 int report(tracing::action& act, const error_code& ec, const diagnostics& diag) {
@@ -67,6 +69,26 @@ asio::awaitable<int> rm(command_context& ctx, const storage_args& args) {
   if (!done) co_return report(act, done.error(), diag);
   for (const auto& k : keys) fmt::print("deleted s3://{}/{}\n", url->bucket, k);
   act.succeed({{"objects", keys.size()}});
+  co_return exit_code::success;
+}
+
+asio::awaitable<int> presign(command_context& ctx, const storage_args& args) {
+  auto act = ctx.trace.child("ferry:storage:presign", {{"url", args.url}, {"for_nodes", args.for_nodes}});
+  diagnostics diag;
+  auto url = net::parse_s3_url(args.url, diag);
+  if (!url) co_return report(act, url.error(), diag);
+  const auto expires = config::parse_duration(args.expires);
+  if (!expires || *expires < std::chrono::seconds(1) || *expires > std::chrono::hours(24 * 7)) {
+    fmt::print(stderr, "ferry: error: --expires '{}' must be a duration from 1s to 7d\n", args.expires);
+    act.fail_exception("usage", "bad --expires");
+    co_return exit_code::usage;
+  }
+  auto session = net::open_s3_session(ctx.io, ctx.cpu, ctx.config.values, net::process_environment(), diag);
+  if (!session) co_return report(act, session.error(), diag);
+  const auto who = args.for_nodes ? net::s3_client::audience::nodes : net::s3_client::audience::workstation;
+  fmt::print("{}\n", session->s3->presign_get(url->bucket, url->key, who,
+                                               std::chrono::duration_cast<std::chrono::seconds>(*expires)));
+  act.succeed();
   co_return exit_code::success;
 }
 
@@ -150,6 +172,16 @@ void add_storage_commands(CLI::App& app, selected_command& selected) {
   cp_cmd->callback([&selected, args] {
     selected.action_type = "ferry:storage";
     selected.run = [args](command_context& ctx) { return cp(ctx, *args); };
+  });
+
+  auto* presign_cmd = storage->add_subcommand("presign", "Print a presigned GET URL for s3://BUCKET/KEY");
+  presign_cmd->fallthrough();
+  presign_cmd->add_option("url", args->url, "s3://BUCKET/KEY")->required();
+  presign_cmd->add_option("--expires", args->expires, "how long the URL works (1s to 7d)")->capture_default_str();
+  presign_cmd->add_flag("--for-nodes", args->for_nodes, "name the endpoint as nodes reach it (storage.node_endpoint)");
+  presign_cmd->callback([&selected, args] {
+    selected.action_type = "ferry:storage";
+    selected.run = [args](command_context& ctx) { return presign(ctx, *args); };
   });
 
   auto* rm_cmd = storage->add_subcommand("rm", "Delete s3://BUCKET/KEY, or everything under a prefix with -r");

@@ -44,6 +44,7 @@ class s3_faults : public ::testing::Test {
     o.env["HOME"] = dir.path().string();
     o.env["XDG_STATE_HOME"] = (dir / "state").string();
     o.env["FERRY_NET_RETRY_BASE_DELAY"] = "10ms";
+    o.env["FERRY_S3_MULTIPART_THRESHOLD"] = "8MiB";  // the 20 MiB files go up in parts
     return o;
   }
 

@@ -42,6 +42,8 @@ class s3_moto : public ::testing::Test {
     o.env["HOME"] = dir.path().string();
     o.env["XDG_STATE_HOME"] = (dir / "state").string();
     o.env["XDG_CONFIG_HOME"] = (dir / "config").string();
+    // Above 8 MiB, multipart: the 100 MiB round trip goes in parts, the smaller ones as one streamed PUT.
+    o.env["FERRY_S3_MULTIPART_THRESHOLD"] = "8MiB";
     return o;
   }
 
@@ -83,7 +85,20 @@ TEST_P(round_trip, ferry_and_the_aws_cli_read_each_others_objects_byte_for_byte)
 
 INSTANTIATE_TEST_SUITE_P(sizes, round_trip,
                          ::testing::Values(0u, 1u, (5u << 20) + 1, 100u << 20),
-                         [](const auto& info) { return std::to_string(info.param) + "_bytes"; });
+                         [](const auto& p) { return std::to_string(p.param) + "_bytes"; });
+
+TEST_F(s3_moto, a_large_file_below_the_threshold_streams_in_one_put_with_its_checksum_trailer) {
+  const auto source = dir / "streamed";
+  write_random_file(source, 40u << 20, 11);
+  auto o = env();
+  o.env["FERRY_S3_MULTIPART_THRESHOLD"] = "1GiB";
+  const auto trace = dir / "t.jsonl";
+  auto up = test::run_ferry({"storage", "cp", source.string(), "s3://ferry-test/streamed", "--trace", trace.string()}, o);
+  ASSERT_EQ(up.exit_code, 0) << up.err;
+  EXPECT_EQ(test::read_file(trace).find("s3:multipart_upload"), std::string::npos);
+  ASSERT_EQ(moto_->aws({"s3", "cp", "s3://ferry-test/streamed", (dir / "back").string()}).exit_code, 0);
+  EXPECT_EQ(test::read_file(dir / "back"), test::read_file(source));
+}
 
 TEST_F(s3_moto, multipart_uploads_leave_no_parts_behind) {
   const auto source = dir / "big";
@@ -150,6 +165,38 @@ TEST(s3_moto_open, ls_and_rm) {
   EXPECT_EQ(ferry({"storage", "rm", "-r", "s3://ferry-test/lsrm/"}).exit_code, 0);
   ls = ferry({"storage", "ls", "s3://ferry-test/lsrm/"});
   EXPECT_EQ(ls.out, "");
+}
+
+}  // namespace
+}  // namespace ferry
+
+namespace ferry {
+namespace {
+
+// moto answers presigned GETs only while its signature checking is off.
+TEST(s3_moto_open, presigned_urls_fetch_the_object_with_curl_and_name_the_node_endpoint) {
+  temp_dir dir;
+  test::moto_server moto;
+  moto.make_bucket("ferry-test");
+  auto o = moto.process_env();
+  o.env["HOME"] = dir.path().string();
+  o.env["XDG_STATE_HOME"] = (dir / "state").string();
+  dir.write("f", "presigned bytes\n");
+  ASSERT_EQ(test::run_ferry({"storage", "cp", (dir / "f").string(), "s3://ferry-test/p/f"}, o).exit_code, 0);
+
+  const auto url = test::run_ferry({"storage", "presign", "s3://ferry-test/p/f", "--expires", "10m"}, o);
+  ASSERT_EQ(url.exit_code, 0) << url.err;
+  EXPECT_NE(url.out.find("X-Amz-Expires=600"), std::string::npos) << url.out;
+  const auto got = test::run({"curl", "-sSf", url.out.substr(0, url.out.size() - 1)});
+  ASSERT_EQ(got.exit_code, 0) << got.err;
+  EXPECT_EQ(got.out, "presigned bytes\n");
+
+  o.env["FERRY_STORAGE_NODE_ENDPOINT"] = "http://10.200.0.1:" + std::to_string(moto.port());
+  const auto for_nodes = test::run_ferry({"storage", "presign", "--for-nodes", "s3://ferry-test/p/f"}, o);
+  ASSERT_EQ(for_nodes.exit_code, 0) << for_nodes.err;
+  EXPECT_EQ(for_nodes.out.rfind("http://10.200.0.1:" + std::to_string(moto.port()) + "/ferry-test/p/f?", 0), 0u)
+      << for_nodes.out;
+  EXPECT_EQ(test::run_ferry({"storage", "presign", "s3://ferry-test/p/f", "--expires", "8d"}, o).exit_code, 2);
 }
 
 }  // namespace

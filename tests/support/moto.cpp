@@ -1,5 +1,7 @@
 #include "support/moto.hpp"
 
+#include "support/eliot.hpp"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -8,6 +10,8 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <fmt/format.h>
 
 #include <chrono>
 #include <cstring>
@@ -63,17 +67,31 @@ sockaddr_in ipv4_address(const std::string& host, std::uint16_t port) {
   return addr;
 }
 
+bool connects(int fd, const std::string& host, std::uint16_t port) {
+  timeval timeout{2, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
+  const auto addr = ipv4_address(host, port);
+  return ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0;
+}
+
+// True when something accepts TCP connections on host:port: the probe for a TLS server, where the
+// plain HTTP probe below cannot work.
+bool accepts_connections(const std::string& host, std::uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  const bool ok = connects(fd, host, port);
+  ::close(fd);
+  return ok;
+}
+
 // True when something on host:port answers a request with an HTTP status line. /moto-api/config is
 // served outside moto's authenticator, so probing spends none of the free actions.
 bool answers_http(const std::string& host, std::uint16_t port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return false;
-  timeval timeout{2, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
-  const auto addr = ipv4_address(host, port);
   bool ok = false;
-  if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0) {
+  if (connects(fd, host, port)) {
     const std::string request = "GET /moto-api/config HTTP/1.0\r\nHost: " + host + "\r\n\r\n";
     char status[8] = {};
     ok = ::send(fd, request.data(), request.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(request.size()) &&
@@ -102,9 +120,22 @@ std::vector<char*> pointers(std::vector<std::string>& strings) {
   return out;
 }
 
+// moto_server itself, or the same application with keep-alive (see moto_options), on host:port.
+std::vector<std::string> moto_command(const moto_options& o, std::uint16_t port) {
+  std::vector<std::string> args{"moto_server"};
+  if (o.keep_alive) {
+    args = {moto_python, peer_script("moto_keepalive.py")};
+    if (o.idle_close.count() > 0)
+      args.insert(args.end(), {"--idle-close", fmt::format("{:.3f}", o.idle_close.count() / 1000.0)});
+  }
+  args.insert(args.end(), {"-H", o.host, "-p", std::to_string(port)});
+  if (!o.ssl_cert.empty()) args.insert(args.end(), {"-c", o.ssl_cert, "-k", o.ssl_key});
+  return args;
+}
+
 // Starts moto_server in a process group of its own: the pyenv shim forks on its way to Python, so the
 // server is not always the child itself, and killing the group reaches it either way.
-pid_t spawn_moto(const std::string& host, std::uint16_t port, bool auth, const std::filesystem::path& log) {
+pid_t spawn_moto(const moto_options& o, std::uint16_t port, const std::filesystem::path& log) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
@@ -122,15 +153,15 @@ pid_t spawn_moto(const std::string& host, std::uint16_t port, bool auth, const s
   posix_spawnattr_setsigmask(&attr, &none);
   posix_spawnattr_setpgroup(&attr, 0);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
-  std::vector<std::string> args{"moto_server", "-H", host, "-p", std::to_string(port)};
-  auto env = moto_environment(auth);
+  auto args = moto_command(o, port);
+  auto env = moto_environment(o.auth);
   auto argp = pointers(args);
   auto envp = pointers(env);
   pid_t pid = -1;
-  const int rc = ::posix_spawnp(&pid, "moto_server", &actions, &attr, argp.data(), envp.data());
+  const int rc = ::posix_spawnp(&pid, args[0].c_str(), &actions, &attr, argp.data(), envp.data());
   posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) throw std::runtime_error(std::string("cannot start moto_server: ") + std::strerror(rc));
+  if (rc != 0) throw std::runtime_error("cannot start " + args[0] + ": " + std::strerror(rc));
   return pid;
 }
 
@@ -171,7 +202,7 @@ moto_server::~moto_server() { stop(); }
 
 bool moto_server::start(std::uint16_t port) {
   const auto log_path = dir_ / "moto.log";
-  pid_ = spawn_moto(host(), port, options_.auth, log_path);
+  pid_ = spawn_moto(options_, port, log_path);
   port_ = port;
   const auto deadline = std::chrono::steady_clock::now() + start_deadline;
   for (;;) {
@@ -185,7 +216,9 @@ bool moto_server::start(std::uint16_t port) {
     }
     // Werkzeug logs "Running on" once it has bound the port itself, which tells our server from
     // another process that happens to answer on the same port.
-    if (log().find("Running on") != std::string::npos && answers_http(host(), port)) return true;
+    if (log().find("Running on") != std::string::npos &&
+        (tls() ? accepts_connections(host(), port) : answers_http(host(), port)))
+      return true;
     if (std::chrono::steady_clock::now() > deadline)
       throw std::runtime_error("moto_server did not answer on " + endpoint() + ":\n" + tail(log()));
     std::this_thread::sleep_for(50ms);
@@ -215,10 +248,12 @@ void moto_server::create_access_key() {
   secret_access_key_ = r.out.substr(newline + 1, r.out.find('\n', newline + 1) - newline - 1);
 }
 
-std::string moto_server::endpoint() const { return "http://" + host() + ":" + std::to_string(port_); }
+std::string moto_server::endpoint() const {
+  return (tls() ? "https://" : "http://") + host() + ":" + std::to_string(port_);
+}
 
 std::map<std::string, std::string> moto_server::environment() const {
-  return {
+  std::map<std::string, std::string> env{
       {"AWS_ACCESS_KEY_ID", access_key_id_},
       {"AWS_SECRET_ACCESS_KEY", secret_access_key_},
       {"AWS_DEFAULT_REGION", region()},
@@ -228,6 +263,8 @@ std::map<std::string, std::string> moto_server::environment() const {
       {"AWS_SHARED_CREDENTIALS_FILE", (dir_ / "aws/credentials").string()},
       {"AWS_EC2_METADATA_DISABLED", "true"},
   };
+  if (!options_.ca_bundle.empty()) env["AWS_CA_BUNDLE"] = options_.ca_bundle;
+  return env;
 }
 
 process_options moto_server::process_env() const {

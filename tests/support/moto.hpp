@@ -22,6 +22,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -32,6 +33,18 @@ namespace ferry::test {
 struct moto_options {
   bool auth = false;               // verify SigV4 against the IAM user the fixture creates
   std::string host = "127.0.0.1";  // the address moto binds and endpoint() names
+  // HTTPS: moto serves TLS with this certificate (chain) and key, PEM files, and endpoint() says
+  // https. `ca_bundle` is what clients should trust: it goes into environment() as AWS_CA_BUNDLE, for
+  // the aws CLI and the fixture's own botocore set-up.
+  std::string ssl_cert;
+  std::string ssl_key;
+  std::string ca_bundle;
+  // moto_server answers every request with "Connection: close" (werkzeug's development server does),
+  // so no client ever reuses a connection to it. keep_alive serves the same moto application through
+  // tests/peers/moto_keepalive.py, which keeps connections open, and with `idle_close` above zero closes
+  // one that has waited that long for its next request (logging "Request timed out").
+  bool keep_alive = false;
+  std::chrono::milliseconds idle_close{0};
 };
 
 class moto_server {
@@ -43,8 +56,9 @@ class moto_server {
 
   std::uint16_t port() const { return port_; }
   const std::string& host() const { return options_.host; }
-  std::string endpoint() const;  // "http://127.0.0.1:PORT"
+  std::string endpoint() const;  // "http://127.0.0.1:PORT", or https:// with ssl_cert
   bool auth() const { return options_.auth; }
+  bool tls() const { return !options_.ssl_cert.empty(); }
   const std::string& access_key_id() const { return access_key_id_; }
   const std::string& secret_access_key() const { return secret_access_key_; }
   std::string region() const { return "us-east-1"; }
