@@ -11,6 +11,7 @@
 
 #include "support/fault_proxy.hpp"
 #include "support/moto.hpp"
+#include "support/settings.hpp"
 #include "support/temp_dir.hpp"
 
 #include <boost/asio/co_spawn.hpp>
@@ -87,16 +88,7 @@ class http_pool : public ::testing::Test {
 
   // ferry's defaults, pointed at `server` through the proxy.
   config::settings settings() const {
-    config::load_options o;
-    o.working_dir = dir / "project";
-    o.env = [home = dir.path().string()](std::string_view name) -> std::optional<std::string> {
-      if (name == "HOME") return home;
-      return std::nullopt;
-    };
-    diagnostics diag;
-    auto loaded = config::load(o, diag);
-    if (!loaded) throw std::runtime_error(diag.message);
-    auto s = loaded->values;
+    auto s = test::default_settings(dir.path());
     s.storage.endpoint = proxy->endpoint();
     s.net.retry.base_delay = 1ms;
     return s;

@@ -10,6 +10,7 @@
 #include "tracing/sink.hpp"
 
 #include "support/moto.hpp"
+#include "support/settings.hpp"
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
 
@@ -149,16 +150,7 @@ class tls : public ::testing::Test {
 
   // ferry's defaults, pointed at moto over https by the name `host`.
   config::settings settings(const std::string& host, const std::string& ca_bundle) const {
-    config::load_options o;
-    o.working_dir = dir / "project";
-    o.env = [home = dir.path().string()](std::string_view name) -> std::optional<std::string> {
-      if (name == "HOME") return home;
-      return std::nullopt;
-    };
-    diagnostics diag;
-    auto loaded = config::load(o, diag);
-    if (!loaded) throw std::runtime_error(diag.message);
-    auto s = loaded->values;
+    auto s = test::default_settings(dir.path());
     s.storage.endpoint = "https://" + host + ":" + std::to_string(moto_->port());
     s.storage.ca_bundle = ca_bundle;
     s.net.retry.base_delay = 1ms;
