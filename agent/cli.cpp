@@ -111,7 +111,9 @@ result<config::loaded_config> load_config(tracing::action& root, const global_op
   if (!g.config_file.empty()) options.config_file = g.config_file;
   options.flags = selected.config_flags;
   auto cfg = config::load(options, diag);
-  if (cfg)
+  if (cfg && cfg->files.empty())
+    act.succeed();
+  else if (cfg)
     act.succeed({{"files", fmt::format("{}", fmt::join(cfg->files, ", "))}});
   else
     act.fail(cfg.error(), diag);
