@@ -1,0 +1,117 @@
+#include "packaging/ignore_rules.hpp"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <stdexcept>
+
+namespace ferry::packaging {
+namespace {
+
+constexpr std::array<std::string_view, 5> builtin_excludes = {
+    ".git", "__pycache__/", "*.pyc", ".ipynb_checkpoints/", ".venv/",
+};
+
+std::string_view parent_of(std::string_view path) {
+  const auto slash = path.rfind('/');
+  return slash == std::string_view::npos ? std::string_view{} : path.substr(0, slash);
+}
+
+// Patterns in a directory's ignore file see paths relative to that directory.
+std::string_view relative_to(std::string_view dir, std::string_view path) {
+  return dir.empty() ? path : path.substr(dir.size() + 1);
+}
+
+}  // namespace
+
+std::string explanation::describe() const {
+  switch (from) {
+    case origin::file: return fmt::format("{}:{}: {}", file, line, pattern);
+    case origin::config: return fmt::format("config packaging.excludes[{}]: {}", line, pattern);
+    case origin::builtin: return fmt::format("default: {}", pattern);
+  }
+  return pattern;
+}
+
+std::span<const std::string_view> default_excludes() { return builtin_excludes; }
+
+ignore_rules::ignore_rules(const ignore_options& options) {
+  auto add = [this](explanation::origin from, std::string_view text, std::size_t position) {
+    auto pattern = ignore_pattern::parse(text);
+    if (!pattern) return;
+    explanation source{from, {}, position, pattern->text(), pattern->negated()};
+    root_rules_.push_back({std::move(*pattern), std::move(source)});
+  };
+  if (options.defaults) {
+    for (std::size_t i = 0; i < builtin_excludes.size(); ++i) {
+      add(explanation::origin::builtin, builtin_excludes[i], i + 1);
+    }
+  }
+  for (std::size_t i = 0; i < options.excludes.size(); ++i) {
+    add(explanation::origin::config, options.excludes[i], i + 1);
+  }
+}
+
+void ignore_rules::push_directory(std::string_view relative_dir, std::string_view gitignore,
+                                  std::string_view ferryignore) {
+  if (levels_.empty() && !relative_dir.empty()) throw std::logic_error("ignore_rules: enter the root (\"\") first");
+  if (!levels_.empty()) check_parent(relative_dir, "push_directory");
+
+  level next{std::string(relative_dir), {}, std::nullopt};
+  if (!levels_.empty()) {
+    // Inside an excluded directory this is the outer directory's explanation, as in git.
+    if (const auto* decided = decide(relative_dir, true); decided && !decided->negated) next.excluded_by = *decided;
+  }
+  // Like git, which stops reading ignore files below an excluded directory: none of them can matter.
+  if (!next.excluded_by) {
+    const std::string prefix = relative_dir.empty() ? std::string() : std::string(relative_dir) + "/";
+    for (const auto& [name, contents] : {std::pair{".gitignore", gitignore}, std::pair{".ferryignore", ferryignore}}) {
+      for (auto& [pattern, line] : parse_ignore_file(contents)) {
+        explanation source{explanation::origin::file, prefix + name, line, pattern.text(), pattern.negated()};
+        next.rules.push_back({std::move(pattern), std::move(source)});
+      }
+    }
+  }
+  levels_.push_back(std::move(next));
+}
+
+void ignore_rules::pop_directory() {
+  if (levels_.empty()) throw std::logic_error("ignore_rules: pop_directory without push_directory");
+  levels_.pop_back();
+}
+
+bool ignore_rules::ignored(std::string_view relative_path, bool is_dir) const {
+  check_parent(relative_path, "ignored");
+  const auto* decided = decide(relative_path, is_dir);
+  return decided && !decided->negated;
+}
+
+std::optional<explanation> ignore_rules::explain(std::string_view relative_path, bool is_dir) const {
+  check_parent(relative_path, "explain");
+  if (const auto* decided = decide(relative_path, is_dir)) return *decided;
+  return std::nullopt;
+}
+
+const explanation* ignore_rules::decide(std::string_view relative_path, bool is_dir) const {
+  if (levels_.back().excluded_by) return &*levels_.back().excluded_by;
+  for (auto dir = levels_.rbegin(); dir != levels_.rend(); ++dir) {
+    const auto path = relative_to(dir->dir, relative_path);
+    for (auto r = dir->rules.rbegin(); r != dir->rules.rend(); ++r) {
+      if (r->pattern.matches(path, is_dir)) return &r->source;
+    }
+  }
+  for (auto r = root_rules_.rbegin(); r != root_rules_.rend(); ++r) {
+    if (r->pattern.matches(relative_path, is_dir)) return &r->source;
+  }
+  return nullptr;
+}
+
+void ignore_rules::check_parent(std::string_view relative_path, const char* what) const {
+  if (levels_.empty()) throw std::logic_error(fmt::format("ignore_rules::{}: no directory entered", what));
+  if (relative_path.empty() || parent_of(relative_path) != levels_.back().dir) {
+    throw std::logic_error(fmt::format("ignore_rules::{}: '{}' is not directly in '{}'", what,
+                                       relative_path, levels_.back().dir));
+  }
+}
+
+}  // namespace ferry::packaging
