@@ -12,6 +12,7 @@
 #include "support/fault_proxy.hpp"
 #include "support/moto.hpp"
 #include "support/settings.hpp"
+#include "support/trace_root.hpp"
 #include "support/temp_dir.hpp"
 
 #include <boost/asio/co_spawn.hpp>
@@ -118,22 +119,12 @@ class http_pool : public ::testing::Test {
     return done.get();
   }
 
-  tracing::action& root() {
-    if (!out) {
-      diagnostics diag;
-      auto opened = tracing::sink::open(dir / "trace.jsonl", diag);
-      if (!opened) throw std::runtime_error(diag.message);
-      out = std::move(*opened);
-      task.emplace(tracing::action::start_task(*out, "test:http_pool"));
-    }
-    return *task;
-  }
+  tracing::action& root() { return trace.root(); }
 
   // The end messages of the S3 request attempts traced so far: one per attempt.
   std::vector<boost::json::object> attempts() {
-    out->flush();
     std::vector<boost::json::object> ends;
-    std::istringstream in(test::read_file(dir / "trace.jsonl"));
+    std::istringstream in(trace.flushed_text());
     for (std::string line; std::getline(in, line);) {
       auto message = boost::json::parse(line).as_object();
       const auto* type = message.if_contains("action_type");
@@ -151,8 +142,7 @@ class http_pool : public ::testing::Test {
   asio::io_context io;
   cpu_pool cpu{1};
   std::optional<s3_session> session;
-  std::unique_ptr<tracing::sink> out;  // before the task, which writes to it as it ends
-  std::optional<tracing::action> task;
+  test::trace_root trace{dir / "trace.jsonl", "test:http_pool"};
 };
 
 test::moto_server* http_pool::moto_ = nullptr;

@@ -11,6 +11,7 @@
 
 #include "support/moto.hpp"
 #include "support/settings.hpp"
+#include "support/trace_root.hpp"
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
 
@@ -177,21 +178,11 @@ class tls : public ::testing::Test {
     return run_on(io, handshake({"https", host, port}, &trusting(ca_->bundle()), diag));
   }
 
-  tracing::action& root() {
-    if (!out) {
-      diagnostics diag;
-      auto opened = tracing::sink::open(dir / "trace.jsonl", diag);
-      if (!opened) throw std::runtime_error(diag.message);
-      out = std::move(*opened);
-      task.emplace(tracing::action::start_task(*out, "test:tls"));
-    }
-    return *task;
-  }
+  tracing::action& root() { return trace.root(); }
 
   // How many S3 request attempts the trace holds so far.
   std::size_t attempts_traced() {
-    out->flush();
-    std::istringstream in(test::read_file(dir / "trace.jsonl"));
+    std::istringstream in(trace.flushed_text());
     std::size_t n = 0;
     for (std::string line; std::getline(in, line);) {
       const auto message = boost::json::parse(line).as_object();
@@ -225,8 +216,7 @@ class tls : public ::testing::Test {
   asio::io_context io;
   cpu_pool cpu{1};
   std::vector<std::shared_ptr<asio::ssl::context>> contexts;
-  std::unique_ptr<tracing::sink> out;  // before the task, which writes to it as it ends
-  std::optional<tracing::action> task;
+  test::trace_root trace{dir / "trace.jsonl", "test:tls"};
 };
 
 temp_dir* tls::dir_ = nullptr;
