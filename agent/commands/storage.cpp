@@ -33,12 +33,17 @@ int report(tracing::action& act, const error_code& ec, const diagnostics& diag) 
   return ec == asio::error::operation_aborted ? exit_code::interrupted : exit_code::failure;
 }
 
+// The configured S3, endpoint and credentials found the AWS way.
+result<net::s3_session> open_session(command_context& ctx, diagnostics& diag) {
+  return net::open_s3_session(ctx.io, ctx.cpu, ctx.config.values, net::process_environment(), diag);
+}
+
 asio::awaitable<int> ls(command_context& ctx, const storage_args& args) {
   auto act = ctx.trace.child("ferry:storage:ls", {{"url", args.url}});
   diagnostics diag;
   auto url = net::parse_s3_url(args.url, diag);
   if (!url) co_return report(act, url.error(), diag);
-  auto session = net::open_s3_session(ctx.io, ctx.cpu, ctx.config.values, net::process_environment(), diag);
+  auto session = open_session(ctx, diag);
   if (!session) co_return report(act, session.error(), diag);
   auto objects = co_await session->s3->list_objects(act, url->bucket, url->key, diag);
   if (!objects) co_return report(act, objects.error(), diag);
@@ -52,7 +57,7 @@ asio::awaitable<int> rm(command_context& ctx, const storage_args& args) {
   diagnostics diag;
   auto url = net::parse_s3_url(args.url, diag);
   if (!url) co_return report(act, url.error(), diag);
-  auto session = net::open_s3_session(ctx.io, ctx.cpu, ctx.config.values, net::process_environment(), diag);
+  auto session = open_session(ctx, diag);
   if (!session) co_return report(act, session.error(), diag);
   std::vector<std::string> keys;
   if (args.recursive) {
@@ -83,7 +88,7 @@ asio::awaitable<int> presign(command_context& ctx, const storage_args& args) {
     act.fail_exception("usage", "bad --expires");
     co_return exit_code::usage;
   }
-  auto session = net::open_s3_session(ctx.io, ctx.cpu, ctx.config.values, net::process_environment(), diag);
+  auto session = open_session(ctx, diag);
   if (!session) co_return report(act, session.error(), diag);
   const auto who = args.for_nodes ? net::s3_client::audience::nodes : net::s3_client::audience::workstation;
   fmt::print("{}\n", session->s3->presign_get(url->bucket, url->key, who,
@@ -122,7 +127,7 @@ asio::awaitable<int> cp(command_context& ctx, const storage_args& args) {
   }
   auto url = net::parse_s3_url(upload ? args.destination : args.source, diag);
   if (!url) co_return report(act, url.error(), diag);
-  auto session = net::open_s3_session(ctx.io, ctx.cpu, ctx.config.values, net::process_environment(), diag);
+  auto session = open_session(ctx, diag);
   if (!session) co_return report(act, session.error(), diag);
 
   net::transfer_progress progress;

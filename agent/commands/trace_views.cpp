@@ -18,7 +18,7 @@ struct trace_args {
   std::string output;
 };
 
-// Reads the files on the CPU pool; prints skipped lines as errors naming file:line.
+// Reads the files on the CPU pool; prints skipped lines as errors naming file:line, and any failure.
 boost::asio::awaitable<result<tracing::trace_set>> read_on_pool(command_context& ctx, const trace_args& args,
                                                                 diagnostics& diag) {
   auto act = ctx.trace.child("ferry:trace:read", {{"files", static_cast<std::uint64_t>(args.files.size())}});
@@ -30,6 +30,7 @@ boost::asio::awaitable<result<tracing::trace_set>> read_on_pool(command_context&
                  {"skipped_lines", static_cast<std::uint64_t>(set->problems.size())}});
   } else {
     act.fail(set.error(), diag);
+    fmt::print(stderr, "ferry: error: {}\n", diag.message);
   }
   co_return set;
 }
@@ -37,10 +38,7 @@ boost::asio::awaitable<result<tracing::trace_set>> read_on_pool(command_context&
 boost::asio::awaitable<int> tree(command_context& ctx, const trace_args& args) {
   diagnostics diag;
   auto set = co_await read_on_pool(ctx, args, diag);
-  if (!set) {
-    fmt::print(stderr, "ferry: error: {}\n", diag.message);
-    co_return exit_code::failure;
-  }
+  if (!set) co_return exit_code::failure;
   const auto tasks = tracing::build_task_trees(*set);
   fmt::print("{}", tracing::render_tree(tasks, {.color = ctx.interactive}));
   co_return exit_code::success;
@@ -49,10 +47,7 @@ boost::asio::awaitable<int> tree(command_context& ctx, const trace_args& args) {
 boost::asio::awaitable<int> chrome(command_context& ctx, const trace_args& args) {
   diagnostics diag;
   auto set = co_await read_on_pool(ctx, args, diag);
-  if (!set) {
-    fmt::print(stderr, "ferry: error: {}\n", diag.message);
-    co_return exit_code::failure;
-  }
+  if (!set) co_return exit_code::failure;
   const auto json = boost::json::serialize(tracing::render_chrome(*set, tracing::build_task_trees(*set)));
   const auto tmp = args.output + ".tmp";
   {
