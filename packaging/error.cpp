@@ -13,6 +13,12 @@ class category_impl final : public boost::system::error_category {
       case errc::not_a_directory: return "not a directory";
       case errc::external_symlink: return "symlink points outside the packaged tree";
       case errc::layer_too_large: return "layer exceeds the maximum size";
+      case errc::file_changed: return "file changed while it was being packed";
+      case errc::symlink_loop: return "symlink loop";
+      case errc::python_failed: return "python interpreter failed";
+      case errc::bad_probe_output: return "python interpreter gave an unexpected answer";
+      case errc::probe_timeout: return "python interpreter did not answer in time";
+      case errc::bad_cache: return "hash cache is damaged";
     }
     return "unknown packaging error";
   }

@@ -12,6 +12,12 @@ enum class errc {
   not_a_directory,      // a sys.path entry or workspace root is not a directory
   external_symlink,     // a symlink leaves the tree and packaging.external_symlinks is "refuse"
   layer_too_large,      // a layer would exceed packaging.max_layer_size
+  file_changed,         // a file vanished or changed between hashing and zipping it
+  symlink_loop,         // following symlinks leads back into a directory already being walked
+  python_failed,        // the configured interpreter could not be run, or exited non-zero
+  bad_probe_output,     // the interpreter's answer about sys.path could not be understood
+  probe_timeout,        // the interpreter did not answer within packaging.discover_timeout
+  bad_cache,            // the hash cache file is damaged (it is then rebuilt, never trusted)
 };
 
 const boost::system::error_category& category();
