@@ -1,0 +1,87 @@
+#include "packaging/file_hash.hpp"
+
+#include "packaging/error.hpp"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace ferry::packaging {
+namespace {
+
+std::int64_t mtime_ns(const struct stat& st) {
+  return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+}
+
+bool same_file(const struct stat& st, const file_key& key) {
+  return static_cast<std::uint64_t>(st.st_ino) == key.inode && static_cast<std::uint64_t>(st.st_size) == key.size &&
+         mtime_ns(st) == key.mtime_ns;
+}
+
+class fd_guard {
+ public:
+  explicit fd_guard(int fd) : fd_(fd) {}
+  ~fd_guard() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  fd_guard(const fd_guard&) = delete;
+  fd_guard& operator=(const fd_guard&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+result<sha256_digest> changed(const file_entry& entry, diagnostics& diag, std::string_view how) {
+  diag.set(fmt::format("{}: {} while it was being packed; run again once it is stable", entry.source.string(), how));
+  return error_code(errc::file_changed);
+}
+
+}  // namespace
+
+int open_for_reading(const std::filesystem::path& file) {
+  int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOATIME);
+  if (fd < 0 && errno == EPERM) fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  return fd;
+}
+
+result<sha256_digest> hash_entry(const file_entry& entry, net::sha256_stream& hasher, std::span<char> buffer,
+                                 diagnostics& diag) {
+  hasher.reset();
+  if (entry.type == file_entry::kind::symlink) {
+    hasher.update(entry.link_target);
+    return hasher.finish();
+  }
+  fd_guard fd(open_for_reading(entry.source));
+  if (fd.get() < 0) {
+    if (errno == ENOENT) return changed(entry, diag, "vanished");
+    diag.set(fmt::format("{}: cannot read: {}", entry.source.string(), std::strerror(errno)));
+    return error_code(errc::unreadable_file);
+  }
+  struct stat before {};
+  if (::fstat(fd.get(), &before) != 0 || !same_file(before, entry.key)) return changed(entry, diag, "changed");
+  if (entry.key.size > buffer.size()) ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
+  std::uint64_t total = 0;
+  for (;;) {
+    const auto n = ::read(fd.get(), buffer.data(), buffer.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      diag.set(fmt::format("{}: cannot read: {}", entry.source.string(), std::strerror(errno)));
+      return error_code(errc::unreadable_file);
+    }
+    if (n == 0) break;
+    hasher.update(reinterpret_cast<const unsigned char*>(buffer.data()), static_cast<std::size_t>(n));
+    total += static_cast<std::uint64_t>(n);
+  }
+  struct stat after {};
+  if (total != entry.key.size || ::fstat(fd.get(), &after) != 0 || !same_file(after, entry.key)) {
+    return changed(entry, diag, "changed");
+  }
+  return hasher.finish();
+}
+
+}  // namespace ferry::packaging

@@ -1,0 +1,55 @@
+#include "packaging/layer.hpp"
+
+#include "net/digest.hpp"
+
+#include <fmt/format.h>
+
+namespace ferry::packaging {
+
+sha256_digest entries_id(std::span<const file_entry> entries) {
+  // A version line first: a change to this format must never reuse an old id for different bytes.
+  net::sha256_stream h;
+  h.update(std::string_view("ferry-layer-v1\n"));
+  std::string line;
+  for (const auto& e : entries) {
+    line.clear();
+    line.append(e.path);
+    line.push_back('\0');  // paths may hold any byte but NUL
+    fmt::format_to(std::back_inserter(line), "{:o}", e.mode());
+    line.push_back('\0');
+    net::append_hex(line, e.digest);
+    line.push_back('\n');
+    h.update(line);
+  }
+  return h.finish();
+}
+
+void seal_layer(layer& l, std::uint64_t shard_size) {
+  l.shards.clear();
+  l.bytes = 0;
+  shard current;
+  for (std::size_t i = 0; i < l.files.size(); ++i) {
+    const auto size = l.files[i].key.size;
+    if (current.count > 0 && current.bytes + size > shard_size) {
+      l.shards.push_back(current);
+      current = shard{i, 0, 0, {}};
+    }
+    ++current.count;
+    current.bytes += size;
+    l.bytes += size;
+  }
+  if (current.count > 0 || l.shards.empty()) l.shards.push_back(current);
+  for (auto& s : l.shards) s.id = entries_id(l.files_of(s));
+  l.id = l.shards.size() == 1 ? l.shards.front().id : entries_id(l.files);
+}
+
+std::string shard_key(std::string_view prefix, const shard& s) {
+  std::string key(prefix);
+  if (!key.empty() && !key.ends_with('/')) key.push_back('/');
+  key.append("layers/");
+  net::append_hex(key, s.id);
+  key.append(".zip");
+  return key;
+}
+
+}  // namespace ferry::packaging

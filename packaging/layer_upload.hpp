@@ -1,0 +1,31 @@
+#pragma once
+// Zips one shard of a layer straight into storage: compression runs on the CPU pool one part at a time
+// while earlier parts upload, so memory stays at (parts_in_flight + 1) parts whatever the layer's size,
+// and nothing touches the local disk. A shard whose zip fits in one part goes up as a single PUT; a
+// failed or cancelled multipart upload is aborted, so storage never holds a partial layer under its key.
+#include "net/offload.hpp"
+#include "net/s3_client.hpp"
+#include "packaging/layer.hpp"
+#include "packaging/zip_writer.hpp"
+
+#include <atomic>
+
+namespace ferry::packaging {
+
+struct shard_upload {
+  std::uint64_t zip_bytes = 0;
+  int parts = 0;  // 0: a single PUT
+};
+
+asio::awaitable<result<shard_upload>> upload_shard(tracing::action& parent, net::s3_client& s3, net::cpu_pool& pool,
+                                                   const layer& l, const shard& s, const std::string& bucket,
+                                                   const std::string& key, const zip_options& options,
+                                                   std::atomic<std::uint64_t>* bytes_read, diagnostics& diag);
+
+// The same zip bytes into a callback, for `ferry pack --output` and the benchmarks (pack without upload).
+asio::awaitable<result<std::uint64_t>> zip_shard(net::cpu_pool& pool, const layer& l, const shard& s,
+                                                 const zip_options& options, std::uint64_t part_size,
+                                                 std::function<void(std::vector<char>&&)> part_out,
+                                                 diagnostics& diag);
+
+}  // namespace ferry::packaging

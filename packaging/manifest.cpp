@@ -1,0 +1,57 @@
+#include "packaging/manifest.hpp"
+
+#include "net/digest.hpp"
+
+#include <boost/json.hpp>
+
+namespace ferry::packaging {
+namespace {
+
+namespace json = boost::json;
+
+std::string_view kind_name(root_spec::kind k) {
+  switch (k) {
+    case root_spec::kind::workspace: return "workspace";
+    case root_spec::kind::site_packages: return "site-packages";
+    case root_spec::kind::other: return "path";
+  }
+  return "path";
+}
+
+}  // namespace
+
+std::string manifest_json(const python_info& python, std::span<const root_spec> roots, std::span<const layer> layers,
+                          std::string_view prefix) {
+  // boost::json::object keeps insertion order, so the text is the same for the same inputs.
+  json::object doc;
+  doc["format"] = "ferry-manifest-v1";
+  doc["python"] = json::object{{"version", python.version}, {"platform", python.platform}};
+  json::array roots_out;
+  for (const auto& r : roots) {
+    roots_out.push_back(json::object{{"index", r.index}, {"kind", kind_name(r.type)}, {"path", r.path.string()}});
+  }
+  doc["roots"] = std::move(roots_out);
+  json::array layers_out;
+  for (const auto& l : layers) {
+    json::array shards;
+    for (const auto& s : l.shards) {
+      shards.push_back(json::object{{"id", net::to_hex(s.id)}, {"key", shard_key(prefix, s)},
+                                    {"files", s.count}, {"bytes", s.bytes}});
+    }
+    layers_out.push_back(json::object{{"name", l.name}, {"root", l.root_index}, {"id", net::to_hex(l.id)},
+                                      {"files", l.files.size()}, {"bytes", l.bytes}, {"shards", std::move(shards)}});
+  }
+  doc["layers"] = std::move(layers_out);
+  return json::serialize(doc);
+}
+
+std::string manifest_key(std::string_view prefix, std::string_view manifest_text) {
+  std::string key(prefix);
+  if (!key.empty() && !key.ends_with('/')) key.push_back('/');
+  key.append("manifests/");
+  key.append(net::hex_sha256(manifest_text));
+  key.append(".json");
+  return key;
+}
+
+}  // namespace ferry::packaging

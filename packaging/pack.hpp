@@ -1,0 +1,60 @@
+#pragma once
+// `ferry pack` without the command line: scan the roots into layers, find which shards storage already
+// holds, zip and upload the rest side by side, then store the manifest. Storage is optional (a dry run,
+// or `--output` to a directory): the scan and ids are the same either way.
+#include "net/offload.hpp"
+#include "net/s3_client.hpp"
+#include "packaging/hash_cache.hpp"
+#include "packaging/layer_scan.hpp"
+#include "packaging/manifest.hpp"
+#include "packaging/zip_writer.hpp"
+
+#include <atomic>
+#include <optional>
+
+namespace ferry::packaging {
+
+struct pack_settings {
+  scan_options scan;
+  zip_options zip;
+  std::uint64_t max_layer_size = 4ull << 30;
+  bool force = false;     // pack layers over max_layer_size anyway
+  bool dry_run = false;   // check storage, upload nothing
+  std::string bucket;     // empty: no storage
+  std::string prefix;
+  std::size_t check_concurrency = 16;   // HEAD requests at once (s3.max_concurrency)
+  std::size_t upload_concurrency = 4;   // shards zipping and uploading at once
+};
+
+struct pack_progress {
+  scan_progress scan;
+  std::atomic<std::uint64_t> shards_to_upload{0};
+  std::atomic<std::uint64_t> shards_uploaded{0};
+  std::atomic<std::uint64_t> bytes_to_zip{0};
+  std::atomic<std::uint64_t> bytes_zipped{0};  // content read into zips
+  std::atomic<std::uint64_t> bytes_uploaded{0};  // zip bytes stored
+};
+
+struct layer_report {
+  enum class state { uploaded, present, unknown };  // unknown: no storage, or a dry run that would upload
+  const layer* packed = nullptr;
+  state status = state::unknown;
+  std::uint64_t zip_bytes = 0;  // for uploaded layers
+};
+
+struct pack_report {
+  scan_result scan;
+  std::vector<layer_report> layers;
+  std::string manifest_text;
+  std::string manifest_key;
+  bool manifest_present = false;  // storage already held it: nothing was checked layer by layer
+  std::uint64_t uploaded_bytes = 0;
+  std::size_t uploaded_shards = 0;
+};
+
+asio::awaitable<result<pack_report>> pack(tracing::action& parent, net::cpu_pool& pool, net::s3_client* s3,
+                                          std::span<const root_spec> roots, const python_info& python,
+                                          const pack_settings& settings, hash_cache& cache, pack_progress* progress,
+                                          diagnostics& diag);
+
+}  // namespace ferry::packaging

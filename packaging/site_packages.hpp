@@ -1,0 +1,36 @@
+#pragma once
+// Which layer each file of a site-packages directory belongs to. Sans-io: the caller reads the RECORD
+// files of the *.dist-info directories and hands them in.
+//
+// A distribution's layer holds every file its RECORD lists (its packages, its .dist-info, its .libs
+// companion, its .pth files), so upgrading one distribution changes one layer, and namespace packages
+// shared by several distributions (google/, azure/) are split by owner. A file no RECORD lists goes with
+// the distribution that owns the rest of its top-level name, or else forms a layer named after it.
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+namespace ferry::packaging {
+
+class distribution_index {
+ public:
+  // `dist_info_dir` is the directory's name, e.g. "numpy-1.26.4.dist-info".
+  void add_record(std::string_view dist_info_dir, std::string_view record_text);
+
+  // The layer name for a path relative to site-packages: a normalised distribution name ("numpy",
+  // "typing-extensions") or the stem of an unowned top-level name.
+  std::string group_of(std::string_view path) const;
+
+ private:
+  std::unordered_map<std::string, std::string> owner_;      // path -> distribution
+  std::unordered_map<std::string, std::string> top_owner_;  // top-level name -> distribution, "" if shared
+};
+
+// "Typing_Extensions" -> "typing-extensions" (PEP 503).
+std::string normalize_distribution(std::string_view name);
+// "numpy-1.26.4.dist-info" -> "numpy"; "" when the name is not a .dist-info or .egg-info directory.
+std::string distribution_of_metadata_dir(std::string_view dir);
+// "six.py" -> "six", "_cffi_backend.cpython-311-x86_64-linux-gnu.so" -> "_cffi_backend", "numpy.libs" -> "numpy".
+std::string top_level_stem(std::string_view name);
+
+}  // namespace ferry::packaging

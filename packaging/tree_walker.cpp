@@ -1,0 +1,339 @@
+#include "packaging/tree_walker.hpp"
+
+#include "packaging/error.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace ferry::packaging {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::int64_t mtime_of(const struct stat& st) {
+  return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+}
+
+file_key key_of(const struct stat& st) {
+  return {static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino),
+          static_cast<std::uint64_t>(st.st_size), mtime_of(st)};
+}
+
+std::string join(std::string_view dir, std::string_view name) {
+  if (dir.empty()) return std::string(name);
+  std::string out;
+  out.reserve(dir.size() + 1 + name.size());
+  out.append(dir).append(1, '/').append(name);
+  return out;
+}
+
+class fd_guard {
+ public:
+  explicit fd_guard(int fd = -1) : fd_(fd) {}
+  ~fd_guard() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  fd_guard(const fd_guard&) = delete;
+  fd_guard& operator=(const fd_guard&) = delete;
+  int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
+
+ private:
+  int fd_;
+};
+
+// Reads a small file next to the directory fd, "" when absent or unreadable (git ignores those too).
+std::string read_ignore_file(int dirfd, const char* name) {
+  fd_guard fd(::openat(dirfd, name, O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) return {};
+  std::string text;
+  char buffer[8192];
+  for (;;) {
+    const auto n = ::read(fd.get(), buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    text.append(buffer, static_cast<std::size_t>(n));
+  }
+  return text;
+}
+
+struct dir_item {
+  std::string name;
+  unsigned char type;
+};
+
+result<std::vector<dir_item>> read_directory(int dirfd, const fs::path& where, diagnostics& diag) {
+  const int dup = ::fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
+  DIR* dir = dup >= 0 ? ::fdopendir(dup) : nullptr;
+  if (!dir) {
+    if (dup >= 0) ::close(dup);
+    diag.set(fmt::format("{}: cannot list the directory: {}", where.string(), std::strerror(errno)));
+    return error_code(errc::unreadable_file);
+  }
+  std::vector<dir_item> items;
+  errno = 0;
+  while (const dirent* d = ::readdir(dir)) {
+    if (d->d_name[0] == '.' && (d->d_name[1] == 0 || (d->d_name[1] == '.' && d->d_name[2] == 0))) continue;
+    items.push_back({d->d_name, d->d_type});
+  }
+  const int err = errno;
+  ::closedir(dir);
+  if (err != 0) {
+    diag.set(fmt::format("{}: cannot list the directory: {}", where.string(), std::strerror(err)));
+    return error_code(errc::unreadable_file);
+  }
+  return items;
+}
+
+class walker {
+ public:
+  walker(const fs::path& root, const walk_options& options, diagnostics& diag)
+      : options_(options), rules_(options.ignore), diag_(diag), root_(root) {}
+
+  result<walk_result> run(std::span<const std::string> only) {
+    char real[PATH_MAX];
+    if (!::realpath(root_.c_str(), real)) {
+      diag_.set(fmt::format("{}: {}", root_.string(), std::strerror(errno)));
+      return error_code(errno == ENOTDIR ? errc::not_a_directory : errc::unreadable_file);
+    }
+    root_real_ = real;
+    fd_guard fd(::open(root_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (fd.get() < 0) {
+      diag_.set(fmt::format("{}: {}", root_.string(), std::strerror(errno)));
+      return error_code(errno == ENOTDIR ? errc::not_a_directory : errc::unreadable_file);
+    }
+    if (auto r = walk_directory(fd.get(), "", root_, false, only); !r) return r.error();
+    std::sort(out_.files.begin(), out_.files.end(),
+              [](const file_entry& a, const file_entry& b) { return a.path < b.path; });
+    return std::move(out_);
+  }
+
+ private:
+  result<void> walk_directory(int dirfd, const std::string& rel_dir, const fs::path& abs_dir, bool followed,
+                              std::span<const std::string> only) {
+    struct stat self {};
+    if (::fstat(dirfd, &self) != 0) return unreadable(abs_dir);
+    active_.push_back({self.st_dev, self.st_ino});
+    if (options_.read_ignore_files) {
+      rules_.push_directory(rel_dir, read_ignore_file(dirfd, ".gitignore"), read_ignore_file(dirfd, ".ferryignore"));
+    } else {
+      rules_.push_directory(rel_dir, {}, {});
+    }
+    auto items = read_directory(dirfd, abs_dir, diag_);
+    if (!items) return items.error();
+    for (const auto& item : *items) {
+      if (!only.empty() && std::find(only.begin(), only.end(), item.name) == only.end()) continue;
+      if (auto r = visit(dirfd, rel_dir, abs_dir, item, followed); !r) return r;
+    }
+    rules_.pop_directory();
+    active_.pop_back();
+    return {};
+  }
+
+  result<void> visit(int dirfd, const std::string& rel_dir, const fs::path& abs_dir, const dir_item& item,
+                     bool followed) {
+    unsigned char type = item.type;
+    struct stat st {};
+    bool have_stat = false;
+    if (type == DT_UNKNOWN || type == DT_REG) {
+      if (::fstatat(dirfd, item.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        if (errno == ENOENT) return {};  // gone before we looked: never part of this snapshot
+        return unreadable(abs_dir / item.name);
+      }
+      have_stat = true;
+      type = S_ISDIR(st.st_mode) ? DT_DIR : S_ISREG(st.st_mode) ? DT_REG : S_ISLNK(st.st_mode) ? DT_LNK : DT_FIFO;
+    }
+    const std::string rel = join(rel_dir, item.name);
+    if (rules_.ignored(rel, type == DT_DIR)) return {};
+    switch (type) {
+      case DT_DIR: return enter(dirfd, rel, abs_dir / item.name, item.name, followed);
+      case DT_REG: add_file(rel, abs_dir / item.name, st);
+        return {};
+      case DT_LNK: return symlink(dirfd, rel, abs_dir / item.name, item.name, followed);
+      default:
+        (void)have_stat;
+        warn(rel, "not a regular file, directory or symlink: skipped");
+        return {};
+    }
+  }
+
+  result<void> enter(int dirfd, const std::string& rel, const fs::path& abs, const std::string& name, bool followed) {
+    fd_guard fd(::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (fd.get() < 0) {
+      if (errno == ENOENT) return {};
+      return unreadable(abs);
+    }
+    return walk_directory(fd.get(), rel, abs, followed, {});
+  }
+
+  void add_file(const std::string& rel, fs::path source, const struct stat& st) {
+    file_entry entry;
+    entry.path = rel;
+    entry.type = file_entry::kind::regular;
+    entry.permissions = st.st_mode & 07777;
+    entry.source = std::move(source);
+    entry.key = key_of(st);
+    out_.bytes += entry.key.size;
+    if (entry.key.size > options_.large_file_warning) {
+      warn(rel, fmt::format("large file ({} MiB): exclude it if it is data the job downloads itself",
+                            entry.key.size >> 20));
+    }
+    out_.files.push_back(std::move(entry));
+  }
+
+  result<void> symlink(int dirfd, const std::string& rel, const fs::path& abs, const std::string& name,
+                       bool followed) {
+    std::string target(PATH_MAX, '\0');
+    const auto n = ::readlinkat(dirfd, name.c_str(), target.data(), target.size());
+    if (n < 0) {
+      if (errno == ENOENT) return {};
+      return unreadable(abs);
+    }
+    target.resize(static_cast<std::size_t>(n));
+    char real[PATH_MAX];
+    if (!::realpath(abs.c_str(), real)) {
+      if (errno == ELOOP) {
+        diag_.set(fmt::format("{}: symlink loop ({} -> {})", abs.string(), rel, target));
+        return error_code(errc::symlink_loop);
+      }
+      if (errno != ENOENT) return unreadable(abs);
+      warn(rel, fmt::format("dangling symlink to {}: kept as a symlink", target));
+      keep_symlink(rel, target);
+      return {};
+    }
+    const std::string_view resolved(real);
+    const bool inside = resolved.size() > root_real_.size() && resolved.starts_with(root_real_) &&
+                        resolved[root_real_.size()] == '/';
+    if (!followed && inside && !target.starts_with('/')) {
+      keep_symlink(rel, target);
+      return {};
+    }
+    if (!options_.follow_external) {
+      diag_.set(fmt::format("{}: symlink to {} leaves {}; set packaging.external_symlinks = \"follow\" or exclude it",
+                            abs.string(), target, root_.string()));
+      return error_code(errc::external_symlink);
+    }
+    return follow(rel, fs::path(real), target);
+  }
+
+  result<void> follow(const std::string& rel, const fs::path& real, const std::string& target) {
+    struct stat st {};
+    if (::stat(real.c_str(), &st) != 0) return unreadable(real);
+    if (S_ISREG(st.st_mode)) {
+      add_file(rel, real, st);
+      return {};
+    }
+    if (!S_ISDIR(st.st_mode)) {
+      warn(rel, "symlink to something that is not a regular file or directory: skipped");
+      return {};
+    }
+    for (const auto& [dev, ino] : active_) {
+      if (dev == st.st_dev && ino == st.st_ino) {
+        diag_.set(fmt::format("{}: symlink loop: {} -> {} leads back into a directory being packed",
+                              (root_ / rel).string(), rel, target));
+        return error_code(errc::symlink_loop);
+      }
+    }
+    fd_guard fd(::open(real.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (fd.get() < 0) return unreadable(real);
+    return walk_directory(fd.get(), rel, real, true, {});
+  }
+
+  void keep_symlink(const std::string& rel, const std::string& target) {
+    file_entry entry;
+    entry.path = rel;
+    entry.type = file_entry::kind::symlink;
+    entry.permissions = 0777;
+    entry.link_target = target;
+    entry.key.size = target.size();
+    out_.files.push_back(std::move(entry));
+  }
+
+  result<void> unreadable(const fs::path& path) {
+    diag_.set(fmt::format("{}: cannot read: {}", path.string(), std::strerror(errno)));
+    return error_code(errc::unreadable_file);
+  }
+
+  void warn(const std::string& rel, std::string message) { out_.warnings.push_back({rel, std::move(message)}); }
+
+  const walk_options& options_;
+  ignore_rules rules_;
+  diagnostics& diag_;
+  fs::path root_;
+  std::string root_real_;
+  std::vector<std::pair<dev_t, ino_t>> active_;  // directories being walked, to catch loops through symlinks
+  walk_result out_;
+};
+
+}  // namespace
+
+result<walk_result> walk_tree(const fs::path& root, const walk_options& options, diagnostics& diag,
+                              std::span<const std::string> only) {
+  walker w(root, options, diag);
+  return w.run(only);
+}
+
+result<std::vector<std::pair<std::string, bool>>> list_top_level(const fs::path& root, diagnostics& diag) {
+  fd_guard fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    diag.set(fmt::format("{}: {}", root.string(), std::strerror(errno)));
+    return error_code(errno == ENOTDIR ? errc::not_a_directory : errc::unreadable_file);
+  }
+  auto items = read_directory(fd.get(), root, diag);
+  if (!items) return items.error();
+  std::vector<std::pair<std::string, bool>> out;
+  out.reserve(items->size());
+  for (auto& item : *items) {
+    bool is_dir = item.type == DT_DIR;
+    if (item.type == DT_UNKNOWN || item.type == DT_LNK) {
+      struct stat st {};
+      is_dir = ::fstatat(fd.get(), item.name.c_str(), &st, 0) == 0 && S_ISDIR(st.st_mode);
+    }
+    out.emplace_back(std::move(item.name), is_dir);
+  }
+  return out;
+}
+
+result<std::string> explain_path(const fs::path& root, std::string_view relative_path, const walk_options& options,
+                                 diagnostics& diag) {
+  ignore_rules rules(options.ignore);
+  std::string rel_dir;
+  auto push = [&](const std::string& dir) {
+    const auto abs = dir.empty() ? root : root / dir;
+    fd_guard fd(::open(abs.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (options.read_ignore_files && fd.get() >= 0) {
+      rules.push_directory(dir, read_ignore_file(fd.get(), ".gitignore"), read_ignore_file(fd.get(), ".ferryignore"));
+    } else {
+      rules.push_directory(dir, {}, {});
+    }
+  };
+  std::string path(relative_path);
+  while (path.ends_with('/')) path.pop_back();
+  if (path.empty()) {
+    diag.set("--explain needs a path below the workspace");
+    return error_code(errc::not_a_directory);
+  }
+  push("");
+  std::size_t start = 0;
+  for (auto slash = path.find('/'); slash != std::string::npos; slash = path.find('/', start)) {
+    rel_dir = path.substr(0, slash);
+    push(rel_dir);
+    start = slash + 1;
+  }
+  struct stat st {};
+  const bool is_dir = ::stat((root / path).c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  const auto decided = rules.explain(path, is_dir);
+  if (!decided) return std::string("included (no rule matches)");
+  return fmt::format("{} by {}", decided->negated ? "included" : "excluded", decided->describe());
+}
+
+}  // namespace ferry::packaging
