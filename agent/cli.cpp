@@ -142,6 +142,7 @@ int run_cli(int argc, char** argv) {
   add_config_commands(app, selected);
   add_trace_commands(app, selected);
   add_storage_commands(app, selected);
+  add_pack_command(app, selected);
   if (auto code = parse(app, argc, argv)) return *code;
 
   const auto path = trace_path(g, selected.action_type);

@@ -37,15 +37,19 @@ class fd_guard {
 };
 
 result<sha256_digest> changed(const file_entry& entry, diagnostics& diag, std::string_view how) {
-  diag.set(fmt::format("{}: {} while it was being packed; run again once it is stable", entry.source.string(), how));
+  diag.set(fmt::format("{}: {} while it was being packed; run again once it is stable", entry.source, how));
   return error_code(errc::file_changed);
 }
 
 }  // namespace
 
-int open_for_reading(const std::filesystem::path& file) {
-  int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOATIME);
-  if (fd < 0 && errno == EPERM) fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+int open_for_reading(const std::string& file) {
+  // O_NONBLOCK: a FIFO found in the file's place must not hang the open (the fstat check refuses it);
+  // regular files ignore the flag.
+  constexpr int flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
+  // O_NOATIME spares the file system an inode update per file, but only the owner (or root) may ask.
+  int fd = ::open(file.c_str(), flags | O_NOATIME);
+  if (fd < 0 && errno == EPERM) fd = ::open(file.c_str(), flags);
   return fd;
 }
 
@@ -59,7 +63,7 @@ result<sha256_digest> hash_entry(const file_entry& entry, net::sha256_stream& ha
   fd_guard fd(open_for_reading(entry.source));
   if (fd.get() < 0) {
     if (errno == ENOENT) return changed(entry, diag, "vanished");
-    diag.set(fmt::format("{}: cannot read: {}", entry.source.string(), std::strerror(errno)));
+    diag.set(fmt::format("{}: cannot read: {}", entry.source, std::strerror(errno)));
     return error_code(errc::unreadable_file);
   }
   struct stat before {};
@@ -70,7 +74,7 @@ result<sha256_digest> hash_entry(const file_entry& entry, net::sha256_stream& ha
     const auto n = ::read(fd.get(), buffer.data(), buffer.size());
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
-      diag.set(fmt::format("{}: cannot read: {}", entry.source.string(), std::strerror(errno)));
+      diag.set(fmt::format("{}: cannot read: {}", entry.source, std::strerror(errno)));
       return error_code(errc::unreadable_file);
     }
     if (n == 0) break;

@@ -17,6 +17,6 @@ result<sha256_digest> hash_entry(const file_entry& entry, net::sha256_stream& ha
 
 // Opens a file for reading without updating its access time where the kernel allows it (it refuses
 // O_NOATIME for files of other users). Returns -1 with errno set on failure.
-int open_for_reading(const std::filesystem::path& file);
+int open_for_reading(const std::string& file);
 
 }  // namespace ferry::packaging

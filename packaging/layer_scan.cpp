@@ -116,6 +116,7 @@ using item_worker = std::function<void(std::size_t)>;
 
 asio::awaitable<void> for_each_on_pool(net::cpu_pool& pool, std::size_t count, std::size_t threads,
                                        std::function<item_worker()> make_worker) {
+  if (count == 0) co_return;
   auto next = std::make_shared<std::atomic<std::size_t>>(0);
   std::vector<asio::awaitable<void>> workers;
   for (std::size_t t = 0; t < std::max<std::size_t>(1, std::min(threads, count)); ++t) {
@@ -209,7 +210,7 @@ asio::awaitable<result<void>> hash_layer(tracing::action& parent, net::cpu_pool&
   co_await for_each_on_pool(pool, missing.size(), threads, std::move(make_worker));
   if (co_await net::cancelled()) {
     act.fail(asio::error::operation_aborted, "cancelled");
-    co_return asio::error::operation_aborted;
+    co_return error_code(asio::error::operation_aborted);
   }
   if (failure->ec) {
     diag = std::move(failure->diag);

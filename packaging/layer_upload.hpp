@@ -12,6 +12,8 @@
 
 namespace ferry::packaging {
 
+namespace asio = boost::asio;
+
 struct shard_upload {
   std::uint64_t zip_bytes = 0;
   int parts = 0;  // 0: a single PUT

@@ -65,9 +65,8 @@ std::string top_level_stem(std::string_view name) {
   return std::string(dot == 0 || dot == std::string_view::npos ? name : name.substr(0, dot));
 }
 
-void distribution_index::add_record(std::string_view dist_info_dir, std::string_view record_text) {
-  const auto dist = distribution_of_metadata_dir(dist_info_dir);
-  if (dist.empty()) return;
+template <class F>
+void for_each_record_path(std::string_view record_text, F&& f) {
   std::size_t start = 0;
   while (start < record_text.size()) {
     auto end = record_text.find('\n', start);
@@ -75,22 +74,56 @@ void distribution_index::add_record(std::string_view dist_info_dir, std::string_
     auto line = record_text.substr(start, end - start);
     if (line.ends_with('\r')) line.remove_suffix(1);
     start = end + 1;
-    auto path = first_field(line);
-    if (path.starts_with("./")) path.erase(0, 2);
+    std::string quoted;
+    std::string_view path;
+    if (line.starts_with('"')) {
+      quoted = first_field(line);
+      path = quoted;
+    } else {
+      path = line.substr(0, line.find(','));
+    }
+    if (path.starts_with("./")) path.remove_prefix(2);
     // Scripts and data outside site-packages ("../../bin/pip") are not in any layer here.
     if (path.empty() || path.starts_with("../") || path.starts_with('/')) continue;
-    const std::string top(top_component(path));
-    owner_[path] = dist;
-    auto [it, inserted] = top_owner_.emplace(top, dist);
-    if (!inserted && it->second != dist) it->second.clear();  // a namespace shared by several distributions
+    f(path);
   }
 }
 
+void distribution_index::add_record(std::string_view dist_info_dir, std::string_view record_text) {
+  auto dist = distribution_of_metadata_dir(dist_info_dir);
+  if (dist.empty()) return;
+  for_each_record_path(record_text, [&](std::string_view path) {
+    const auto top = top_component(path);
+    auto it = top_owner_.find(top);
+    if (it == top_owner_.end()) {
+      top_owner_.emplace(std::string(top), dist);
+    } else if (it->second != dist) {
+      it->second.clear();  // a namespace shared by several distributions
+    }
+  });
+  records_.emplace_back(std::move(dist), std::string(record_text));
+  indexed_ = false;
+}
+
+void distribution_index::index_shared_tops() const {
+  owner_.clear();
+  for (const auto& [dist, text] : records_) {
+    for_each_record_path(text, [&](std::string_view path) {
+      const auto it = top_owner_.find(top_component(path));
+      if (it != top_owner_.end() && it->second.empty()) owner_[std::string(path)] = dist;
+    });
+  }
+  indexed_ = true;
+}
+
 std::string distribution_index::group_of(std::string_view path) const {
-  if (auto it = owner_.find(std::string(path)); it != owner_.end()) return it->second;
   const auto top = top_component(path);
+  if (auto it = top_owner_.find(top); it != top_owner_.end()) {
+    if (!it->second.empty()) return it->second;
+    if (!indexed_) index_shared_tops();
+    if (auto owned = owner_.find(path); owned != owner_.end()) return owned->second;
+  }
   if (auto dist = distribution_of_metadata_dir(top); !dist.empty()) return dist;
-  if (auto it = top_owner_.find(std::string(top)); it != top_owner_.end() && !it->second.empty()) return it->second;
   auto stem = top_level_stem(top);
   // "numpy.libs" unlisted in RECORD still belongs with the "numpy" package beside it.
   if (auto it = top_owner_.find(stem); it != top_owner_.end() && !it->second.empty()) return it->second;

@@ -9,12 +9,15 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 namespace ferry::packaging {
 
 class distribution_index {
  public:
-  // `dist_info_dir` is the directory's name, e.g. "numpy-1.26.4.dist-info".
+  // `dist_info_dir` is the directory's name, e.g. "numpy-1.26.4.dist-info". Add every RECORD first, then
+  // ask group_of().
   void add_record(std::string_view dist_info_dir, std::string_view record_text);
 
   // The layer name for a path relative to site-packages: a normalised distribution name ("numpy",
@@ -22,8 +25,20 @@ class distribution_index {
   std::string group_of(std::string_view path) const;
 
  private:
-  std::unordered_map<std::string, std::string> owner_;      // path -> distribution
-  std::unordered_map<std::string, std::string> top_owner_;  // top-level name -> distribution, "" if shared
+  struct string_hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  using string_map = std::unordered_map<std::string, std::string, string_hash, std::equal_to<>>;
+
+  void index_shared_tops() const;
+
+  // RECORD lines kept until group_of() needs them: only names shared by several distributions need a
+  // per-file owner, and most site-packages have few such namespaces.
+  std::vector<std::pair<std::string, std::string>> records_;  // (distribution, RECORD text)
+  string_map top_owner_;       // top-level name -> distribution, "" if shared
+  mutable string_map owner_;   // path -> distribution, for paths under shared names only
+  mutable bool indexed_ = false;
 };
 
 // "Typing_Extensions" -> "typing-extensions" (PEP 503).

@@ -71,12 +71,12 @@ struct dir_item {
   unsigned char type;
 };
 
-result<std::vector<dir_item>> read_directory(int dirfd, const fs::path& where, diagnostics& diag) {
+result<std::vector<dir_item>> read_directory(int dirfd, std::string_view where, diagnostics& diag) {
   const int dup = ::fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
   DIR* dir = dup >= 0 ? ::fdopendir(dup) : nullptr;
   if (!dir) {
     if (dup >= 0) ::close(dup);
-    diag.set(fmt::format("{}: cannot list the directory: {}", where.string(), std::strerror(errno)));
+    diag.set(fmt::format("{}: cannot list the directory: {}", where, std::strerror(errno)));
     return error_code(errc::unreadable_file);
   }
   std::vector<dir_item> items;
@@ -88,7 +88,7 @@ result<std::vector<dir_item>> read_directory(int dirfd, const fs::path& where, d
   const int err = errno;
   ::closedir(dir);
   if (err != 0) {
-    diag.set(fmt::format("{}: cannot list the directory: {}", where.string(), std::strerror(err)));
+    diag.set(fmt::format("{}: cannot list the directory: {}", where, std::strerror(err)));
     return error_code(errc::unreadable_file);
   }
   return items;
@@ -97,28 +97,30 @@ result<std::vector<dir_item>> read_directory(int dirfd, const fs::path& where, d
 class walker {
  public:
   walker(const fs::path& root, const walk_options& options, diagnostics& diag)
-      : options_(options), rules_(options.ignore), diag_(diag), root_(root) {}
+      : options_(options), rules_(options.ignore), diag_(diag), root_(root.string()) {
+    while (root_.size() > 1 && root_.ends_with('/')) root_.pop_back();
+  }
 
   result<walk_result> run(std::span<const std::string> only) {
-    char real[PATH_MAX];
-    if (!::realpath(root_.c_str(), real)) {
-      diag_.set(fmt::format("{}: {}", root_.string(), std::strerror(errno)));
-      return error_code(errno == ENOTDIR ? errc::not_a_directory : errc::unreadable_file);
-    }
-    root_real_ = real;
     fd_guard fd(::open(root_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (fd.get() < 0) {
-      diag_.set(fmt::format("{}: {}", root_.string(), std::strerror(errno)));
+      diag_.set(fmt::format("{}: {}", root_, std::strerror(errno)));
       return error_code(errno == ENOTDIR ? errc::not_a_directory : errc::unreadable_file);
     }
-    if (auto r = walk_directory(fd.get(), "", root_, false, only); !r) return r.error();
+    if (only.size() == 1) {
+      // One top-level name of a big directory (a site-packages package): visit it without listing the
+      // whole root again for every package.
+      if (auto r = walk_single(fd.get(), only.front()); !r) return r.error();
+    } else if (auto r = walk_directory(fd.get(), "", root_, false, only); !r) {
+      return r.error();
+    }
     std::sort(out_.files.begin(), out_.files.end(),
               [](const file_entry& a, const file_entry& b) { return a.path < b.path; });
     return std::move(out_);
   }
 
  private:
-  result<void> walk_directory(int dirfd, const std::string& rel_dir, const fs::path& abs_dir, bool followed,
+  result<void> walk_directory(int dirfd, const std::string& rel_dir, const std::string& abs_dir, bool followed,
                               std::span<const std::string> only) {
     struct stat self {};
     if (::fstat(dirfd, &self) != 0) return unreadable(abs_dir);
@@ -139,7 +141,19 @@ class walker {
     return {};
   }
 
-  result<void> visit(int dirfd, const std::string& rel_dir, const fs::path& abs_dir, const dir_item& item,
+  result<void> walk_single(int rootfd, const std::string& name) {
+    struct stat self {};
+    if (::fstat(rootfd, &self) != 0) return unreadable(root_);
+    active_.push_back({self.st_dev, self.st_ino});
+    rules_.push_directory("", {}, {});
+    if (options_.read_ignore_files) {
+      rules_.pop_directory();
+      rules_.push_directory("", read_ignore_file(rootfd, ".gitignore"), read_ignore_file(rootfd, ".ferryignore"));
+    }
+    return visit(rootfd, "", root_, dir_item{name, DT_UNKNOWN}, false);
+  }
+
+  result<void> visit(int dirfd, const std::string& rel_dir, const std::string& abs_dir, const dir_item& item,
                      bool followed) {
     unsigned char type = item.type;
     struct stat st {};
@@ -147,7 +161,7 @@ class walker {
     if (type == DT_UNKNOWN || type == DT_REG) {
       if (::fstatat(dirfd, item.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
         if (errno == ENOENT) return {};  // gone before we looked: never part of this snapshot
-        return unreadable(abs_dir / item.name);
+        return unreadable(join(abs_dir, item.name));
       }
       have_stat = true;
       type = S_ISDIR(st.st_mode) ? DT_DIR : S_ISREG(st.st_mode) ? DT_REG : S_ISLNK(st.st_mode) ? DT_LNK : DT_FIFO;
@@ -155,10 +169,10 @@ class walker {
     const std::string rel = join(rel_dir, item.name);
     if (rules_.ignored(rel, type == DT_DIR)) return {};
     switch (type) {
-      case DT_DIR: return enter(dirfd, rel, abs_dir / item.name, item.name, followed);
-      case DT_REG: add_file(rel, abs_dir / item.name, st);
+      case DT_DIR: return enter(dirfd, rel, join(abs_dir, item.name), item.name, followed);
+      case DT_REG: add_file(rel, join(abs_dir, item.name), st);
         return {};
-      case DT_LNK: return symlink(dirfd, rel, abs_dir / item.name, item.name, followed);
+      case DT_LNK: return symlink(dirfd, rel, join(abs_dir, item.name), item.name, followed);
       default:
         (void)have_stat;
         warn(rel, "not a regular file, directory or symlink: skipped");
@@ -166,7 +180,8 @@ class walker {
     }
   }
 
-  result<void> enter(int dirfd, const std::string& rel, const fs::path& abs, const std::string& name, bool followed) {
+  result<void> enter(int dirfd, const std::string& rel, const std::string& abs, const std::string& name,
+                     bool followed) {
     fd_guard fd(::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (fd.get() < 0) {
       if (errno == ENOENT) return {};
@@ -175,7 +190,7 @@ class walker {
     return walk_directory(fd.get(), rel, abs, followed, {});
   }
 
-  void add_file(const std::string& rel, fs::path source, const struct stat& st) {
+  void add_file(const std::string& rel, std::string source, const struct stat& st) {
     file_entry entry;
     entry.path = rel;
     entry.type = file_entry::kind::regular;
@@ -190,7 +205,7 @@ class walker {
     out_.files.push_back(std::move(entry));
   }
 
-  result<void> symlink(int dirfd, const std::string& rel, const fs::path& abs, const std::string& name,
+  result<void> symlink(int dirfd, const std::string& rel, const std::string& abs, const std::string& name,
                        bool followed) {
     std::string target(PATH_MAX, '\0');
     const auto n = ::readlinkat(dirfd, name.c_str(), target.data(), target.size());
@@ -202,13 +217,18 @@ class walker {
     char real[PATH_MAX];
     if (!::realpath(abs.c_str(), real)) {
       if (errno == ELOOP) {
-        diag_.set(fmt::format("{}: symlink loop ({} -> {})", abs.string(), rel, target));
+        diag_.set(fmt::format("{}: symlink loop ({} -> {})", abs, rel, target));
         return error_code(errc::symlink_loop);
       }
       if (errno != ENOENT) return unreadable(abs);
       warn(rel, fmt::format("dangling symlink to {}: kept as a symlink", target));
       keep_symlink(rel, target);
       return {};
+    }
+    if (root_real_.empty()) {
+      char root_real[PATH_MAX];
+      if (!::realpath(root_.c_str(), root_real)) return unreadable(root_);
+      root_real_ = root_real;
     }
     const std::string_view resolved(real);
     const bool inside = resolved.size() > root_real_.size() && resolved.starts_with(root_real_) &&
@@ -219,13 +239,13 @@ class walker {
     }
     if (!options_.follow_external) {
       diag_.set(fmt::format("{}: symlink to {} leaves {}; set packaging.external_symlinks = \"follow\" or exclude it",
-                            abs.string(), target, root_.string()));
+                            abs, target, root_));
       return error_code(errc::external_symlink);
     }
-    return follow(rel, fs::path(real), target);
+    return follow(rel, std::string(real), target);
   }
 
-  result<void> follow(const std::string& rel, const fs::path& real, const std::string& target) {
+  result<void> follow(const std::string& rel, const std::string& real, const std::string& target) {
     struct stat st {};
     if (::stat(real.c_str(), &st) != 0) return unreadable(real);
     if (S_ISREG(st.st_mode)) {
@@ -239,7 +259,7 @@ class walker {
     for (const auto& [dev, ino] : active_) {
       if (dev == st.st_dev && ino == st.st_ino) {
         diag_.set(fmt::format("{}: symlink loop: {} -> {} leads back into a directory being packed",
-                              (root_ / rel).string(), rel, target));
+                              join(root_, rel), rel, target));
         return error_code(errc::symlink_loop);
       }
     }
@@ -258,8 +278,8 @@ class walker {
     out_.files.push_back(std::move(entry));
   }
 
-  result<void> unreadable(const fs::path& path) {
-    diag_.set(fmt::format("{}: cannot read: {}", path.string(), std::strerror(errno)));
+  result<void> unreadable(const std::string& path) {
+    diag_.set(fmt::format("{}: cannot read: {}", path, std::strerror(errno)));
     return error_code(errc::unreadable_file);
   }
 
@@ -268,8 +288,8 @@ class walker {
   const walk_options& options_;
   ignore_rules rules_;
   diagnostics& diag_;
-  fs::path root_;
-  std::string root_real_;
+  std::string root_;
+  std::string root_real_;  // resolved on the first symlink: most trees have none
   std::vector<std::pair<dev_t, ino_t>> active_;  // directories being walked, to catch loops through symlinks
   walk_result out_;
 };
@@ -288,7 +308,7 @@ result<std::vector<std::pair<std::string, bool>>> list_top_level(const fs::path&
     diag.set(fmt::format("{}: {}", root.string(), std::strerror(errno)));
     return error_code(errno == ENOTDIR ? errc::not_a_directory : errc::unreadable_file);
   }
-  auto items = read_directory(fd.get(), root, diag);
+  auto items = read_directory(fd.get(), root.string(), diag);
   if (!items) return items.error();
   std::vector<std::pair<std::string, bool>> out;
   out.reserve(items->size());

@@ -22,5 +22,6 @@ void add_version_command(CLI::App& app, selected_command& selected);
 void add_config_commands(CLI::App& app, selected_command& selected);
 void add_trace_commands(CLI::App& app, selected_command& selected);
 void add_storage_commands(CLI::App& app, selected_command& selected);
+void add_pack_command(CLI::App& app, selected_command& selected);
 
 }  // namespace ferry::agent

@@ -1,0 +1,324 @@
+// `ferry pack`: discover the interpreter's sys.path, turn it into content-addressed layers and put the
+// ones storage lacks there, with a manifest. `--explain` says why paths are in or out and what is big;
+// `--dry-run` checks storage but uploads nothing; `--json` prints the report for programs.
+#include "agent/commands/command.hpp"
+
+#include "agent/exit_code.hpp"
+#include "agent/progress_bar.hpp"
+#include "net/run_all.hpp"
+#include "net/s3_session.hpp"
+#include "net/s3_url.hpp"
+#include "packaging/discovery_cache.hpp"
+#include "packaging/pack.hpp"
+#include "packaging/tree_walker.hpp"
+
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/json.hpp>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <memory>
+
+namespace ferry::agent {
+namespace {
+
+namespace asio = boost::asio;
+namespace json = boost::json;
+using clock_type = std::chrono::steady_clock;
+
+struct pack_args {
+  bool explain = false;
+  std::vector<std::string> explain_paths;
+  bool dry_run = false;
+  bool json_output = false;
+  bool force = false;
+};
+
+int report(tracing::action& act, const error_code& ec, const diagnostics& diag) {
+  act.fail(ec, diag);
+  fmt::print(stderr, "ferry: error: {}\n", describe(ec, diag));
+  return ec == asio::error::operation_aborted ? exit_code::interrupted : exit_code::failure;
+}
+
+packaging::discover_options discover_options_for(const command_context& ctx) {
+  const auto& s = ctx.config.values;
+  packaging::discover_options o;
+  o.python = s.packaging.python;
+  o.working_dir = std::filesystem::current_path();
+  o.ship_site_packages = s.packaging.ship_site_packages;
+  o.timeout = s.packaging.discover_timeout;
+  o.cache_file = s.dirs.cache / "discovery.json";
+  return o;
+}
+
+// The shipped sys.path entries as roots to pack, in order; what cannot ship is said, never dropped quietly.
+std::vector<packaging::root_spec> roots_of(const packaging::discovery& found, std::vector<std::string>& warnings) {
+  std::vector<packaging::root_spec> roots;
+  for (const auto* e : found.shipped()) {
+    using k = packaging::discovery_entry::kind;
+    packaging::root_spec r;
+    r.path = e->path;
+    r.index = roots.size();
+    switch (e->what) {
+      case k::workspace: r.type = packaging::root_spec::kind::workspace; break;
+      case k::site_packages: r.type = packaging::root_spec::kind::site_packages; break;
+      case k::zip_file:
+        warnings.push_back(fmt::format("{}: a zip file on sys.path is not packed; unpack it into a directory",
+                                       e->path.string()));
+        continue;
+      default: r.type = packaging::root_spec::kind::other; break;
+    }
+    roots.push_back(std::move(r));
+  }
+  return roots;
+}
+
+packaging::pack_settings pack_settings_for(const command_context& ctx, const pack_args& args) {
+  const auto& s = ctx.config.values;
+  packaging::pack_settings p;
+  p.scan.ignore.excludes = s.packaging.excludes;
+  p.scan.follow_external = s.packaging.external_symlinks == "follow";
+  p.scan.large_file_warning = s.packaging.large_file_warning.bytes;
+  p.scan.shard_size = s.packaging.shard_size.bytes;
+  p.scan.threads = s.packaging.hash_threads > 0 ? static_cast<std::size_t>(s.packaging.hash_threads)
+                                                : std::max(1u, std::thread::hardware_concurrency());
+  p.zip.level = s.packaging.compression_level;
+  p.max_layer_size = s.packaging.max_layer_size.bytes;
+  p.force = args.force;
+  p.dry_run = args.dry_run || args.explain;
+  p.check_concurrency = static_cast<std::size_t>(std::max(1, s.s3.max_concurrency));
+  // Compression is CPU work: a shard per pool thread keeps the cores busy, and one more overlaps the network.
+  p.upload_concurrency = std::min<std::size_t>(p.check_concurrency, p.scan.threads + 1);
+  return p;
+}
+
+// Redraws "hashing ..." then "uploading ..." on stderr until stopped.
+class pack_view {
+ public:
+  pack_view(asio::any_io_executor io, const packaging::pack_progress& p) : timer_(std::move(io)), p_(p) {}
+
+  asio::awaitable<void> run() {
+    while (!stopped_) {
+      draw();
+      timer_.expires_after(std::chrono::milliseconds(150));
+      error_code ec;
+      co_await timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      if (ec && !stopped_) break;
+    }
+    fmt::print(stderr, "\r\x1b[K");
+  }
+  void stop() {
+    stopped_ = true;
+    timer_.cancel();
+  }
+
+ private:
+  void draw() {
+    const double seconds = std::chrono::duration<double>(clock_type::now() - start_).count();
+    const auto& s = p_.scan;
+    std::string line;
+    if (p_.shards_to_upload.load() > 0) {
+      const auto zipped = p_.bytes_zipped.load();
+      line = fmt::format("uploading  {} / {} layers  {} / {}  {:.0f} MB/s", p_.shards_uploaded.load(),
+                         p_.shards_to_upload.load(), human_bytes(zipped), human_bytes(p_.bytes_to_zip.load()),
+                         seconds > 0 ? static_cast<double>(zipped) / seconds / 1e6 : 0.0);
+    } else if (s.files_to_hash.load() > 0) {
+      line = fmt::format("hashing  {} / {} files  {} / {}  {:.0f} MB/s", s.files_hashed.load(), s.files_to_hash.load(),
+                         human_bytes(s.bytes_hashed.load()), human_bytes(s.bytes_to_hash.load()),
+                         seconds > 0 ? static_cast<double>(s.bytes_hashed.load()) / seconds / 1e6 : 0.0);
+    } else {
+      line = fmt::format("scanning  {} files  {}", s.files_found.load(), human_bytes(s.bytes_found.load()));
+    }
+    fmt::print(stderr, "\r\x1b[K{}", line);
+  }
+
+  asio::steady_timer timer_;
+  const packaging::pack_progress& p_;
+  clock_type::time_point start_ = clock_type::now();
+  bool stopped_ = false;
+};
+
+std::string_view status_name(packaging::layer_report::state s) {
+  switch (s) {
+    case packaging::layer_report::state::uploaded: return "uploaded";
+    case packaging::layer_report::state::present: return "present";
+    case packaging::layer_report::state::unknown: return "not-uploaded";
+  }
+  return "not-uploaded";
+}
+
+json::object json_report(const packaging::pack_report& r, const packaging::discovery& found,
+                         const std::string& bucket, double seconds) {
+  json::array layers;
+  for (const auto& l : r.layers) {
+    json::array keys;
+    for (const auto& s : l.packed->shards) keys.push_back(json::string(net::to_hex(s.id)));
+    layers.push_back(json::object{{"name", l.packed->name}, {"root", l.packed->root_index},
+                                  {"id", net::to_hex(l.packed->id)}, {"files", l.packed->files.size()},
+                                  {"bytes", l.packed->bytes}, {"shards", std::move(keys)},
+                                  {"status", status_name(l.status)}, {"zip_bytes", l.zip_bytes}});
+  }
+  json::array warnings;
+  for (const auto& w : r.scan.warnings) warnings.push_back(json::string(w.path + ": " + w.message));
+  return json::object{{"python", json::object{{"version", found.version}, {"platform", found.platform_tag},
+                                              {"executable", found.executable.string()}}},
+                      {"layers", std::move(layers)},
+                      {"files", r.scan.files},
+                      {"bytes", r.scan.bytes},
+                      {"hashed_files", r.scan.hashed_files},
+                      {"hashed_bytes", r.scan.hashed_bytes},
+                      {"uploaded_shards", r.uploaded_shards},
+                      {"uploaded_bytes", r.uploaded_bytes},
+                      {"manifest", bucket.empty() ? json::value(nullptr)
+                                                  : json::value(fmt::format("s3://{}/{}", bucket, r.manifest_key))},
+                      {"manifest_present", r.manifest_present},
+                      {"warnings", std::move(warnings)},
+                      {"seconds", seconds}};
+}
+
+void print_summary(const packaging::pack_report& r, const packaging::discovery& found, const std::string& bucket,
+                   bool dry_run, double seconds) {
+  std::size_t uploaded = 0, present = 0;
+  for (const auto& l : r.layers) {
+    uploaded += l.status == packaging::layer_report::state::uploaded ? 1 : 0;
+    present += l.status == packaging::layer_report::state::present ? 1 : 0;
+  }
+  fmt::print("packed {} layers ({} files, {}) for Python {} {}\n", r.layers.size(), r.scan.files,
+             human_bytes(r.scan.bytes), found.version, found.platform_tag);
+  fmt::print("  hashed {} files ({}), the rest from the cache\n", r.scan.hashed_files, human_bytes(r.scan.hashed_bytes));
+  if (bucket.empty()) {
+    fmt::print("  no storage.url: nothing uploaded\n");
+  } else if (r.manifest_present) {
+    fmt::print("  every layer already in storage\n");
+  } else if (dry_run) {
+    fmt::print("  would upload {} layers, {} already in storage\n", r.layers.size() - present, present);
+  } else {
+    fmt::print("  uploaded {} layers ({} zipped), {} already in storage\n", uploaded, human_bytes(r.uploaded_bytes),
+               present);
+  }
+  if (!bucket.empty() && !dry_run) fmt::print("  manifest s3://{}/{}\n", bucket, r.manifest_key);
+  fmt::print("  {:.2f} s\n", seconds);
+}
+
+void print_explanation(const packaging::pack_report& r, const std::vector<packaging::root_spec>& roots,
+                       const pack_args& args, const packaging::pack_settings& settings) {
+  std::vector<const packaging::file_entry*> files;
+  std::vector<std::string> layer_of;
+  for (const auto& l : r.scan.layers) {
+    for (const auto& f : l.files) files.push_back(&f);
+  }
+  const auto shown = std::min<std::size_t>(20, files.size());
+  std::partial_sort(files.begin(), files.begin() + static_cast<std::ptrdiff_t>(shown), files.end(),
+                    [](auto* a, auto* b) { return a->key.size > b->key.size; });
+  fmt::print("largest files:\n");
+  for (std::size_t i = 0; i < shown; ++i) {
+    fmt::print("  {:>10}  {}\n", human_bytes(files[i]->key.size),
+               files[i]->source.empty() ? files[i]->path : files[i]->source);
+  }
+  fmt::print("largest layers:\n");
+  std::vector<const packaging::layer*> layers;
+  for (const auto& l : r.scan.layers) layers.push_back(&l);
+  std::sort(layers.begin(), layers.end(), [](auto* a, auto* b) { return a->bytes > b->bytes; });
+  for (std::size_t i = 0; i < std::min<std::size_t>(10, layers.size()); ++i) {
+    fmt::print("  {:>10}  {} ({} files)\n", human_bytes(layers[i]->bytes), layers[i]->name, layers[i]->files.size());
+  }
+  if (args.explain_paths.empty() || roots.empty()) return;
+  packaging::walk_options w;
+  w.ignore = settings.scan.ignore;
+  for (const auto& p : args.explain_paths) {
+    diagnostics diag;
+    auto relative = std::filesystem::path(p).lexically_normal();
+    if (relative.is_absolute()) relative = relative.lexically_relative(roots.front().path);
+    auto why = packaging::explain_path(roots.front().path, relative.generic_string(), w, diag);
+    fmt::print("{}: {}\n", p, why ? *why : describe(why.error(), diag));
+  }
+}
+
+asio::awaitable<int> pack(command_context& ctx, const pack_args& args) {
+  const auto start = clock_type::now();
+  const auto& s = ctx.config.values;
+  auto act = ctx.trace.child("ferry:pack", {{"dry_run", args.dry_run}, {"explain", args.explain}});
+  diagnostics diag;
+  auto found = co_await packaging::discover(act, discover_options_for(ctx), diag);
+  if (!found) co_return report(act, found.error(), diag);
+  std::vector<std::string> warnings;
+  const auto roots = roots_of(*found, warnings);
+
+  auto settings = pack_settings_for(ctx, args);
+  std::optional<net::s3_session> session;
+  if (!s.storage.url.empty() && !args.explain) {
+    auto url = net::parse_s3_url(s.storage.url, diag);
+    if (!url) co_return report(act, url.error(), diag);
+    settings.bucket = url->bucket;
+    settings.prefix = url->key;
+    auto opened = net::open_s3_session(ctx.io, ctx.cpu, s, net::process_environment(), diag);
+    if (!opened) co_return report(act, opened.error(), diag);
+    session = std::move(*opened);
+  } else if (s.storage.url.empty() && !args.dry_run && !args.explain) {
+    fmt::print(stderr, "ferry: error: storage.url is not set: put storage.url = \"s3://BUCKET/PREFIX\" in ferry.toml "
+                       "or set FERRY_STORAGE_URL (or pass --dry-run)\n");
+    act.fail_exception("usage", "no storage.url");
+    co_return exit_code::usage;
+  }
+
+  auto cache = packaging::hash_cache::load(s.dirs.cache / "hashes.bin", nullptr);
+  packaging::pack_progress progress;
+  const packaging::python_info python{found->version, found->platform_tag, found->executable.string()};
+  result<packaging::pack_report> packed = error_code(asio::error::operation_aborted);
+  auto work = [&]() -> asio::awaitable<void> {
+    packed = co_await packaging::pack(act, ctx.cpu, session ? session->s3.get() : nullptr, roots, python, settings,
+                                      cache, &progress, diag);
+  };
+  if (ctx.interactive && ctx.options.verbosity >= 0 && !args.json_output) {
+    pack_view view(ctx.io, progress);
+    std::vector<asio::awaitable<void>> tasks;
+    tasks.push_back([](decltype(work)& w, pack_view& v) -> asio::awaitable<void> {
+      co_await w();
+      v.stop();
+    }(work, view));
+    tasks.push_back(view.run());
+    co_await net::run_all(std::move(tasks));
+  } else {
+    co_await work();
+  }
+  if (!packed) co_return report(act, packed.error(), diag);
+  for (const auto& w : packed->scan.warnings) warnings.push_back(w.path + ": " + w.message);
+  for (const auto& w : warnings) fmt::print(stderr, "ferry: warning: {}\n", w);
+
+  const double seconds = std::chrono::duration<double>(clock_type::now() - start).count();
+  if (args.json_output) {
+    fmt::print("{}\n", json::serialize(json_report(*packed, *found, settings.bucket, seconds)));
+  } else if (args.explain) {
+    print_explanation(*packed, roots, args, settings);
+  } else if (ctx.options.verbosity >= 0) {
+    print_summary(*packed, *found, settings.bucket, settings.dry_run, seconds);
+  }
+  act.succeed({{"layers", packed->layers.size()}, {"files", packed->scan.files},
+               {"uploaded_shards", packed->uploaded_shards}, {"uploaded_bytes", packed->uploaded_bytes},
+               {"manifest", packed->manifest_key}});
+  co_return exit_code::success;
+}
+
+}  // namespace
+
+void add_pack_command(CLI::App& app, selected_command& selected) {
+  auto args = std::make_shared<pack_args>();
+  auto* cmd = app.add_subcommand("pack", "Pack the project and its Python path into layers and upload what is new");
+  cmd->fallthrough();
+  auto* explain = cmd->add_option("--explain", args->explain_paths,
+                                  "list the largest files, and say which rule includes or excludes each PATH");
+  explain->expected(0, -1);
+  cmd->add_flag("--dry-run", args->dry_run, "hash and check storage, upload nothing");
+  cmd->add_flag("--json", args->json_output, "print the report as JSON");
+  cmd->add_flag("--force", args->force, "pack layers over packaging.max_layer_size");
+  cmd->callback([&selected, args, explain] {
+    args->explain = explain->count() > 0;
+    selected.action_type = "ferry:pack";
+    selected.run = [args](command_context& ctx) { return pack(ctx, *args); };
+  });
+}
+
+}  // namespace ferry::agent

@@ -1,0 +1,115 @@
+#include "packaging/layer_upload.hpp"
+
+#include "net/cancellation.hpp"
+#include "net/s3_transfer.hpp"
+
+#include <memory>
+
+namespace ferry::packaging {
+namespace {
+
+// The zip of one shard being made a part at a time. Lives on the heap: the pool thread that fills a part
+// and the coroutine that sends it both use it, one after the other.
+class part_maker {
+ public:
+  part_maker(const layer& l, const shard& s, const zip_options& options, std::uint64_t part_size,
+             std::atomic<std::uint64_t>* bytes_read)
+      : files_(l.files_of(s)),
+        part_size_(part_size),
+        bytes_read_(bytes_read),
+        writer_(options, [this](std::string_view bytes) { buffer_.insert(buffer_.end(), bytes.begin(), bytes.end()); }) {
+    buffer_.reserve(part_size_ + (1 << 20));
+  }
+
+  bool done() const { return finished_; }
+  std::uint64_t bytes_out() const { return writer_.bytes_out(); }
+
+  // Runs on the pool: compresses until a part's worth of output is ready or the zip is complete.
+  result<std::vector<char>> next_part(diagnostics& diag) {
+    while (buffer_.size() < part_size_ && !finished_) {
+      if (next_ < files_.size()) {
+        const auto before = writer_.bytes_in();
+        auto complete = writer_.add_some(files_[next_], part_size_ - buffer_.size(), diag);
+        if (!complete) return complete.error();
+        if (bytes_read_) *bytes_read_ += writer_.bytes_in() - before;
+        if (*complete) ++next_;
+      } else {
+        if (auto r = writer_.finish(diag); !r) return r.error();
+        finished_ = true;
+      }
+    }
+    std::vector<char> part;
+    part.reserve(part_size_ + (1 << 20));
+    part.swap(buffer_);
+    return part;
+  }
+
+ private:
+  std::span<const file_entry> files_;
+  std::uint64_t part_size_;
+  std::atomic<std::uint64_t>* bytes_read_;
+  std::vector<char> buffer_;
+  zip_writer writer_;
+  std::size_t next_ = 0;
+  bool finished_ = false;
+};
+
+std::uint64_t effective_part_size(const net::s3_client& s3) {
+  return std::max<std::uint64_t>(5 << 20, s3.settings().part_size.bytes);  // S3's minimum part size
+}
+
+}  // namespace
+
+asio::awaitable<result<shard_upload>> upload_shard(tracing::action& parent, net::s3_client& s3, net::cpu_pool& pool,
+                                                   const layer& l, const shard& s, const std::string& bucket,
+                                                   const std::string& key, const zip_options& options,
+                                                   std::atomic<std::uint64_t>* bytes_read, diagnostics& diag) {
+  auto maker = std::make_shared<part_maker>(l, s, options, effective_part_size(s3), bytes_read);
+  // Lambdas holding shared_ptrs are named, not temporaries in a co_await: GCC 12 destroys those twice.
+  auto make_first = [maker, &diag] { return maker->next_part(diag); };
+  auto first = co_await net::offload(pool, std::move(make_first));
+  if (!first) co_return first.error();
+  if (co_await net::cancelled()) co_return error_code(asio::error::operation_aborted);
+  if (maker->done()) {
+    // The whole zip fits in one part: one PUT, no multipart bookkeeping for the server.
+    const std::span<const char> body(first->data(), first->size());
+    auto etag = co_await s3.put_object(parent, bucket, key, body, diag);
+    if (!etag) co_return etag.error();
+    co_return shard_upload{first->size(), 0};
+  }
+  auto pending = std::make_shared<std::optional<std::vector<char>>>(std::move(*first));
+  net::part_source next = [maker, pending, &pool](diagnostics& d)
+      -> asio::awaitable<result<std::optional<std::vector<char>>>> {
+    if (*pending) {
+      auto part = std::move(**pending);
+      pending->reset();
+      co_return std::optional<std::vector<char>>(std::move(part));
+    }
+    if (maker->done()) co_return std::optional<std::vector<char>>{};
+    auto make_part = [maker, &d] { return maker->next_part(d); };
+    auto part = co_await net::offload(pool, std::move(make_part));
+    if (!part) co_return part.error();
+    if (part->empty()) co_return std::optional<std::vector<char>>{};
+    co_return std::optional<std::vector<char>>(std::move(*part));
+  };
+  auto uploaded = co_await net::upload_multipart(s3, parent, bucket, key, next, diag);
+  if (!uploaded) co_return uploaded.error();
+  co_return shard_upload{uploaded->bytes, uploaded->parts};
+}
+
+asio::awaitable<result<std::uint64_t>> zip_shard(net::cpu_pool& pool, const layer& l, const shard& s,
+                                                 const zip_options& options, std::uint64_t part_size,
+                                                 std::function<void(std::vector<char>&&)> part_out,
+                                                 diagnostics& diag) {
+  auto maker = std::make_shared<part_maker>(l, s, options, part_size, nullptr);
+  while (!maker->done()) {
+    auto make_part = [maker, &diag] { return maker->next_part(diag); };
+    auto part = co_await net::offload(pool, std::move(make_part));
+    if (!part) co_return part.error();
+    if (co_await net::cancelled()) co_return error_code(asio::error::operation_aborted);
+    part_out(std::move(*part));
+  }
+  co_return maker->bytes_out();
+}
+
+}  // namespace ferry::packaging

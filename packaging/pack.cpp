@@ -1,0 +1,243 @@
+#include "packaging/pack.hpp"
+
+#include "net/cancellation.hpp"
+#include "net/error.hpp"
+#include "net/run_all.hpp"
+#include "packaging/error.hpp"
+#include "packaging/layer_upload.hpp"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <set>
+
+namespace ferry::packaging {
+namespace {
+
+// One object to make: a shard, with every layer report it serves (identical shards are stored once).
+struct shard_job {
+  const layer* owner = nullptr;
+  const shard* part = nullptr;
+  std::string key;
+  std::vector<std::size_t> reports;
+  bool present = false;
+  std::uint64_t zip_bytes = 0;
+};
+
+result<void> check_sizes(const scan_result& scan, const pack_settings& settings, diagnostics& diag) {
+  for (const auto& l : scan.layers) {
+    if (l.bytes > settings.max_layer_size && !settings.force) {
+      diag.set(fmt::format("layer {} holds {} MiB, over packaging.max_layer_size ({} MiB): exclude what it need not "
+                           "carry, raise the limit, or pass --force",
+                           l.name, l.bytes >> 20, settings.max_layer_size >> 20));
+      return error_code(errc::layer_too_large);
+    }
+  }
+  return {};
+}
+
+std::vector<shard_job> shard_jobs(const scan_result& scan, const std::string& prefix) {
+  std::vector<shard_job> jobs;
+  std::map<std::string, std::size_t> by_key;
+  for (std::size_t i = 0; i < scan.layers.size(); ++i) {
+    const auto& l = scan.layers[i];
+    for (const auto& s : l.shards) {
+      auto key = shard_key(prefix, s);
+      auto [it, inserted] = by_key.emplace(key, jobs.size());
+      if (inserted) jobs.push_back({&l, &s, std::move(key), {}, false, 0});
+      jobs[it->second].reports.push_back(i);
+    }
+  }
+  return jobs;
+}
+
+// Whatever the caller's concurrency, these run `limit` at a time by pulling from a shared index.
+struct job_queue {
+  std::size_t next = 0;
+  error_code first;
+  diagnostics diag;
+
+  void fail(const error_code& ec, diagnostics& d) {
+    if (first) return;
+    first = ec;
+    diag = std::move(d);
+  }
+};
+
+asio::awaitable<void> check_worker(tracing::action& act, net::s3_client& s3, const std::string& bucket,
+                                   std::vector<shard_job>& jobs, job_queue& queue) {
+  co_await net::accept_cancellation();
+  while (!queue.first && queue.next < jobs.size()) {
+    auto& job = jobs[queue.next++];
+    diagnostics d;
+    auto head = co_await s3.head_object(act, bucket, job.key, d);
+    if (head) {
+      job.present = true;
+    } else if (head.error() != net::errc::no_such_key) {
+      queue.fail(head.error(), d);
+    }
+  }
+}
+
+asio::awaitable<void> upload_worker(tracing::action& parent, net::s3_client& s3, net::cpu_pool& pool,
+                                    const pack_settings& settings, std::vector<shard_job*>& todo, job_queue& queue,
+                                    pack_progress* progress) {
+  co_await net::accept_cancellation();
+  while (!queue.first && queue.next < todo.size()) {
+    auto& job = *todo[queue.next++];
+    auto act = parent.child("ferry:packaging:upload", {{"layer", job.owner->name}, {"key", job.key},
+                                                       {"files", job.part->count}, {"bytes", job.part->bytes}});
+    diagnostics d;
+    auto done = co_await upload_shard(act, s3, pool, *job.owner, *job.part, settings.bucket, job.key, settings.zip,
+                                      progress ? &progress->bytes_zipped : nullptr, d);
+    if (!done) {
+      act.fail(done.error(), d);
+      queue.fail(done.error(), d);
+      co_return;
+    }
+    job.zip_bytes = done->zip_bytes;
+    if (progress) {
+      progress->shards_uploaded += 1;
+      progress->bytes_uploaded += done->zip_bytes;
+    }
+    act.succeed({{"zip_bytes", done->zip_bytes}, {"parts", done->parts}});
+  }
+}
+
+asio::awaitable<result<void>> run_workers(std::vector<asio::awaitable<void>> workers, job_queue& queue,
+                                          diagnostics& diag) {
+  co_await net::run_all(std::move(workers));
+  if (!queue.first && co_await net::cancelled()) queue.first = asio::error::operation_aborted;
+  if (queue.first) {
+    diag = std::move(queue.diag);
+    co_return queue.first;
+  }
+  co_return result<void>{};
+}
+
+asio::awaitable<result<void>> check_storage(tracing::action& parent, net::s3_client& s3,
+                                            const pack_settings& settings, std::vector<shard_job>& jobs,
+                                            diagnostics& diag) {
+  auto act = parent.child("ferry:packaging:check", {{"objects", jobs.size()}});
+  job_queue queue;
+  std::vector<asio::awaitable<void>> workers;
+  for (std::size_t i = 0; i < std::max<std::size_t>(1, settings.check_concurrency); ++i) {
+    workers.push_back(check_worker(act, s3, settings.bucket, jobs, queue));
+  }
+  auto r = co_await run_workers(std::move(workers), queue, diag);
+  std::size_t present = 0;
+  for (const auto& j : jobs) present += j.present ? 1 : 0;
+  act.finish(r, diag, {{"present", present}});
+  co_return r;
+}
+
+asio::awaitable<result<void>> upload_missing(tracing::action& parent, net::s3_client& s3, net::cpu_pool& pool,
+                                             const pack_settings& settings, std::vector<shard_job>& jobs,
+                                             pack_progress* progress, diagnostics& diag) {
+  std::vector<shard_job*> todo;
+  for (auto& j : jobs) {
+    if (!j.present) todo.push_back(&j);
+  }
+  // Big shards first: the longest compressions start early and small ones fill the gaps at the end.
+  std::stable_sort(todo.begin(), todo.end(), [](auto* a, auto* b) { return a->part->bytes > b->part->bytes; });
+  if (progress) {
+    progress->shards_to_upload = todo.size();
+    for (auto* j : todo) progress->bytes_to_zip += j->part->bytes;
+  }
+  job_queue queue;
+  std::vector<asio::awaitable<void>> workers;
+  for (std::size_t i = 0; i < std::max<std::size_t>(1, settings.upload_concurrency); ++i) {
+    workers.push_back(upload_worker(parent, s3, pool, settings, todo, queue, progress));
+  }
+  co_return co_await run_workers(std::move(workers), queue, diag);
+}
+
+asio::awaitable<result<bool>> manifest_present(tracing::action& parent, net::s3_client& s3, const std::string& bucket,
+                                               const std::string& key, diagnostics& diag) {
+  auto head = co_await s3.head_object(parent, bucket, key, diag);
+  if (head) co_return true;
+  if (head.error() == net::errc::no_such_key) {
+    diag.clear();
+    co_return false;
+  }
+  co_return result<bool>(boost::system::in_place_error, head.error());
+}
+
+void fill_reports(pack_report& report, const std::vector<shard_job>& jobs, bool storage) {
+  report.layers.resize(report.scan.layers.size());
+  for (std::size_t i = 0; i < report.layers.size(); ++i) {
+    report.layers[i].packed = &report.scan.layers[i];
+    report.layers[i].status = storage && report.manifest_present ? layer_report::state::present
+                                                                 : layer_report::state::unknown;
+  }
+  if (report.manifest_present) return;
+  // A layer is uploaded if any of its shards was, present if all were there already.
+  for (std::size_t i = 0; i < report.layers.size(); ++i) {
+    if (storage) report.layers[i].status = layer_report::state::present;
+  }
+  for (const auto& j : jobs) {
+    for (auto i : j.reports) {
+      auto& r = report.layers[i];
+      if (!j.present && j.zip_bytes > 0) {
+        r.status = layer_report::state::uploaded;
+        r.zip_bytes += j.zip_bytes;
+      } else if (!j.present) {
+        r.status = layer_report::state::unknown;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+asio::awaitable<result<pack_report>> pack(tracing::action& parent, net::cpu_pool& pool, net::s3_client* s3,
+                                          std::span<const root_spec> roots, const python_info& python,
+                                          const pack_settings& settings, hash_cache& cache, pack_progress* progress,
+                                          diagnostics& diag) {
+  pack_report report;
+  auto scanned = co_await scan_layers(parent, pool, roots, settings.scan, cache, progress ? &progress->scan : nullptr,
+                                      diag);
+  if (!scanned) co_return scanned.error();
+  report.scan = std::move(*scanned);
+  // The hashes are good whatever happens to the upload: keep them.
+  if (diagnostics d; !cache.save(d)) parent.log("ferry:packaging:cache_not_saved", {{"reason", d.message}});
+  if (auto r = check_sizes(report.scan, settings, diag); !r) co_return r.error();
+
+  auto manifest_act = parent.child("ferry:packaging:manifest");
+  report.manifest_text = manifest_json(python, roots, report.scan.layers, settings.prefix);
+  report.manifest_key = manifest_key(settings.prefix, report.manifest_text);
+  auto jobs = shard_jobs(report.scan, settings.prefix);
+  const bool storage = s3 && !settings.bucket.empty();
+  if (storage) {
+    auto present = co_await manifest_present(manifest_act, *s3, settings.bucket, report.manifest_key, diag);
+    if (!present) {
+      manifest_act.fail(present.error(), diag);
+      co_return present.error();
+    }
+    report.manifest_present = *present;
+  }
+  if (storage && !report.manifest_present) {
+    if (auto r = co_await check_storage(parent, *s3, settings, jobs, diag); !r) co_return r.error();
+    if (!settings.dry_run) {
+      if (auto r = co_await upload_missing(parent, *s3, pool, settings, jobs, progress, diag); !r) co_return r.error();
+      const std::span<const char> body(report.manifest_text.data(), report.manifest_text.size());
+      auto put = co_await s3->put_object(manifest_act, settings.bucket, report.manifest_key, body, diag);
+      if (!put) {
+        manifest_act.fail(put.error(), diag);
+        co_return put.error();
+      }
+    }
+  }
+  for (const auto& j : jobs) {
+    if (!j.present && j.zip_bytes > 0) {
+      report.uploaded_bytes += j.zip_bytes;
+      ++report.uploaded_shards;
+    }
+  }
+  fill_reports(report, jobs, storage);
+  manifest_act.succeed({{"key", report.manifest_key}, {"present", report.manifest_present},
+                        {"uploaded_shards", report.uploaded_shards}, {"uploaded_bytes", report.uploaded_bytes}});
+  co_return report;
+}
+
+}  // namespace ferry::packaging
