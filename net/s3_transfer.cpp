@@ -160,7 +160,9 @@ asio::awaitable<result<upload_result>> upload_multipart(s3_client& s3, tracing::
   tasks.push_back(produce(st, next));
   for (int i = 0; i < std::max(1, s3.settings().parts_in_flight); ++i) tasks.push_back(upload_parts(st));
   co_await run_all(std::move(tasks));
-  if (!st.error && co_await cancelled()) st.error = asio::error::operation_aborted;
+  // Not `a && co_await b`: GCC 12 miscompiles co_await in a short-circuit operand.
+  const bool was_cancelled = co_await cancelled();
+  if (!st.error && was_cancelled) st.error = asio::error::operation_aborted;
 
   if (!st.error) {
     auto etag = co_await s3.complete_multipart_upload(act, bucket, key, *upload_id, st.done, st.diag);

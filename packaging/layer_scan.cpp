@@ -78,7 +78,9 @@ void run_walk_job(walk_job& job, const scan_options& options, const hash_cache& 
   }
   job.walked = std::move(*walked);
   for (auto& f : job.walked.files) {
-    if (f.type == file_entry::kind::regular) {
+    if (f.type == file_entry::kind::symlink) {
+      f.digest = net::sha256(f.link_target);  // a link's content is its target: nothing to read
+    } else {
       if (auto digest = cache.find(f.key)) f.digest = *digest;
       if (f.path.ends_with(".dist-info/RECORD") && std::count(f.path.begin(), f.path.end(), '/') == 1) {
         job.records.emplace_back(f.path.substr(0, f.path.find('/')), read_small_file(f.source));
@@ -176,7 +178,7 @@ asio::awaitable<result<void>> hash_layer(tracing::action& parent, net::cpu_pool&
   std::vector<file_entry*> missing;
   std::uint64_t missing_bytes = 0;
   for (auto& f : l.files) {
-    if (f.type == file_entry::kind::symlink || f.digest == sha256_digest{}) {
+    if (f.digest == sha256_digest{}) {
       missing.push_back(&f);
       missing_bytes += f.key.size;
     }

@@ -107,7 +107,9 @@ asio::awaitable<void> upload_worker(tracing::action& parent, net::s3_client& s3,
 asio::awaitable<result<void>> run_workers(std::vector<asio::awaitable<void>> workers, job_queue& queue,
                                           diagnostics& diag) {
   co_await net::run_all(std::move(workers));
-  if (!queue.first && co_await net::cancelled()) queue.first = asio::error::operation_aborted;
+  // Not `a && co_await b`: GCC 12 miscompiles co_await in a short-circuit operand.
+  const bool was_cancelled = co_await net::cancelled();
+  if (!queue.first && was_cancelled) queue.first = asio::error::operation_aborted;
   if (queue.first) {
     diag = std::move(queue.diag);
     co_return queue.first;

@@ -1,6 +1,7 @@
 #include "packaging/error.hpp"
 #include "packaging/ignore_pattern.hpp"
 #include "packaging/ignore_rules.hpp"
+#include "packaging/tree_walker.hpp"
 
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
@@ -469,23 +470,18 @@ void enter(ignore_rules& rules, const std::string& dir, const fs::path& here) {
   rules.push_directory(dir, read_if_file(here / ".gitignore"), read_if_file(here / ".ferryignore"));
 }
 
-// The files ferry would package: a walk that enters only directories the rules keep.
-void walk_included(const fs::path& root, ignore_rules& rules, const std::string& dir, std::vector<std::string>& out) {
-  const auto here = dir.empty() ? root : root / dir;
-  enter(rules, dir, here);
-  for (const auto& entry : fs::directory_iterator(here)) {
-    const std::string name = entry.path().filename().native();
-    if (name == ".git") continue;
-    const auto path = join(dir, name);
-    const bool is_dir = entry.is_directory() && !entry.is_symlink();
-    if (rules.ignored(path, is_dir)) continue;
-    if (is_dir) {
-      walk_included(root, rules, path, out);
-    } else {
-      out.push_back(path);
-    }
+// The files ferry packs: the real tree walker, which git's own directory is not part of.
+std::vector<std::string> packed_files(const fs::path& root) {
+  walk_options options;
+  options.ignore.defaults = false;
+  diagnostics diag;
+  auto walked = walk_tree(root, options, diag);
+  if (!walked) throw std::runtime_error(diag.message);
+  std::vector<std::string> out;
+  for (const auto& f : walked->files) {
+    if (!f.path.starts_with(".git/")) out.push_back(f.path);
   }
-  rules.pop_directory();
+  return out;
 }
 
 struct verdict {
@@ -601,9 +597,7 @@ TEST(ignore_rules_oracle, agrees_with_git_on_random_trees) {
     git.write(tree);
 
     ignore_rules rules({.defaults = false});
-    std::vector<std::string> ours;
-    walk_included(git.root(), rules, "", ours);
-    std::sort(ours.begin(), ours.end());
+    const auto ours = packed_files(git.root());
     const auto theirs = git.included();
     ASSERT_EQ(ours, theirs) << "seed " << seed << "\n" << tree.describe() << difference(theirs, ours);
 

@@ -1,0 +1,279 @@
+// `ferry pack` end to end: a real venv's interpreter, a real moto_server checking signatures, and the
+// aws CLI, unzip and Python's zipfile reading back what ferry stored.
+#include "support/moto.hpp"
+#include "support/process.hpp"
+#include "support/temp_dir.hpp"
+
+#include <boost/json.hpp>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+#include <sys/stat.h>
+
+namespace ferry::test {
+namespace {
+
+namespace fs = std::filesystem;
+namespace json = boost::json;
+
+// Files "at rest": an hour old, so the hash cache may keep them (fresh files are re-hashed on purpose).
+void age(const fs::path& path) {
+  fs::last_write_time(path, fs::file_time_type::clock::now() - std::chrono::hours(1));
+}
+
+class pack_cli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    moto_ = new moto_server(moto_options{.auth = true});
+    moto_->make_bucket("packs");
+  }
+  static void TearDownTestSuite() {
+    delete moto_;
+    moto_ = nullptr;
+  }
+
+  void SetUp() override {
+    const auto made = run({system_python, "-m", "venv", "--without-pip", (venv_ / "env").string()});
+    ASSERT_EQ(made.exit_code, 0) << made.err;
+    site_ = venv_ / "env" / "lib" / "python3.11" / "site-packages";
+    ASSERT_TRUE(fs::is_directory(site_)) << site_;
+    install("alpha", "1.0", {{"alpha/__init__.py", "A = 1\n"}, {"alpha/data.txt", "alpha data\n"}});
+    install("beta", "1.0", {{"beta/__init__.py", "B = 1\n"}});
+    write_workspace(ws_);
+    prefix_ = fmt::format("{}/", ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  }
+
+  void install(const std::string& name, const std::string& version,
+               const std::vector<std::pair<std::string, std::string>>& files) {
+    std::string record;
+    for (const auto& [path, text] : files) {
+      age(venv_.write("env/lib/python3.11/site-packages/" + path, text));
+      record += path + ",,\n";
+    }
+    const auto info = fmt::format("{}-{}.dist-info", name, version);
+    record += info + "/RECORD,,\n";
+    age(venv_.write(fmt::format("env/lib/python3.11/site-packages/{}/RECORD", info), record));
+  }
+
+  static void write_workspace(const temp_dir& ws) {
+    ws.write("train.py", "print('train')\n");
+    ws.write("pkg/model.py", "W = [1, 2, 3]\n");
+    ws.write("run.sh", "#!/bin/sh\necho run\n");
+    fs::permissions(ws / "run.sh", fs::perms::owner_exec | fs::perms::group_exec, fs::perm_options::add);
+    ws.write(std::string("caf\xe9.txt"), "latin-1 name\n");
+    ws.write(".gitignore", "*.log\n");
+    ws.write("debug.log", "not shipped\n");
+    ws.write(".git/HEAD", "ref: refs/heads/main\n");
+    fs::create_symlink("pkg/model.py", ws / "model_link.py");
+    for (const auto& e : fs::recursive_directory_iterator(ws.path())) {
+      if (!e.is_symlink()) age(e.path());
+    }
+  }
+
+  process_options env_for(const temp_dir& ws, const std::string& prefix) const {
+    auto options = moto_->process_env();
+    options.cwd = ws.path();
+    options.env["FERRY_STORAGE_URL"] = "s3://packs/" + prefix;
+    options.env["FERRY_PACKAGING_PYTHON"] = (venv_ / "env" / "bin" / "python").string();
+    options.env["XDG_CACHE_HOME"] = (state_ / "cache").string();
+    options.env["XDG_STATE_HOME"] = (state_ / "state").string();
+    options.env["XDG_CONFIG_HOME"] = (state_ / "config").string();
+    options.env["HOME"] = state_.path().string();
+    options.unset_env.push_back("PYTHONPATH");
+    return options;
+  }
+
+  // Runs `ferry pack --json` and returns the report.
+  json::object pack(const temp_dir& ws, const std::string& prefix, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args{"pack", "--json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const auto r = run_ferry(args, env_for(ws, prefix));
+    EXPECT_EQ(r.exit_code, 0) << r.err << "\n" << moto_->log();
+    if (r.exit_code != 0) return {};
+    return json::parse(r.out).as_object();
+  }
+  json::object pack() { return pack(ws_, prefix_); }
+
+  static std::set<std::string> layers_with(const json::object& report, std::string_view status) {
+    std::set<std::string> out;
+    for (const auto& l : report.at("layers").as_array()) {
+      if (l.at("status").as_string() == status) out.insert(std::string(l.at("name").as_string()));
+    }
+    return out;
+  }
+
+  static std::string shard_key(const json::object& report, const std::string& prefix, std::string_view layer) {
+    for (const auto& l : report.at("layers").as_array()) {
+      if (l.at("name").as_string() == layer) {
+        return fmt::format("{}layers/{}.zip", prefix, std::string(l.at("shards").as_array().at(0).as_string()));
+      }
+    }
+    return {};
+  }
+
+  fs::path download(const std::string& key, const fs::path& to) const {
+    const auto r = moto_->aws({"s3", "cp", "s3://packs/" + key, to.string()});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return to;
+  }
+
+  static moto_server* moto_;
+  temp_dir venv_, ws_, state_, scratch_;
+  fs::path site_;
+  std::string prefix_;
+};
+
+moto_server* pack_cli::moto_ = nullptr;
+
+TEST_F(pack_cli, only_changed_layers_upload) {
+  const std::set<std::string> all{"workspace", "alpha", "beta"};
+  auto first = pack();
+  EXPECT_EQ(layers_with(first, "uploaded"), all);
+  EXPECT_FALSE(first.at("manifest_present").as_bool());
+
+  auto again = pack();
+  EXPECT_TRUE(again.at("manifest_present").as_bool());
+  EXPECT_EQ(again.at("uploaded_shards").as_int64(), 0);
+  EXPECT_EQ(again.at("hashed_files").as_int64(), 0) << "unchanged files must come from the cache";
+
+  fs::last_write_time(ws_ / "train.py", fs::last_write_time(ws_ / "train.py") + std::chrono::seconds(5));
+  auto touched = pack();
+  EXPECT_TRUE(touched.at("manifest_present").as_bool()) << "a touch must not change any layer";
+  EXPECT_EQ(touched.at("hashed_files").as_int64(), 1);
+
+  auto expect_only = [&](const char* what, std::set<std::string> changed) {
+    auto r = pack();
+    EXPECT_EQ(layers_with(r, "uploaded"), changed) << what;
+    std::set<std::string> rest;
+    std::set_difference(all.begin(), all.end(), changed.begin(), changed.end(), std::inserter(rest, rest.end()));
+    EXPECT_EQ(layers_with(r, "present"), rest) << what;
+  };
+  ws_.write("train.py", "print('train harder')\n");
+  expect_only("edit", {"workspace"});
+  ws_.write("pkg/extra.py", "X = 1\n");
+  expect_only("add", {"workspace"});
+  fs::remove(ws_ / "pkg" / "extra.py");
+  auto back = pack();
+  EXPECT_TRUE(back.at("manifest_present").as_bool()) << "deleting the added file gives the earlier manifest back";
+  fs::rename(ws_ / "pkg" / "model.py", ws_ / "pkg" / "model2.py");
+  expect_only("rename", {"workspace"});
+  fs::permissions(ws_ / "train.py", fs::perms::owner_exec, fs::perm_options::add);
+  expect_only("chmod", {"workspace"});
+  fs::remove_all(site_ / "beta-1.0.dist-info");
+  install("beta", "2.0", {{"beta/__init__.py", "B = 2\n"}});
+  expect_only("upgrade one package", {"beta"});
+  fs::remove(site_ / "alpha" / "data.txt");
+  expect_only("delete", {"alpha"});
+}
+
+TEST_F(pack_cli, the_aws_cli_unzip_and_python_read_back_the_files) {
+  auto report = pack();
+  const auto zip = download(shard_key(report, prefix_, "workspace"), scratch_ / "workspace.zip");
+  const auto tested = run({"unzip", "-t", "-q", zip.string()});
+  EXPECT_EQ(tested.exit_code, 0) << tested.out << tested.err;
+  const auto py = run({system_python, "-c",
+                       "import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); assert z.testzip() is None; "
+                       "print('\\n'.join(sorted(i.filename for i in z.infolist())))",
+                       zip.string()});
+  EXPECT_EQ(py.exit_code, 0) << py.err;
+  // Python reads a name without the UTF-8 flag as cp437; unzip below checks every name byte for byte.
+  EXPECT_EQ(std::count(py.out.begin(), py.out.end(), '\n'), 6) << py.out;
+  EXPECT_NE(py.out.find("pkg/model.py\nrun.sh\ntrain.py\n"), std::string::npos) << py.out;
+  const auto out = scratch_ / "out";
+  const auto extracted = run({"unzip", "-q", zip.string(), "-d", out.string()});
+  ASSERT_EQ(extracted.exit_code, 0) << extracted.err;
+  std::set<std::string> names;
+  for (const auto& e : fs::recursive_directory_iterator(out)) {
+    if (!e.is_directory() || e.is_symlink()) names.insert(e.path().lexically_relative(out).native());
+  }
+  EXPECT_EQ(names, (std::set<std::string>{".gitignore", "caf\xe9.txt", "model_link.py", "pkg/model.py", "run.sh",
+                                          "train.py"}));
+  for (const auto* name : {"train.py", "pkg/model.py", "run.sh", "caf\xe9.txt"}) {
+    EXPECT_EQ(read_file(out / name), read_file(ws_ / name)) << name;
+    struct stat a {}, b {};
+    ASSERT_EQ(::lstat((out / name).c_str(), &a), 0);
+    ASSERT_EQ(::lstat((ws_ / name).c_str(), &b), 0);
+    EXPECT_EQ(a.st_mode & 0777, b.st_mode & 0777) << name;
+  }
+  ASSERT_TRUE(fs::is_symlink(out / "model_link.py"));
+  EXPECT_EQ(fs::read_symlink(out / "model_link.py"), "pkg/model.py");
+
+  // And back: what the aws CLI uploads, ferry's own storage command reads.
+  const auto manifest = std::string(report.at("manifest").as_string());
+  const auto copy = run_ferry({"storage", "cp", manifest, (scratch_ / "manifest.json").string()},
+                              env_for(ws_, prefix_));
+  ASSERT_EQ(copy.exit_code, 0) << copy.err;
+  const auto doc = json::parse(read_file(scratch_ / "manifest.json")).as_object();
+  EXPECT_EQ(doc.at("format").as_string(), "ferry-manifest-v1");
+  const auto& layers = doc.at("layers").as_array();
+  ASSERT_EQ(layers.size(), 3u);
+  EXPECT_EQ(layers[0].at("name").as_string(), "workspace");
+  EXPECT_EQ(layers[0].at("root").as_int64(), 0);
+  EXPECT_EQ(layers[1].at("root").as_int64(), 1);
+  EXPECT_TRUE(doc.at("python").at("version").as_string().starts_with("3.11.")) << doc;
+}
+
+TEST_F(pack_cli, one_tree_at_two_paths_gives_identical_zip_bytes) {
+  temp_dir other;
+  write_workspace(other);
+  auto a = pack(ws_, prefix_ + "a/");
+  auto b = pack(other, prefix_ + "b/");
+  const auto za = download(shard_key(a, prefix_ + "a/", "workspace"), scratch_ / "a.zip");
+  const auto zb = download(shard_key(b, prefix_ + "b/", "workspace"), scratch_ / "b.zip");
+  const auto bytes_a = read_file(za);
+  ASSERT_FALSE(bytes_a.empty());
+  EXPECT_TRUE(bytes_a == read_file(zb)) << "zips of the same tree differ";
+}
+
+TEST_F(pack_cli, a_layer_over_the_cap_is_refused_unless_forced) {
+  ws_.write("big.bin", std::string(64 << 10, 'x'));
+  auto options = env_for(ws_, prefix_);
+  options.env["FERRY_PACKAGING_MAX_LAYER_SIZE"] = "32KiB";
+  const auto refused = run_ferry({"pack"}, options);
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.err.find("layer workspace"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("--force"), std::string::npos) << refused.err;
+  const auto listed = moto_->aws({"s3", "ls", "--recursive", "s3://packs/" + prefix_});
+  EXPECT_EQ(listed.out, "") << "nothing may be uploaded when a layer is refused";
+  const auto forced = run_ferry({"pack", "--force"}, options);
+  EXPECT_EQ(forced.exit_code, 0) << forced.err;
+}
+
+TEST_F(pack_cli, an_unreadable_file_is_an_error_that_names_it) {
+  // Root reads everything, so this runs ferry as nobody on a tree nobody may enter but for one file.
+  temp_dir ws;
+  ws.write("ok.py", "ok\n");
+  const auto secret = ws.write("secret.py", "no\n");
+  fs::permissions(secret, fs::perms::none);
+  fs::permissions(ws.path(), fs::perms::all);
+  fs::permissions(state_.path(), fs::perms::all);
+  auto options = env_for(ws, prefix_);
+  options.env["FERRY_PACKAGING_PYTHON"] = system_python;
+  options.env["FERRY_PACKAGING_SHIP_SITE_PACKAGES"] = "false";
+  std::vector<std::string> argv{"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", FERRY_BINARY,
+                                "pack", "--dry-run"};
+  const auto r = run(argv, options);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("secret.py"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("Permission denied"), std::string::npos) << r.err;
+}
+
+TEST_F(pack_cli, explain_names_the_rule_and_dry_run_uploads_nothing) {
+  const auto r = run_ferry({"pack", "--explain", "debug.log", "train.py", ".git"}, env_for(ws_, prefix_));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("debug.log: excluded by .gitignore:1: *.log"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("train.py: included"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(".git: excluded by default: .git"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("largest files:"), std::string::npos) << r.out;
+  const auto dry = run_ferry({"pack", "--dry-run"}, env_for(ws_, prefix_));
+  ASSERT_EQ(dry.exit_code, 0) << dry.err;
+  EXPECT_NE(dry.out.find("would upload 3 layers"), std::string::npos) << dry.out;
+  const auto listed = moto_->aws({"s3", "ls", "--recursive", "s3://packs/" + prefix_});
+  EXPECT_EQ(listed.out, "");
+}
+
+}  // namespace
+}  // namespace ferry::test
