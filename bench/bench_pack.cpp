@@ -1,11 +1,21 @@
 // Packaging on a real tree (the machine's own Python site-packages by default, or argv[1]) against the
 // tools people use today, side by side in one run:
-//   cold hash  vs  find -type f -print0 | xargs -0 -P2 sha256sum
-//   warm hash  vs  find -printf '%s %T@\n'
+//   cold hash  vs  xargs -0 -P2 sha256sum over the same files
+//   warm hash  vs  find -printf '%s %T@\n' over the whole tree
+//   pack       vs  zip -r -q and Python's zipfile (level 6, their default) over the same files
+//   pack and upload to a moto_server  vs  zip -r -q, then aws s3 cp of the zip to the same server
+//   warm ship: the ferry binary's `pack` with nothing changed and everything uploaded
+// The peers get exactly the files ferry packs (ferry leaves out __pycache__ and *.pyc by default).
 // Each figure is the best of several runs; the page cache is warm for everyone alike.
 #include "net/offload.hpp"
 #include "packaging/hash_cache.hpp"
 #include "packaging/layer_scan.hpp"
+#include "packaging/layer_upload.hpp"
+#include "packaging/pack.hpp"
+#include "net/run_all.hpp"
+#include "net/s3_session.hpp"
+#include "net/s3_transfer.hpp"
+#include "config/loader.hpp"
 #include "tracing/action.hpp"
 #include "tracing/sink.hpp"
 
@@ -20,6 +30,9 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <fstream>
+#include <sys/wait.h>
+#include <signal.h>
 
 using namespace ferry;
 namespace fs = std::filesystem;
@@ -39,6 +52,50 @@ double best_of(int runs, const std::function<void()>& f) {
 
 void shell(const std::string& command) {
   if (std::system(command.c_str()) != 0) throw std::runtime_error("failed: " + command);
+}
+
+std::string quote(const fs::path& p) { return "'" + p.string() + "'"; }
+
+// A moto_server for the upload comparison, on a port of its own, gone with the bench.
+struct moto {
+  pid_t pid = -1;
+  int port = 0;
+  std::map<std::string, std::string, std::less<>> env;
+
+  explicit moto(const fs::path& dir) {
+    port = 20000 + ::getpid() % 20000;
+    pid = ::fork();
+    if (pid == 0) {
+      ::setpgid(0, 0);
+      const auto log = (dir / "moto.log").string();
+      std::freopen(log.c_str(), "w", stdout);
+      std::freopen(log.c_str(), "w", stderr);
+      const auto p = std::to_string(port);
+      ::execlp("moto_server", "moto_server", "-p", p.c_str(), nullptr);
+      std::_Exit(127);
+    }
+    env = {{"AWS_ACCESS_KEY_ID", "bench"}, {"AWS_SECRET_ACCESS_KEY", "bench"}, {"AWS_DEFAULT_REGION", "us-east-1"},
+           {"AWS_REGION", "us-east-1"}, {"AWS_ENDPOINT_URL", fmt::format("http://127.0.0.1:{}", port)}};
+    for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
+    for (int i = 0; i < 100 && std::system("aws s3 mb s3://bench > /dev/null 2>&1") != 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  ~moto() {
+    if (pid > 0) {
+      ::kill(-pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  }
+};
+
+// Runs a coroutine to completion on a fresh io_context.
+template <class T>
+T run_on_io(boost::asio::awaitable<T> work) {
+  boost::asio::io_context io;
+  auto done = boost::asio::co_spawn(io, std::move(work), boost::asio::use_future);
+  io.run();
+  return done.get();
 }
 
 struct bench_env {
@@ -75,7 +132,112 @@ struct bench_env {
     if (!r) throw std::runtime_error(diag.message);
     return std::move(*r);
   }
+
+  // Every shard zipped at once per pool thread, into memory (kept for the upload-alone figure).
+  std::vector<std::pair<std::string, std::string>> zip_all(const packaging::scan_result& scanned) {
+    std::vector<std::pair<const packaging::layer*, const packaging::shard*>> shards;
+    for (const auto& l : scanned.layers) {
+      for (const auto& sh : l.shards) shards.emplace_back(&l, &sh);
+    }
+    std::vector<std::pair<std::string, std::string>> zips(shards.size());
+    std::size_t next = 0;
+    auto worker = [&]() -> boost::asio::awaitable<void> {
+      while (next < shards.size()) {
+        const auto i = next++;
+        diagnostics diag;
+        zips[i].first = packaging::shard_key("zips", *shards[i].second);
+        std::string& bytes = zips[i].second;
+        std::function<void(std::vector<char>&&)> out = [&bytes](std::vector<char>&& part) {
+          bytes.append(part.data(), part.size());
+        };
+        auto r = co_await packaging::zip_shard(pool, *shards[i].first, *shards[i].second, {}, 8 << 20, out, diag);
+        if (!r) throw std::runtime_error(diag.message);
+      }
+    };
+    run_on_io([&]() -> boost::asio::awaitable<void> {
+      std::vector<boost::asio::awaitable<void>> workers;
+      for (unsigned t = 0; t < std::max(1u, std::thread::hardware_concurrency()); ++t) workers.push_back(worker());
+      co_await net::run_all(std::move(workers));
+    }());
+    return zips;
+  }
 };
+
+config::settings storage_settings(const moto& server, const fs::path& work) {
+  config::load_options o;
+  o.working_dir = work;
+  o.env = [](std::string_view) -> std::optional<std::string> { return std::nullopt; };
+  diagnostics diag;
+  auto loaded = config::load(o, diag);
+  if (!loaded) throw std::runtime_error(diag.message);
+  auto s = loaded->values;
+  s.storage.endpoint = fmt::format("http://127.0.0.1:{}", server.port);
+  s.storage.addressing = "path";
+  return s;
+}
+
+// Uploads zips already in memory, as many at once as ferry's pack does.
+double upload_alone(bench_env& env, const moto& server, const std::vector<std::pair<std::string, std::string>>& zips) {
+  return best_of(1, [&] {
+    run_on_io([&]() -> boost::asio::awaitable<void> {
+      diagnostics diag;
+      auto settings = storage_settings(server, env.work);
+      auto session = net::open_s3_session(co_await boost::asio::this_coro::executor, env.pool, settings,
+                                          net::map_environment(server.env), diag);
+      if (!session) throw std::runtime_error(diag.message);
+      std::size_t next = 0;
+      auto worker = [&]() -> boost::asio::awaitable<void> {
+        while (next < zips.size()) {
+          const auto& [key, bytes] = zips[next++];
+          std::size_t offset = 0;
+          net::part_source parts = [&](diagnostics&) -> boost::asio::awaitable<result<std::optional<std::vector<char>>>> {
+            if (offset >= bytes.size()) co_return std::optional<std::vector<char>>{};
+            const auto n = std::min<std::size_t>(8 << 20, bytes.size() - offset);
+            std::vector<char> part(bytes.data() + offset, bytes.data() + offset + n);
+            offset += n;
+            co_return std::optional<std::vector<char>>(std::move(part));
+          };
+          diagnostics d;
+          if (bytes.size() <= (8u << 20)) {
+            const std::span<const char> body(bytes.data(), bytes.size());
+            auto r = co_await session->s3->put_object(*env.root, "bench", "alone/" + key, body, d);
+            if (!r) throw std::runtime_error(d.message);
+          } else {
+            auto r = co_await net::upload_multipart(*session->s3, *env.root, "bench", "alone/" + key, parts, d);
+            if (!r) throw std::runtime_error(d.message);
+          }
+        }
+      };
+      std::vector<boost::asio::awaitable<void>> workers;
+      for (unsigned t = 0; t < std::max(1u, std::thread::hardware_concurrency()) + 1; ++t) workers.push_back(worker());
+      co_await net::run_all(std::move(workers));
+    }());
+  });
+}
+
+// ferry's pack() into storage from scratch (a fresh prefix each run, an empty hash cache).
+double pack_and_upload(bench_env& env, const moto& server, int run) {
+  return best_of(1, [&] {
+    run_on_io([&]() -> boost::asio::awaitable<void> {
+      diagnostics diag;
+      auto settings = storage_settings(server, env.work);
+      auto session = net::open_s3_session(co_await boost::asio::this_coro::executor, env.pool, settings,
+                                          net::map_environment(server.env), diag);
+      if (!session) throw std::runtime_error(diag.message);
+      packaging::pack_settings p;
+      p.scan.threads = std::max(1u, std::thread::hardware_concurrency());
+      p.bucket = "bench";
+      p.prefix = fmt::format("run{}/", run);
+      p.upload_concurrency = p.scan.threads + 1;
+      std::vector<packaging::root_spec> roots{{env.tree, packaging::root_spec::kind::site_packages, 0}};
+      packaging::hash_cache cache;
+      const packaging::python_info python{"3", "bench", ""};  // named: GCC 12 mishandles braced temporaries here
+      auto r = co_await packaging::pack(*env.root, env.pool, session->s3.get(), roots, python, p, cache,
+                                        nullptr, diag);
+      if (!r) throw std::runtime_error(diag.message);
+    }());
+  });
+}
 
 void line(const char* what, double ferry, double peer, const char* peer_name, const char* goal) {
   fmt::print("{:<12} ferry {:7.3f} s   {:<34} {:7.3f} s   ratio {:5.2f}x   (goal {})\n", what, ferry, peer_name, peer,
@@ -123,9 +285,71 @@ int main(int argc, char** argv) {
   const double find_printf =
       best_of(5, [&] { shell(fmt::format("find '{}' -printf '%s %T@\\n' > /dev/null", tree.string())); });
 
+  // The same file list for every peer.
+  {
+    std::ofstream absolute(env.work / "files.nul"), relative(env.work / "files.txt");
+    for (const auto& l : last.layers) {
+      for (const auto& f : l.files) {
+        absolute << (tree / f.path).string() << '\0';
+        relative << f.path << '\n';
+      }
+    }
+  }
+  const double sha256sum_same =
+      best_of(3, [&] { shell(fmt::format("xargs -0 -P2 sha256sum < {} > /dev/null", quote(env.work / "files.nul"))); });
+
+  std::uint64_t ferry_zip_bytes = 0;
+  std::vector<std::pair<std::string, std::string>> zips;
+  const double pack_alone = best_of(2, [&] {
+    zips = env.zip_all(last);
+    ferry_zip_bytes = 0;
+    for (const auto& z : zips) ferry_zip_bytes += z.second.size();
+  });
+  const auto zip_out = env.work / "peer.zip";
+  const double zip_r = best_of(1, [&] {
+    fs::remove(zip_out);
+    shell(fmt::format("cd {} && zip -r -q {} -@ < {}", quote(tree), quote(zip_out), quote(env.work / "files.txt")));
+  });
+  const auto zip_r_bytes = fs::file_size(zip_out);
+  const auto py_out = env.work / "python.zip";
+  const double python_zip = best_of(1, [&] {
+    shell(fmt::format("python3 -c \"import sys, zipfile\nwith zipfile.ZipFile(sys.argv[2], 'w', zipfile.ZIP_DEFLATED) as z:\n"
+                      "  for n in open(sys.argv[3]).read().splitlines(): z.write(sys.argv[1] + '/' + n, n)\" {} {} {}",
+                      quote(tree), quote(py_out), quote(env.work / "files.txt")));
+  });
+
+  moto server(env.work);
+  const double upload_only = upload_alone(env, server, zips);
+  const double ferry_ship = pack_and_upload(env, server, 1);
+  const double aws_cp = best_of(1, [&] {
+    shell(fmt::format("aws s3 cp --quiet {} s3://bench/peer/site-packages.zip", quote(zip_out)));
+  });
+
+  // Warm ship: the real binary, its caches warm, every layer already stored. python3 from PATH, as a user runs it.
+  const auto ferry_binary = fs::absolute(fs::path(argv[0])).parent_path() / ".." / "agent" / "ferry";
+  const auto project = env.work / "project";
+  fs::create_directories(project);
+  std::ofstream(project / "train.py") << "print('train')\n";
+  fs::last_write_time(project / "train.py", fs::file_time_type::clock::now() - std::chrono::hours(1));
+  const auto ship_command = fmt::format("cd {} && XDG_CACHE_HOME={} FERRY_STORAGE_URL=s3://bench/warm/ {} -q pack",
+                                        quote(project), quote(env.work / "xdg"), quote(ferry_binary));
+  shell(ship_command);
+  const double warm_ship = best_of(5, [&] { shell(ship_command); });
+
   fmt::print("tree {}: {} files, {:.0f} MB, {} layers\n", tree.string(), last.files, last.bytes / 1e6,
              last.layers.size());
-  line("cold hash", cold, sha256sum, "find | xargs -P2 sha256sum", "<= 0.5x");
+  line("cold hash", cold, sha256sum_same, "xargs -0 -P2 sha256sum (same files)", "<= 0.5x");
+  line("", cold, sha256sum, "find | xargs -P2 sha256sum (all)", "-");
   line("warm hash", warm, find_printf, "find -printf '%s %T@'", "<= 0.6x");
+  line("pack", pack_alone, zip_r, "zip -r -q (same files)", "<= 0.33x");
+  line("", pack_alone, python_zip, "python zipfile", "-");
+  fmt::print("{:<12} ferry {:7.1f} MB   zip -r {:7.1f} MB   ratio {:5.2f}x   (goal <= 1.15x)\n", "zip size",
+             ferry_zip_bytes / 1e6, zip_r_bytes / 1e6, static_cast<double>(ferry_zip_bytes) / zip_r_bytes);
+  line("ship", ferry_ship, zip_r + aws_cp, "zip -r -q, then aws s3 cp", "<= 0.33x");
+  fmt::print("{:<12} ferry {:7.3f} s   pack alone {:.3f} s, upload alone {:.3f} s   ratio to the longer {:5.2f}x   (goal "
+             "<= 1.15x)\n", "overlap", ferry_ship, pack_alone, upload_only,
+             ferry_ship / std::max(pack_alone, upload_only));
+  fmt::print("{:<12} ferry {:7.3f} s   (`ferry -q pack`, nothing changed, python3 = the pyenv shim; goal <= 0.150 s)\n",
+             "warm ship", warm_ship);
   return 0;
 }

@@ -1,6 +1,7 @@
 #include "packaging/file_hash.hpp"
 
 #include "packaging/error.hpp"
+#include "packaging/unique_fd.hpp"
 
 #include <fmt/format.h>
 
@@ -21,20 +22,6 @@ bool same_file(const struct stat& st, const file_key& key) {
   return static_cast<std::uint64_t>(st.st_ino) == key.inode && static_cast<std::uint64_t>(st.st_size) == key.size &&
          mtime_ns(st) == key.mtime_ns;
 }
-
-class fd_guard {
- public:
-  explicit fd_guard(int fd) : fd_(fd) {}
-  ~fd_guard() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  fd_guard(const fd_guard&) = delete;
-  fd_guard& operator=(const fd_guard&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 result<sha256_digest> changed(const file_entry& entry, diagnostics& diag, std::string_view how) {
   diag.set(fmt::format("{}: {} while it was being packed; run again once it is stable", entry.source, how));
@@ -60,7 +47,7 @@ result<sha256_digest> hash_entry(const file_entry& entry, net::sha256_stream& ha
     hasher.update(entry.link_target);
     return hasher.finish();
   }
-  fd_guard fd(open_for_reading(entry.source));
+  unique_fd fd(open_for_reading(entry.source));
   if (fd.get() < 0) {
     if (errno == ENOENT) return changed(entry, diag, "vanished");
     diag.set(fmt::format("{}: cannot read: {}", entry.source, std::strerror(errno)));

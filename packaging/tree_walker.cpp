@@ -1,6 +1,7 @@
 #include "packaging/tree_walker.hpp"
 
 #include "packaging/error.hpp"
+#include "packaging/unique_fd.hpp"
 
 #include <fmt/format.h>
 
@@ -36,24 +37,9 @@ std::string join(std::string_view dir, std::string_view name) {
   return out;
 }
 
-class fd_guard {
- public:
-  explicit fd_guard(int fd = -1) : fd_(fd) {}
-  ~fd_guard() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  fd_guard(const fd_guard&) = delete;
-  fd_guard& operator=(const fd_guard&) = delete;
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-
- private:
-  int fd_;
-};
-
 // Reads a small file next to the directory fd, "" when absent or unreadable (git ignores those too).
 std::string read_ignore_file(int dirfd, const char* name) {
-  fd_guard fd(::openat(dirfd, name, O_RDONLY | O_CLOEXEC));
+  unique_fd fd(::openat(dirfd, name, O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) return {};
   std::string text;
   char buffer[8192];
@@ -102,7 +88,7 @@ class walker {
   }
 
   result<walk_result> run(std::span<const std::string> only) {
-    fd_guard fd(::open(root_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    unique_fd fd(::open(root_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (fd.get() < 0) {
       diag_.set(fmt::format("{}: {}", root_, std::strerror(errno)));
       return error_code(errno == ENOTDIR ? errc::not_a_directory : errc::unreadable_file);
@@ -182,7 +168,7 @@ class walker {
 
   result<void> enter(int dirfd, const std::string& rel, const std::string& abs, const std::string& name,
                      bool followed) {
-    fd_guard fd(::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    unique_fd fd(::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (fd.get() < 0) {
       if (errno == ENOENT) return {};
       return unreadable(abs);
@@ -263,7 +249,7 @@ class walker {
         return error_code(errc::symlink_loop);
       }
     }
-    fd_guard fd(::open(real.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    unique_fd fd(::open(real.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (fd.get() < 0) return unreadable(real);
     return walk_directory(fd.get(), rel, real, true, {});
   }
@@ -303,7 +289,7 @@ result<walk_result> walk_tree(const fs::path& root, const walk_options& options,
 }
 
 result<std::vector<std::pair<std::string, bool>>> list_top_level(const fs::path& root, diagnostics& diag) {
-  fd_guard fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  unique_fd fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (fd.get() < 0) {
     diag.set(fmt::format("{}: {}", root.string(), std::strerror(errno)));
     return error_code(errno == ENOTDIR ? errc::not_a_directory : errc::unreadable_file);
@@ -329,7 +315,7 @@ result<std::string> explain_path(const fs::path& root, std::string_view relative
   std::string rel_dir;
   auto push = [&](const std::string& dir) {
     const auto abs = dir.empty() ? root : root / dir;
-    fd_guard fd(::open(abs.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    unique_fd fd(::open(abs.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (options.read_ignore_files && fd.get() >= 0) {
       rules.push_directory(dir, read_ignore_file(fd.get(), ".gitignore"), read_ignore_file(fd.get(), ".ferryignore"));
     } else {

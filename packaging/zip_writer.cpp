@@ -3,6 +3,7 @@
 #include "packaging/file_hash.hpp"
 
 #include "packaging/error.hpp"
+#include "packaging/unique_fd.hpp"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -111,21 +112,6 @@ class scoped_thread_locale {
   locale_t previous_;
 };
 
-class file_descriptor {
- public:
-  explicit file_descriptor(int fd) : fd_(fd) {}
-  ~file_descriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  file_descriptor(const file_descriptor&) = delete;
-  file_descriptor& operator=(const file_descriptor&) = delete;
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-
- private:
-  int fd_;
-};
-
 // result<bool> cannot be made from a bare error_code unambiguously (error_code converts to bool).
 result<bool> as_error(const result<void>& failed) { return {boost::system::in_place_error, failed.error()}; }
 
@@ -175,6 +161,12 @@ zip_writer::zip_writer(const zip_options& options, sink out)
 
 zip_writer::~zip_writer() {
   if (current_fd_ >= 0) ::close(current_fd_);
+  if (archive_ && !finished_) {
+    // libarchive frees a failed archive without ending the entry's deflate stream (a leak): close it
+    // first, with every byte of the unwanted central directory dropped before it reaches the sink.
+    discard_ = true;
+    ::archive_write_close(archive_.get());
+  }
 }
 
 void zip_writer::open() {
@@ -199,6 +191,7 @@ void zip_writer::open() {
 
 long zip_writer::on_write(archive*, void* self, const void* bytes, std::size_t size) {
   auto& writer = *static_cast<zip_writer*>(self);
+  if (writer.discard_) return static_cast<long>(size);
   // An exception must not unwind through libarchive's C frames: keep it for add()/finish() to rethrow.
   try {
     writer.out_({static_cast<const char*>(bytes), size});
@@ -252,7 +245,7 @@ result<void> zip_writer::add_symlink(const file_entry& entry, diagnostics& diag)
 }
 
 result<void> zip_writer::begin_regular(const file_entry& entry, diagnostics& diag) {
-  file_descriptor fd(open_for_reading(entry.source));
+  unique_fd fd(open_for_reading(entry.source));
   if (fd.get() < 0) {
     const int e = errno;
     if (e == ENOENT || e == ENOTDIR) {

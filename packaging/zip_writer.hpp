@@ -103,6 +103,7 @@ class zip_writer {
   error_code failed_;    // set once anything failed: every later call returns it
   std::string failure_;  // what failed, for those later calls
   bool finished_ = false;
+  bool discard_ = false;  // abandoning: output goes nowhere
 };
 
 // True for names whose content is already compressed (.zip .gz .whl .png .npz ...): storing them costs
