@@ -147,10 +147,10 @@ struct bench_env {
         diagnostics diag;
         zips[i].first = packaging::shard_key("zips", *shards[i].second);
         std::string& bytes = zips[i].second;
-        std::function<void(std::vector<char>&&)> out = [&bytes](std::vector<char>&& part) {
+        std::function<void(std::vector<char>&&)> append = [&bytes](std::vector<char>&& part) {
           bytes.append(part.data(), part.size());
         };
-        auto r = co_await packaging::zip_shard(pool, *shards[i].first, *shards[i].second, {}, 8 << 20, out, diag);
+        auto r = co_await packaging::zip_shard(pool, *shards[i].first, *shards[i].second, {}, 8 << 20, append, diag);
         if (!r) throw std::runtime_error(diag.message);
       }
     };
@@ -176,15 +176,20 @@ config::settings storage_settings(const moto& server, const fs::path& work) {
   return s;
 }
 
+net::s3_session open_session(boost::asio::any_io_executor io, bench_env& env, const moto& server) {
+  diagnostics diag;
+  auto session = net::open_s3_session(io, env.pool, storage_settings(server, env.work),
+                                      net::map_environment(server.env), diag);
+  if (!session) throw std::runtime_error(diag.message);
+  return std::move(*session);
+}
+
 // Uploads zips already in memory, as many at once as ferry's pack does.
 double upload_alone(bench_env& env, const moto& server, const std::vector<std::pair<std::string, std::string>>& zips) {
   return best_of(1, [&] {
     run_on_io([&]() -> boost::asio::awaitable<void> {
       diagnostics diag;
-      auto settings = storage_settings(server, env.work);
-      auto session = net::open_s3_session(co_await boost::asio::this_coro::executor, env.pool, settings,
-                                          net::map_environment(server.env), diag);
-      if (!session) throw std::runtime_error(diag.message);
+      auto session = open_session(co_await boost::asio::this_coro::executor, env, server);
       std::size_t next = 0;
       auto worker = [&]() -> boost::asio::awaitable<void> {
         while (next < zips.size()) {
@@ -200,10 +205,10 @@ double upload_alone(bench_env& env, const moto& server, const std::vector<std::p
           diagnostics d;
           if (bytes.size() <= (8u << 20)) {
             const std::span<const char> body(bytes.data(), bytes.size());
-            auto r = co_await session->s3->put_object(*env.root, "bench", "alone/" + key, body, d);
+            auto r = co_await session.s3->put_object(*env.root, "bench", "alone/" + key, body, d);
             if (!r) throw std::runtime_error(d.message);
           } else {
-            auto r = co_await net::upload_multipart(*session->s3, *env.root, "bench", "alone/" + key, parts, d);
+            auto r = co_await net::upload_multipart(*session.s3, *env.root, "bench", "alone/" + key, parts, d);
             if (!r) throw std::runtime_error(d.message);
           }
         }
@@ -220,10 +225,7 @@ double pack_and_upload(bench_env& env, const moto& server, int run) {
   return best_of(1, [&] {
     run_on_io([&]() -> boost::asio::awaitable<void> {
       diagnostics diag;
-      auto settings = storage_settings(server, env.work);
-      auto session = net::open_s3_session(co_await boost::asio::this_coro::executor, env.pool, settings,
-                                          net::map_environment(server.env), diag);
-      if (!session) throw std::runtime_error(diag.message);
+      auto session = open_session(co_await boost::asio::this_coro::executor, env, server);
       packaging::pack_settings p;
       p.scan.threads = std::max(1u, std::thread::hardware_concurrency());
       p.bucket = "bench";
@@ -232,7 +234,7 @@ double pack_and_upload(bench_env& env, const moto& server, int run) {
       std::vector<packaging::root_spec> roots{{env.tree, packaging::root_spec::kind::site_packages, 0}};
       packaging::hash_cache cache;
       const packaging::python_info python{"3", "bench", ""};  // named: GCC 12 mishandles braced temporaries here
-      auto r = co_await packaging::pack(*env.root, env.pool, session->s3.get(), roots, python, p, cache,
+      auto r = co_await packaging::pack(*env.root, env.pool, session.s3.get(), roots, python, p, cache,
                                         nullptr, diag);
       if (!r) throw std::runtime_error(diag.message);
     }());

@@ -1,6 +1,7 @@
 #include "packaging/file_hash.hpp"
 
 #include "packaging/error.hpp"
+#include "packaging/file_stat.hpp"
 #include "packaging/unique_fd.hpp"
 
 #include <fmt/format.h>
@@ -13,15 +14,6 @@
 
 namespace ferry::packaging {
 namespace {
-
-std::int64_t mtime_ns(const struct stat& st) {
-  return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
-}
-
-bool same_file(const struct stat& st, const file_key& key) {
-  return static_cast<std::uint64_t>(st.st_ino) == key.inode && static_cast<std::uint64_t>(st.st_size) == key.size &&
-         mtime_ns(st) == key.mtime_ns;
-}
 
 result<sha256_digest> changed(const file_entry& entry, diagnostics& diag, std::string_view how) {
   diag.set(fmt::format("{}: {} while it was being packed; run again once it is stable", entry.source, how));
@@ -54,7 +46,7 @@ result<sha256_digest> hash_entry(const file_entry& entry, net::sha256_stream& ha
     return error_code(errc::unreadable_file);
   }
   struct stat before {};
-  if (::fstat(fd.get(), &before) != 0 || !same_file(before, entry.key)) return changed(entry, diag, "changed");
+  if (::fstat(fd.get(), &before) != 0 || !difference(before, entry.key).empty()) return changed(entry, diag, "changed");
   if (entry.key.size > buffer.size()) ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
   std::uint64_t total = 0;
   for (;;) {
@@ -69,7 +61,7 @@ result<sha256_digest> hash_entry(const file_entry& entry, net::sha256_stream& ha
     total += static_cast<std::uint64_t>(n);
   }
   struct stat after {};
-  if (total != entry.key.size || ::fstat(fd.get(), &after) != 0 || !same_file(after, entry.key)) {
+  if (total != entry.key.size || ::fstat(fd.get(), &after) != 0 || !difference(after, entry.key).empty()) {
     return changed(entry, diag, "changed");
   }
   return hasher.finish();

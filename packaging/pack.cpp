@@ -166,17 +166,13 @@ asio::awaitable<result<bool>> manifest_present(tracing::action& parent, net::s3_
 }
 
 void fill_reports(pack_report& report, const std::vector<shard_job>& jobs, bool storage) {
+  // A layer is present unless one of its shards was uploaded (or, in a dry run, is missing).
   report.layers.resize(report.scan.layers.size());
   for (std::size_t i = 0; i < report.layers.size(); ++i) {
     report.layers[i].packed = &report.scan.layers[i];
-    report.layers[i].status = storage && report.manifest_present ? layer_report::state::present
-                                                                 : layer_report::state::unknown;
+    report.layers[i].status = storage ? layer_report::state::present : layer_report::state::unknown;
   }
   if (report.manifest_present) return;
-  // A layer is uploaded if any of its shards was, present if all were there already.
-  for (std::size_t i = 0; i < report.layers.size(); ++i) {
-    if (storage) report.layers[i].status = layer_report::state::present;
-  }
   for (const auto& j : jobs) {
     for (auto i : j.reports) {
       auto& r = report.layers[i];

@@ -1,6 +1,7 @@
 #include "packaging/tree_walker.hpp"
 
 #include "packaging/error.hpp"
+#include "packaging/file_stat.hpp"
 #include "packaging/unique_fd.hpp"
 
 #include <fmt/format.h>
@@ -19,15 +20,6 @@ namespace ferry::packaging {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::int64_t mtime_of(const struct stat& st) {
-  return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
-}
-
-file_key key_of(const struct stat& st) {
-  return {static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino),
-          static_cast<std::uint64_t>(st.st_size), mtime_of(st)};
-}
 
 std::string join(std::string_view dir, std::string_view name) {
   if (dir.empty()) return std::string(name);
@@ -50,6 +42,15 @@ std::string read_ignore_file(int dirfd, const char* name) {
     text.append(buffer, static_cast<std::size_t>(n));
   }
   return text;
+}
+
+// Enters `rel_dir` in the rules with its ignore files, or with none where they are not read.
+void push_ignore_files(ignore_rules& rules, int dirfd, const std::string& rel_dir, bool read_files) {
+  if (read_files && dirfd >= 0) {
+    rules.push_directory(rel_dir, read_ignore_file(dirfd, ".gitignore"), read_ignore_file(dirfd, ".ferryignore"));
+  } else {
+    rules.push_directory(rel_dir, {}, {});
+  }
 }
 
 struct dir_item {
@@ -111,11 +112,7 @@ class walker {
     struct stat self {};
     if (::fstat(dirfd, &self) != 0) return unreadable(abs_dir);
     active_.push_back({self.st_dev, self.st_ino});
-    if (options_.read_ignore_files) {
-      rules_.push_directory(rel_dir, read_ignore_file(dirfd, ".gitignore"), read_ignore_file(dirfd, ".ferryignore"));
-    } else {
-      rules_.push_directory(rel_dir, {}, {});
-    }
+    push_ignore_files(rules_, dirfd, rel_dir, options_.read_ignore_files);
     auto items = read_directory(dirfd, abs_dir, diag_);
     if (!items) return items.error();
     for (const auto& item : *items) {
@@ -131,11 +128,7 @@ class walker {
     struct stat self {};
     if (::fstat(rootfd, &self) != 0) return unreadable(root_);
     active_.push_back({self.st_dev, self.st_ino});
-    rules_.push_directory("", {}, {});
-    if (options_.read_ignore_files) {
-      rules_.pop_directory();
-      rules_.push_directory("", read_ignore_file(rootfd, ".gitignore"), read_ignore_file(rootfd, ".ferryignore"));
-    }
+    push_ignore_files(rules_, rootfd, "", options_.read_ignore_files);
     return visit(rootfd, "", root_, dir_item{name, DT_UNKNOWN}, false);
   }
 
@@ -143,13 +136,11 @@ class walker {
                      bool followed) {
     unsigned char type = item.type;
     struct stat st {};
-    bool have_stat = false;
     if (type == DT_UNKNOWN || type == DT_REG) {
       if (::fstatat(dirfd, item.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
         if (errno == ENOENT) return {};  // gone before we looked: never part of this snapshot
         return unreadable(join(abs_dir, item.name));
       }
-      have_stat = true;
       type = S_ISDIR(st.st_mode) ? DT_DIR : S_ISREG(st.st_mode) ? DT_REG : S_ISLNK(st.st_mode) ? DT_LNK : DT_FIFO;
     }
     const std::string rel = join(rel_dir, item.name);
@@ -160,7 +151,6 @@ class walker {
         return {};
       case DT_LNK: return symlink(dirfd, rel, join(abs_dir, item.name), item.name, followed);
       default:
-        (void)have_stat;
         warn(rel, "not a regular file, directory or symlink: skipped");
         return {};
     }
@@ -316,11 +306,7 @@ result<std::string> explain_path(const fs::path& root, std::string_view relative
   auto push = [&](const std::string& dir) {
     const auto abs = dir.empty() ? root : root / dir;
     unique_fd fd(::open(abs.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (options.read_ignore_files && fd.get() >= 0) {
-      rules.push_directory(dir, read_ignore_file(fd.get(), ".gitignore"), read_ignore_file(fd.get(), ".ferryignore"));
-    } else {
-      rules.push_directory(dir, {}, {});
-    }
+    push_ignore_files(rules, fd.get(), dir, options.read_ignore_files);
   };
   std::string path(relative_path);
   while (path.ends_with('/')) path.pop_back();

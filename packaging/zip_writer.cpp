@@ -1,6 +1,7 @@
 #include "packaging/zip_writer.hpp"
 
 #include "packaging/file_hash.hpp"
+#include "packaging/file_stat.hpp"
 
 #include "packaging/error.hpp"
 #include "packaging/unique_fd.hpp"
@@ -116,20 +117,6 @@ class scoped_thread_locale {
 result<bool> as_error(const result<void>& failed) { return {boost::system::in_place_error, failed.error()}; }
 
 std::string errno_text(int e) { return std::generic_category().message(e); }
-
-std::int64_t mtime_ns(const struct stat& st) {
-  return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
-}
-
-// How the open file differs from the one the entry was made from, or "" when it does not.
-std::string difference(const struct stat& st, const file_key& key) {
-  if (static_cast<std::uint64_t>(st.st_ino) != key.inode) return "it was replaced by another file";
-  if (static_cast<std::uint64_t>(st.st_size) != key.size) {
-    return fmt::format("its size went from {} to {} bytes", key.size, st.st_size);
-  }
-  if (mtime_ns(st) != key.mtime_ns) return "it was modified";
-  return {};
-}
 
 }  // namespace
 

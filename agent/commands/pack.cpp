@@ -206,7 +206,6 @@ void print_summary(const packaging::pack_report& r, const packaging::discovery& 
 void print_explanation(const packaging::pack_report& r, const std::vector<packaging::root_spec>& roots,
                        const pack_args& args, const packaging::pack_settings& settings) {
   std::vector<const packaging::file_entry*> files;
-  std::vector<std::string> layer_of;
   for (const auto& l : r.scan.layers) {
     for (const auto& f : l.files) files.push_back(&f);
   }
