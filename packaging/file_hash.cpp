@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -45,12 +46,15 @@ result<sha256_digest> hash_entry(const file_entry& entry, net::sha256_stream& ha
     diag.set(fmt::format("{}: cannot read: {}", entry.source, std::strerror(errno)));
     return error_code(errc::unreadable_file);
   }
-  struct stat before {};
-  if (::fstat(fd.get(), &before) != 0 || !difference(before, entry.key).empty()) return changed(entry, diag, "changed");
   if (entry.key.size > buffer.size()) ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
+  // Reads at most one byte more than the walk saw, so a file that grew (or a device put in its place)
+  // is noticed without reading it all; a short read of exactly the expected size is the end of the file
+  // without a further read. The one fstat after reading catches a replaced, resized or rewritten file:
+  // per small file this is open, read, fstat, close.
   std::uint64_t total = 0;
   for (;;) {
-    const auto n = ::read(fd.get(), buffer.data(), buffer.size());
+    const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(buffer.size(), entry.key.size + 1 - total));
+    const auto n = ::read(fd.get(), buffer.data(), want);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       diag.set(fmt::format("{}: cannot read: {}", entry.source, std::strerror(errno)));
@@ -59,6 +63,8 @@ result<sha256_digest> hash_entry(const file_entry& entry, net::sha256_stream& ha
     if (n == 0) break;
     hasher.update(reinterpret_cast<const unsigned char*>(buffer.data()), static_cast<std::size_t>(n));
     total += static_cast<std::uint64_t>(n);
+    if (total > entry.key.size) return changed(entry, diag, "grew");
+    if (static_cast<std::size_t>(n) < want && total == entry.key.size) break;
   }
   struct stat after {};
   if (total != entry.key.size || ::fstat(fd.get(), &after) != 0 || !difference(after, entry.key).empty()) {
