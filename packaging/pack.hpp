@@ -52,6 +52,14 @@ struct pack_report {
   std::size_t uploaded_shards = 0;
 };
 
+// How many shards zip-and-upload at once for `threads` compression threads. Twice the threads, and two
+// more: while some shards are being sent (the network, and the storage server, take their time) others
+// keep every pool thread compressing; a shard's zip waits in memory a part at a time, so the bound on
+// memory is this many parts. Never more than storage allows at once.
+inline std::size_t upload_workers(std::size_t threads, std::size_t max_concurrency) {
+  return std::max<std::size_t>(1, std::min(max_concurrency, 2 * threads + 2));
+}
+
 asio::awaitable<result<pack_report>> pack(tracing::action& parent, net::cpu_pool& pool, net::s3_client* s3,
                                           std::span<const root_spec> roots, const python_info& python,
                                           const pack_settings& settings, hash_cache& cache, pack_progress* progress,

@@ -90,8 +90,7 @@ packaging::pack_settings pack_settings_for(const command_context& ctx, const pac
   p.force = args.force;
   p.dry_run = args.dry_run || args.explain;
   p.check_concurrency = static_cast<std::size_t>(std::max(1, s.s3.max_concurrency));
-  // Compression is CPU work: a shard per pool thread keeps the cores busy, and one more overlaps the network.
-  p.upload_concurrency = std::min<std::size_t>(p.check_concurrency, p.scan.threads + 1);
+  p.upload_concurrency = packaging::upload_workers(p.scan.threads, p.check_concurrency);
   return p;
 }
 
