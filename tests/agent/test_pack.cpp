@@ -1,5 +1,7 @@
 // `ferry pack` end to end: a real venv's interpreter, a real moto_server checking signatures, and the
 // aws CLI, unzip and Python's zipfile reading back what ferry stored.
+#include "support/eliot.hpp"
+#include "support/fault_proxy.hpp"
 #include "support/moto.hpp"
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
@@ -9,7 +11,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <csignal>
 #include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
 #include <set>
 #include <sys/stat.h>
 
@@ -273,6 +279,45 @@ TEST_F(pack_cli, explain_names_the_rule_and_dry_run_uploads_nothing) {
   EXPECT_NE(dry.out.find("would upload 3 layers"), std::string::npos) << dry.out;
   const auto listed = moto_->aws({"s3", "ls", "--recursive", "s3://packs/" + prefix_});
   EXPECT_EQ(listed.out, "");
+}
+
+
+TEST_F(pack_cli, ctrl_c_while_shipping_aborts_the_uploads_stores_no_manifest_and_closes_the_trace) {
+  // 48 MiB that do not compress, sent through a proxy that slows every chunk: the upload is under way
+  // (several parts of one multipart upload) when the interrupt comes.
+  temp_dir ws;
+  ws.write("train.py", "print('train')\n");
+  {
+    std::mt19937 rng(11);
+    std::string bytes(48u << 20, '\0');
+    for (auto& b : bytes) b = static_cast<char>(rng());
+    std::ofstream(ws / "weights.bin", std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+  fault_proxy proxy{"127.0.0.1", moto_->port()};
+  proxy.set_delay(std::chrono::milliseconds(5));
+  auto options = env_for(ws, prefix_);
+  options.env["AWS_ENDPOINT_URL"] = proxy.endpoint();
+  options.env["FERRY_PACKAGING_SHIP_SITE_PACKAGES"] = "false";
+  const auto trace = scratch_ / "pack.jsonl";
+  auto child = spawn_ferry({"pack", "--trace", trace.string()}, options);
+  for (int i = 0; i < 600 && proxy.bytes_uploaded() < (12u << 20); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_GE(proxy.bytes_uploaded(), 12u << 20) << "the upload never got going";
+  child->signal(SIGINT);
+  const auto r = child->wait();
+  EXPECT_EQ(r.exit_code, 130) << r.err;
+
+  const auto uploads = moto_->aws({"s3api", "list-multipart-uploads", "--bucket", "packs"});
+  EXPECT_EQ(uploads.exit_code, 0) << uploads.err;
+  EXPECT_EQ(uploads.out.find("UploadId"), std::string::npos) << uploads.out;
+  const auto listed = moto_->aws({"s3", "ls", "--recursive", "s3://packs/" + prefix_});
+  EXPECT_EQ(listed.out.find("manifests/"), std::string::npos) << listed.out;
+  EXPECT_EQ(listed.out.find(".zip"), std::string::npos) << "no layer zip of weights.bin may be stored:\n" << listed.out;
+
+  const auto tasks = eliot_parse({trace});
+  ASSERT_EQ(tasks.size(), 1u);
+  EXPECT_TRUE(tasks[0].at("complete").as_bool());
+  EXPECT_NE(read_file(trace).find("\"reason\":\"cancelled\""), std::string::npos);
 }
 
 }  // namespace
