@@ -146,6 +146,11 @@ result<loaded_config> load(const load_options& options, diagnostics& diag) {
   if (auto ec = apply_file(out, project, named, diag)) return ec;
   if (auto ec = apply_environment(out, options.env, diag)) return ec;
   if (auto ec = apply_flags(out, options.flags, diag)) return ec;
+  // ec2.user defaults to whatever ssh.user ended up as, wherever that came from.
+  if (out.values.ec2.user.empty()) {
+    out.values.ec2.user = out.values.ssh.user;
+    out.origin.insert_or_assign("ec2.user", "ssh.user (" + out.origin["ssh.user"] + ")");
+  }
   return out;
 }
 

@@ -135,6 +135,27 @@ std::string show(const std::vector<std::string>& v) {
   return out + "]";
 }
 
+// ec2: a number of GiB (integer or float), and the words some [ec2] keys take.
+bool read(const toml::node& n, double& out, std::string& why, bool& wrong_type) {
+  if (!n.is_integer() && !n.is_floating_point()) {
+    wrong_type = true;
+    why = "expected a number";
+    return false;
+  }
+  const double v = n.value<double>().value_or(-1);
+  if (!(v >= 0)) {
+    why = fmt::format("{} is out of range (0 or more)", v);
+    return false;
+  }
+  out = v;
+  return true;
+}
+
+std::string show(double v) { return fmt::format("{}", v); }
+
+constexpr std::array<std::string_view, 2> ec2_address_choices = {"private", "public"};
+constexpr std::array<std::string_view, 2> ec2_architecture_choices = {"x86_64", "arm64"};
+
 // One of a fixed set of words.
 template <std::size_t N>
 bool one_of(const std::string& value, const std::array<std::string_view, N>& choices, std::string& why) {
@@ -270,6 +291,29 @@ const std::vector<key_spec>& table() {
       key<&S::agent, &agent_settings::retries>("agent.retries", "2", "retries of a failed task on another node"),
       key<&S::agent, &agent_settings::shutdown_grace>("agent.shutdown_grace", R"("5s")",
           "after Ctrl-C, how long steps may clean up before they are cut off"),
+      // ec2
+      key<&S::ec2, &ec2_settings::region>("ec2.region", R"("")",
+          "EC2 region; empty: AWS_REGION, AWS_DEFAULT_REGION, the profile, then us-east-1"),
+      key<&S::ec2, &ec2_settings::endpoint>("ec2.endpoint", R"("")",
+          "EC2 endpoint URL; empty: AWS_ENDPOINT_URL_EC2, AWS_ENDPOINT_URL, the profile, then AWS"),
+      key<&S::ec2, &ec2_settings::ami>("ec2.ami", R"("")", "the AMI nodes boot (ami-...); required to create nodes"),
+      key<&S::ec2, &ec2_settings::subnet_id>("ec2.subnet_id", R"("")",
+          "subnet nodes start in; empty: the default VPC's default subnet"),
+      key<&S::ec2, &ec2_settings::security_group_ids>("ec2.security_group_ids", "[]",
+          "security groups of nodes (sg-...); empty: the VPC's default group"),
+      key<&S::ec2, &ec2_settings::instance_type>("ec2.instance_type", R"("")",
+          "use exactly this instance type; empty: the cheapest that meets min_cpus and min_memory_gib"),
+      key<&S::ec2, &ec2_settings::spot>("ec2.spot", "false", "start spot instances rather than on-demand ones"),
+      key<&S::ec2, &ec2_settings::min_cpus>("ec2.min_cpus", "2", "fewest vCPUs an instance type may have"),
+      key<&S::ec2, &ec2_settings::min_memory_gib>("ec2.min_memory_gib", "4",
+          "least memory (GiB) an instance type may have"),
+      choice<&ec2_architecture_choices, &S::ec2, &ec2_settings::architecture>("ec2.architecture", R"("x86_64")",
+          "CPU architecture of the AMI, which picked types must match: x86_64 or arm64"),
+      choice<&ec2_address_choices, &S::ec2, &ec2_settings::address>("ec2.address", R"("private")",
+          "the address ferry connects to: private or public"),
+      key<&S::ec2, &ec2_settings::catalogue_ttl>("ec2.catalogue_ttl", R"("4h")",
+          "how long the cached instance type and spot price catalogue is used before it is fetched again"),
+      key<&S::ec2, &ec2_settings::user>("ec2.user", R"("")", "login user on EC2 nodes; empty: ssh.user"),
   };
   return keys;
 }

@@ -84,6 +84,23 @@ struct agent_settings {
   duration shutdown_grace{};
 };
 
+// The ec2 node provider. A node_spec's unset fields (0, false, no type) fall back to these.
+struct ec2_settings {
+  std::string region;                           // overrides the region found the AWS way
+  std::string endpoint;                         // overrides the endpoint found the AWS way
+  std::string ami;                              // the image nodes boot; required to create nodes
+  std::string subnet_id;                        // empty: the default VPC's default subnet
+  std::vector<std::string> security_group_ids;  // empty: the VPC's default group
+  std::string instance_type;                    // empty: the cheapest type meeting the minimums
+  bool spot = false;
+  int min_cpus = 0;
+  double min_memory_gib = 0;
+  std::string architecture;                     // x86_64 or arm64: what the AMI runs on
+  std::string address;                          // private or public: the address ferry connects to
+  duration catalogue_ttl{};                     // how long the cached type and price catalogue is used
+  std::string user;                             // login user; the loader fills in ssh.user when empty
+};
+
 // XDG base directories for ferry's own state, resolved from the environment.
 struct paths {
   std::filesystem::path cache;   // hash cache, layer cache
@@ -99,6 +116,7 @@ struct settings {
   nodes_settings nodes;
   ssh_settings ssh;
   agent_settings agent;
+  ec2_settings ec2;
   paths dirs;
 };
 

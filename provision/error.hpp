@@ -17,6 +17,7 @@ enum class errc {
   no_matching_type,      // no instance type in the catalogue meets the spec
   bad_registry,          // the node registry file is damaged (names the file)
   local_setup_failed,    // a local node's sshd, namespace or bridge could not be set up
+  already_exists,        // what a provider was asked to create exists already (EC2's *.Duplicate)
 };
 
 const boost::system::error_category& category();
