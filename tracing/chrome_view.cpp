@@ -1,5 +1,7 @@
 #include "tracing/chrome_view.hpp"
 
+#include "tracing/lanes.hpp"
+
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
 
@@ -29,28 +31,6 @@ void collect(const tree_node& n, double last_time, std::vector<span>& spans, std
   }
   for (const auto& [_, child] : n.children) collect(*child, last_time, spans, marks);
 }
-
-// Lanes per process, filled greedily: an action goes on the first lane whose open actions all contain it.
-class lanes {
- public:
-  std::size_t place(const span& s) {
-    for (std::size_t i = 0; i < stacks_.size(); ++i)
-      if (fits(stacks_[i], s)) return push(i, s);
-    stacks_.emplace_back();
-    return push(stacks_.size() - 1, s);
-  }
-
- private:
-  static bool fits(std::vector<double>& stack, const span& s) {
-    while (!stack.empty() && stack.back() <= s.begin) stack.pop_back();
-    return stack.empty() || s.end <= stack.back();
-  }
-  std::size_t push(std::size_t i, const span& s) {
-    stacks_[i].push_back(s.end);
-    return i;
-  }
-  std::vector<std::vector<double>> stacks_;  // end times of the open actions on each lane
-};
 
 boost::json::object args_of(const tree_node& n) {
   boost::json::object args;
@@ -86,7 +66,7 @@ boost::json::value render_chrome(const trace_set& traces, const std::vector<task
     auto args = args_of(*s.node);
     if (s.incomplete) args["incomplete"] = true;
     events.push_back({{"ph", "X"}, {"name", s.node->type()}, {"cat", s.node->status()}, {"pid", id(s.file)},
-                      {"tid", id(per_file[s.file].place(s))}, {"ts", micros(s.begin)},
+                      {"tid", id(per_file[s.file].place(s.begin, s.end).lane)}, {"ts", micros(s.begin)},
                       {"dur", std::max<std::int64_t>(0, micros(s.end) - micros(s.begin))}, {"args", std::move(args)}});
   }
   for (const auto* m : marks) {

@@ -85,6 +85,20 @@ bool tree_node::complete() const {
   return std::all_of(children.begin(), children.end(), [](const auto& c) { return c.second->complete(); });
 }
 
+const boost::json::value* tree_node::field(std::string_view key) const {
+  for (const auto* m : {start, end, message})
+    if (m)
+      if (const auto* v = m->fields.if_contains(key)) return v;
+  return nullptr;
+}
+
+std::string tree_node::level_text() const {
+  if (level.empty()) return "/";
+  std::string out;
+  for (auto part : level) (out += '/') += std::to_string(part);
+  return out;
+}
+
 std::vector<const tree_node*> task_tree::tops() const {
   if (root->start || root->end || root->message) return {root.get()};
   std::vector<const tree_node*> out;

@@ -27,6 +27,10 @@ struct tree_node {
   std::optional<double> end_time() const;
   std::optional<double> duration() const;
   bool complete() const;
+  // A field of the start message, else of the end message (or of the plain message); null when absent.
+  const boost::json::value* field(std::string_view key) const;
+  // The level as eliot-tree writes it, "/3/2"; "/" for a task's root.
+  std::string level_text() const;
 };
 
 struct task_tree {

@@ -2,6 +2,8 @@
 
 #include "agent/exit_code.hpp"
 #include "tracing/chrome_view.hpp"
+#include "tracing/html_view.hpp"
+#include "tracing/stats_view.hpp"
 #include "tracing/tree_view.hpp"
 
 #include <boost/json/serialize.hpp>
@@ -16,6 +18,7 @@ namespace {
 struct trace_args {
   std::vector<std::string> files;
   std::string output;
+  bool json = false;
 };
 
 // Reads the files on the CPU pool; prints skipped lines as errors naming file:line, and any failure.
@@ -44,34 +47,67 @@ boost::asio::awaitable<int> tree(command_context& ctx, const trace_args& args) {
   co_return exit_code::success;
 }
 
+// Writes `text` to a temporary file renamed into place: never a half-written output under the final name.
+bool write_output(const std::string& path, std::string_view text) {
+  const auto tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+    if (!out.flush()) {
+      fmt::print(stderr, "ferry: error: cannot write {}\n", tmp);
+      return false;
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    fmt::print(stderr, "ferry: error: cannot write {}: {}\n", path, ec.message());
+    return false;
+  }
+  return true;
+}
+
 boost::asio::awaitable<int> chrome(command_context& ctx, const trace_args& args) {
   diagnostics diag;
   auto set = co_await read_on_pool(ctx, args, diag);
   if (!set) co_return exit_code::failure;
   const auto json = boost::json::serialize(tracing::render_chrome(*set, tracing::build_task_trees(*set)));
-  const auto tmp = args.output + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << json;
-    if (!out.flush()) {
-      fmt::print(stderr, "ferry: error: cannot write {}\n", tmp);
-      co_return exit_code::failure;
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, args.output, ec);  // never a half-written output under the final name
-  if (ec) {
-    fmt::print(stderr, "ferry: error: cannot write {}: {}\n", args.output, ec.message());
-    co_return exit_code::failure;
-  }
+  co_return write_output(args.output, json) ? exit_code::success : exit_code::failure;
+}
+
+boost::asio::awaitable<int> stats(command_context& ctx, const trace_args& args) {
+  diagnostics diag;
+  auto set = co_await read_on_pool(ctx, args, diag);
+  if (!set) co_return exit_code::failure;
+  auto act = ctx.trace.child("ferry:trace:stats");
+  const auto s =
+      co_await net::offload(ctx.cpu, [&] { return tracing::compute_stats(*set, tracing::build_task_trees(*set)); });
+  act.succeed({{"jobs", static_cast<std::uint64_t>(s.jobs.size())}});
+  if (args.json)
+    fmt::print("{}\n", boost::json::serialize(tracing::stats_to_json(s)));
+  else
+    fmt::print("{}", tracing::render_stats(s));
   co_return exit_code::success;
+}
+
+boost::asio::awaitable<int> html(command_context& ctx, const trace_args& args) {
+  diagnostics diag;
+  auto set = co_await read_on_pool(ctx, args, diag);
+  if (!set) co_return exit_code::failure;
+  auto act = ctx.trace.child("ferry:trace:html");
+  const auto page = co_await net::offload(ctx.cpu, [&] {
+    const auto tasks = tracing::build_task_trees(*set);
+    return tracing::render_html(*set, tasks, tracing::compute_stats(*set, tasks));
+  });
+  act.succeed({{"bytes", static_cast<std::uint64_t>(page.size())}});
+  co_return write_output(args.output, page) ? exit_code::success : exit_code::failure;
 }
 
 }  // namespace
 
 void add_trace_commands(CLI::App& app, selected_command& selected) {
   auto args = std::make_shared<trace_args>();
-  auto* trace = app.add_subcommand("trace", "Read traces: trees and timelines");
+  auto* trace = app.add_subcommand("trace", "Read traces: trees, timelines and statistics");
   trace->fallthrough();
   trace->require_subcommand(1);
 
@@ -90,6 +126,25 @@ void add_trace_commands(CLI::App& app, selected_command& selected) {
   chrome_cmd->callback([&selected, args] {
     selected.action_type = "ferry:trace:chrome";
     selected.run = [args](command_context& ctx) { return chrome(ctx, *args); };
+  });
+
+  auto* stats_cmd = trace->add_subcommand(
+      "stats", "Per action type counts and durations; per run and map pending times, node utilisation and critical path");
+  stats_cmd->fallthrough();
+  stats_cmd->add_option("files", args->files, "trace files (JSON lines) or directories of them")->required();
+  stats_cmd->add_flag("--json", args->json, "print every figure as JSON");
+  stats_cmd->callback([&selected, args] {
+    selected.action_type = "ferry:trace:stats";
+    selected.run = [args](command_context& ctx) { return stats(ctx, *args); };
+  });
+
+  auto* html_cmd = trace->add_subcommand("html", "Write a self-contained HTML timeline with the statistics");
+  html_cmd->fallthrough();
+  html_cmd->add_option("files", args->files, "trace files (JSON lines) or directories of them")->required();
+  html_cmd->add_option("-o,--output", args->output, "the HTML file to write")->required();
+  html_cmd->callback([&selected, args] {
+    selected.action_type = "ferry:trace:html";
+    selected.run = [args](command_context& ctx) { return html(ctx, *args); };
   });
 }
 
