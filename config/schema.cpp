@@ -115,6 +115,115 @@ bool read(const toml::node& n, std::vector<std::string>& out, std::string& why, 
   return true;
 }
 
+// ---- nodes.ssh_hosts: an array of "[user@]host[:port]" strings or tables {name, host, port, user,
+// identity_file} ----
+
+using ssh_host = nodes_settings::ssh_host;
+
+bool refuse(std::string& why, std::string text) {
+  why = std::move(text);
+  return false;
+}
+
+bool read_host_text(std::string_view text, ssh_host& h, std::string& why) {
+  if (const auto at = text.find('@'); at != std::string_view::npos) {
+    h.user = std::string(text.substr(0, at));
+    text.remove_prefix(at + 1);
+  }
+  std::string_view port;
+  if (text.starts_with('[')) {  // [v6 address]:port
+    const auto close = text.find(']');
+    if (close == std::string_view::npos) return refuse(why, "unclosed '[' in an IPv6 host");
+    h.host = std::string(text.substr(1, close - 1));
+    if (text.size() > close + 1 && text[close + 1] == ':') port = text.substr(close + 2);
+  } else if (const auto colon = text.rfind(':'); colon != std::string_view::npos) {
+    h.host = std::string(text.substr(0, colon));
+    port = text.substr(colon + 1);
+  } else {
+    h.host = std::string(text);
+  }
+  if (!port.empty()) {
+    int p = 0;
+    for (char c : port) p = (c >= '0' && c <= '9' && p < 100000) ? p * 10 + (c - '0') : 100000;
+    h.port = p;
+  }
+  return true;
+}
+
+bool read_host_table(const toml::table& t, ssh_host& h, std::string& why) {
+  for (const auto& [k, v] : t) {
+    const auto name = k.str();
+    const auto text = v.value<std::string>();
+    if (name == "port") {
+      if (!v.is_integer()) return refuse(why, "port: expected an integer");
+      h.port = static_cast<int>(std::clamp<std::int64_t>(v.as_integer()->get(), -1, 100000));
+    } else if (!text) {
+      return refuse(why, fmt::format("{}: expected a string", name));
+    } else if (name == "name") {
+      h.name = *text;
+    } else if (name == "host") {
+      h.host = *text;
+    } else if (name == "user") {
+      h.user = *text;
+    } else if (name == "identity_file") {
+      h.identity_file = *text;
+    } else {
+      return refuse(why, fmt::format("unknown field '{}' (fields: name, host, port, user, identity_file)", name));
+    }
+  }
+  return true;
+}
+
+bool read_host(const toml::node& item, ssh_host& h, std::string& why) {
+  bool ok = false;
+  if (auto text = item.value<std::string>())
+    ok = read_host_text(*text, h, why);
+  else if (const auto* t = item.as_table())
+    ok = read_host_table(*t, h, why);
+  else
+    return refuse(why, "expected a \"user@host:port\" string or a table");
+  if (ok && h.host.empty()) return refuse(why, "no host");
+  if (ok && (h.port < 1 || h.port > 65535)) return refuse(why, "port must be between 1 and 65535");
+  return ok;
+}
+
+bool read(const toml::node& n, std::vector<ssh_host>& out, std::string& why, bool& wrong_type) {
+  const auto* array = n.as_array();
+  if (!array) {
+    wrong_type = true;
+    why = "expected an array of hosts: \"user@host:port\" strings or tables with host, port, user, identity_file";
+    return false;
+  }
+  std::vector<ssh_host> hosts;
+  for (std::size_t i = 0; i < array->size(); ++i) {
+    ssh_host h;
+    std::string item_why;
+    if (!read_host(*array->get(i), h, item_why)) return refuse(why, fmt::format("host {}: {}", i + 1, item_why));
+    hosts.push_back(std::move(h));
+  }
+  out = std::move(hosts);
+  return true;
+}
+
+std::string toml_quoted(std::string_view s);
+
+std::string show(const std::vector<ssh_host>& v) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const auto& h = v[i];
+    out += fmt::format("{}{{ host = {}, port = {}", i ? ", " : "", toml_quoted(h.host), h.port);
+    if (!h.name.empty()) out += ", name = " + toml_quoted(h.name);
+    if (!h.user.empty()) out += ", user = " + toml_quoted(h.user);
+    if (!h.identity_file.empty()) out += ", identity_file = " + toml_quoted(h.identity_file);
+    out += " }";
+  }
+  return out + "]";
+}
+
+constexpr std::array<std::string_view, 3> local_network_choices = {"auto", "netns", "loopback"};
+
+// ---- end of nodes.ssh_hosts ----
+
 std::string toml_quoted(std::string_view s) {
   std::string out = "\"";
   for (char c : s) {
@@ -273,6 +382,16 @@ const std::vector<key_spec>& table() {
           "local provider: delay before a node's sshd starts, to mimic a VM"),
       key<&S::nodes, &nodes_settings::cache_size>("nodes.cache_size", R"("10GiB")",
           "layer cache size on a node; least recently used layers are evicted above it"),
+      key<&S::nodes, &nodes_settings::ssh_hosts>("nodes.ssh_hosts", "[]",
+          "ssh provider: existing machines, \"user@host:port\" or { host, port, user, identity_file, name }"),
+      choice<&local_network_choices, &S::nodes, &nodes_settings::local_network>("nodes.local_network", R"("auto")",
+          "local provider: netns (a network namespace per node on bridge ferry0, root only), loopback, or auto"),
+      key<&S::nodes, &nodes_settings::local_sshd>("nodes.local_sshd", R"("/usr/sbin/sshd")",
+          "local provider: the sshd each node runs"),
+      key<&S::nodes, &nodes_settings::local_command_timeout>("nodes.local_command_timeout", R"("30s")",
+          "local provider: deadline of each set-up command and of a node's teardown"),
+      key<&S::nodes, &nodes_settings::registry_lock_timeout>("nodes.registry_lock_timeout", R"("10s")",
+          "how long to wait while another ferry command updates the node registry"),
       // ssh
       key<&S::ssh, &ssh_settings::user>("ssh.user", R"("root")", "login user on nodes"),
       key<&S::ssh, &ssh_settings::identity_file>("ssh.identity_file", R"("")",

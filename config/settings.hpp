@@ -66,6 +66,23 @@ struct nodes_settings {
   duration poll_max{};
   duration boot_delay{};
   byte_size cache_size;
+
+  // ---- the local and ssh providers, and the node registry ----
+  // One existing machine the ssh provider hands out (nodes.ssh_hosts). Empty user and identity_file
+  // fall back to ssh.user and ssh.identity_file.
+  struct ssh_host {
+    std::string name;  // alias for humans and the node id; empty: host, or host:port when not 22
+    std::string host;
+    int port = 22;
+    std::string user;
+    std::string identity_file;
+    friend bool operator==(const ssh_host&, const ssh_host&) = default;
+  };
+  std::vector<ssh_host> ssh_hosts;
+  std::string local_network;          // auto (netns when root, else loopback), netns or loopback
+  std::string local_sshd;             // the sshd binary local nodes run
+  duration local_command_timeout{};   // deadline of each helper (ip, ssh-keygen) and of a node's teardown
+  duration registry_lock_timeout{};   // how long to wait for another ferry command's lock on the state files
 };
 
 struct ssh_settings {

@@ -19,6 +19,8 @@ class category_impl final : public boost::system::error_category {
       case errc::bad_registry: return "node registry is damaged";
       case errc::local_setup_failed: return "local node could not be set up";
       case errc::already_exists: return "already exists";
+      case errc::registry_busy: return "node registry is locked by another ferry command";
+      case errc::no_free_hosts: return "not enough unclaimed ssh hosts";
     }
     return "unknown provisioning error";
   }

@@ -18,6 +18,8 @@ enum class errc {
   bad_registry,          // the node registry file is damaged (names the file)
   local_setup_failed,    // a local node's sshd, namespace or bridge could not be set up
   already_exists,        // what a provider was asked to create exists already (EC2's *.Duplicate)
+  registry_busy,         // another ferry command held a state file's lock past nodes.registry_lock_timeout
+  no_free_hosts,         // the ssh provider has fewer unclaimed hosts than nodes were asked for
 };
 
 const boost::system::error_category& category();

@@ -1,0 +1,136 @@
+#include "provision/node_registry.hpp"
+
+#include "provision/error.hpp"
+#include "provision/file_lock.hpp"
+#include "provision/state_file.hpp"
+
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace ferry::provision {
+namespace {
+
+namespace asio = boost::asio;
+namespace fs = std::filesystem;
+namespace json = boost::json;
+
+constexpr std::int64_t format_version = 1;
+
+error_code damaged(const fs::path& file, std::string_view why, diagnostics& diag) {
+  diag.set(fmt::format("node registry {} is damaged: {} (move it away to start afresh; its nodes may still run)",
+                       file.string(), why));
+  return make_error_code(errc::bad_registry);
+}
+
+auto find_id(std::vector<node>& nodes, std::string_view id) {
+  return std::find_if(nodes.begin(), nodes.end(), [&](const node& n) { return n.id == id; });
+}
+
+}  // namespace
+
+fs::path registry_file(const fs::path& state_dir) { return state_dir / "nodes.json"; }
+
+std::string registry_text(const std::vector<node>& nodes) {
+  json::array list;
+  for (const auto& n : nodes) list.emplace_back(to_json(n));
+  json::object doc{{"version", format_version}, {"nodes", std::move(list)}};
+  return json::serialize(doc) + "\n";
+}
+
+result<std::vector<node>> parse_registry(std::string_view text, const fs::path& file, diagnostics& diag) {
+  error_code ec;
+  const auto doc = json::parse(text, ec);
+  if (ec) return damaged(file, fmt::format("not JSON ({})", ec.message()), diag);
+  const auto* top = doc.if_object();
+  const auto* version = top ? top->if_contains("version") : nullptr;
+  if (!version || !version->is_int64() || version->get_int64() != format_version)
+    return damaged(file, "no \"version\": 1", diag);
+  const auto* list = top->if_contains("nodes");
+  if (!list || !list->is_array()) return damaged(file, "no \"nodes\" array", diag);
+  std::vector<node> nodes;
+  for (const auto& item : list->get_array()) {
+    if (!item.is_object()) return damaged(file, fmt::format("node {} is not an object", nodes.size() + 1), diag);
+    try {
+      nodes.push_back(node_from_json(item.get_object()));
+    } catch (const std::invalid_argument& e) {
+      return damaged(file, fmt::format("node {}: {}", nodes.size() + 1, e.what()), diag);
+    }
+  }
+  return nodes;
+}
+
+node_registry::node_registry(fs::path file, config::duration lock_timeout)
+    : file_(std::move(file)), lock_timeout_(lock_timeout) {}
+
+result<std::vector<node>> node_registry::load(diagnostics& diag) const {
+  error_code ec;
+  const auto text = read_state_file(file_, ec);
+  if (ec) {
+    diag.set(fmt::format("cannot read node registry {}: {}", file_.string(), ec.message()));
+    return ec;
+  }
+  if (!text) return std::vector<node>{};
+  return parse_registry(*text, file_, diag);
+}
+
+asio::awaitable<result<void>> node_registry::modify(tracing::action& parent, std::string_view what,
+                                                    const change& edit, diagnostics& diag) {
+  auto act = parent.child(fmt::format("ferry:registry:{}", what), {{"file", file_.string()}});
+  const auto lock_path = fs::path(file_).concat(".lock");
+  auto lock = co_await lock_file(lock_path, lock_timeout_, diag);
+  if (!lock) {
+    act.fail(lock.error(), diag);
+    co_return lock.error();
+  }
+  auto nodes = load(diag);
+  if (!nodes) {
+    act.fail(nodes.error(), diag);
+    co_return nodes.error();
+  }
+  if (const auto ec = edit(*nodes, diag)) {
+    act.fail(ec, diag);
+    co_return ec;
+  }
+  const auto written = write_state_file(file_, registry_text(*nodes), diag);
+  act.finish(written, diag, {{"nodes", nodes->size()}});
+  co_return written;
+}
+
+asio::awaitable<result<void>> node_registry::add(tracing::action& parent, const node& n, diagnostics& diag) {
+  const change edit = [&n](std::vector<node>& nodes, diagnostics&) {
+    if (auto it = find_id(nodes, n.id); it != nodes.end())
+      *it = n;
+    else
+      nodes.push_back(n);
+    return error_code{};
+  };
+  co_return co_await modify(parent, "add", edit, diag);
+}
+
+asio::awaitable<result<void>> node_registry::update(tracing::action& parent, const node& n, diagnostics& diag) {
+  const change edit = [&n, this](std::vector<node>& nodes, diagnostics& d) {
+    auto it = find_id(nodes, n.id);
+    if (it == nodes.end()) {
+      d.set(fmt::format("node {} is not in the node registry {}", n.id, file_.string()));
+      return make_error_code(errc::node_not_found);
+    }
+    *it = n;
+    return error_code{};
+  };
+  co_return co_await modify(parent, "update", edit, diag);
+}
+
+asio::awaitable<result<void>> node_registry::remove(tracing::action& parent, std::string_view id,
+                                                    diagnostics& diag) {
+  const change edit = [id](std::vector<node>& nodes, diagnostics&) {
+    std::erase_if(nodes, [id](const node& n) { return n.id == id; });
+    return error_code{};
+  };
+  co_return co_await modify(parent, "remove", edit, diag);
+}
+
+}  // namespace ferry::provision
