@@ -1,5 +1,7 @@
 #include "provision/make_provider.hpp"
 
+#include "net/aws_profile.hpp"
+#include "provision/ec2/ec2_provider.hpp"
 #include "provision/error.hpp"
 #include "provision/local/local_provider.hpp"
 #include "provision/ssh/ssh_provider.hpp"
@@ -48,15 +50,22 @@ result<std::unique_ptr<provider>> make_ssh(const config::settings& s, diagnostic
   return std::unique_ptr<provider>(std::make_unique<ssh::ssh_provider>(std::move(o)));
 }
 
+result<std::unique_ptr<provider>> make_ec2(boost::asio::any_io_executor io, const config::settings& s,
+                                           const std::string& public_key_line, diagnostics& diag) {
+  if (public_key_line.empty()) return bad_config(diag, "the ec2 provider needs ferry's public key to import");
+  auto session = ec2::open_session(io, s, net::process_environment(), diag);
+  if (!session) return session.error();
+  return std::unique_ptr<provider>(std::make_unique<ec2::ec2_provider>(std::move(*session), s, public_key_line));
+}
+
 }  // namespace
 
-result<std::unique_ptr<provider>> make_provider(const config::settings& s, const std::string& public_key_line,
-                                                diagnostics& diag) {
+result<std::unique_ptr<provider>> make_provider(boost::asio::any_io_executor io, const config::settings& s,
+                                                const std::string& public_key_line, diagnostics& diag) {
   const auto& name = s.nodes.provider;
   if (name == "local") return make_local(s, public_key_line, diag);
   if (name == "ssh") return make_ssh(s, diag);
-  // Hook for the ec2 provider (provision/ec2/):
-  //   if (name == "ec2") return ec2::make_provider(s, public_key_line, diag);
+  if (name == "ec2") return make_ec2(std::move(io), s, public_key_line, diag);
   diag.set(fmt::format("nodes.provider = \"{}\" names no provider ferry has (local, ssh, ec2)", name));
   return make_error_code(errc::unknown_provider);
 }

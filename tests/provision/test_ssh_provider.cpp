@@ -6,6 +6,8 @@
 #include "provision/make_provider.hpp"
 #include "provision/ssh/ssh_provider.hpp"
 
+#include <boost/asio/io_context.hpp>
+
 #include "local_fixture.hpp"
 #include "support/settings.hpp"
 
@@ -164,25 +166,26 @@ TEST_F(ssh_real_host, readiness_logs_into_a_claimed_host_and_release_leaves_it_r
 }
 
 TEST(make_provider, builds_local_and_ssh_and_names_what_it_cannot) {
+  boost::asio::io_context io;
   temp_dir dir;
   auto s = test::default_settings(dir.path());
   diagnostics diag;
-  auto local = make_provider(s, "ssh-ed25519 AAAA test", diag);
+  auto local = make_provider(io.get_executor(), s, "ssh-ed25519 AAAA test", diag);
   ASSERT_TRUE(local) << diag.message;
   EXPECT_EQ((*local)->name(), "local");
 
   s.nodes.provider = "ssh";
-  auto no_hosts = make_provider(s, "", diag);
+  auto no_hosts = make_provider(io.get_executor(), s, "", diag);
   ASSERT_FALSE(no_hosts);
   EXPECT_EQ(no_hosts.error(), errc::bad_node_config);
   EXPECT_NE(diag.message.find("nodes.ssh_hosts"), std::string::npos) << diag.message;
   s.nodes.ssh_hosts = {host{"", "10.0.0.1", 22, "", ""}};
-  auto ssh = make_provider(s, "", diag);
+  auto ssh = make_provider(io.get_executor(), s, "", diag);
   ASSERT_TRUE(ssh) << diag.message;
   EXPECT_EQ((*ssh)->name(), "ssh");
 
   s.nodes.provider = "vagrant";
-  auto unknown = make_provider(s, "", diag);
+  auto unknown = make_provider(io.get_executor(), s, "", diag);
   ASSERT_FALSE(unknown);
   EXPECT_EQ(unknown.error(), errc::unknown_provider);
   EXPECT_NE(diag.message.find("\"vagrant\""), std::string::npos) << diag.message;
