@@ -91,7 +91,9 @@ struct ssh_settings {
   std::string kex;
   duration connect_timeout{};
   duration keepalive_interval{};
-  duration idle_timeout{};
+  duration alive_timeout{};  // silence from the peer, keepalives unanswered, for this long: it is gone
+  duration idle_timeout{};   // a session with no command running this long is closed
+  duration kill_grace{};     // between TERM and KILL for a cancelled remote command
   int max_sessions = 0;
 };
 

@@ -29,6 +29,17 @@ class category_impl final : public boost::system::error_category {
       case errc::throttled: return "throttled by the server";
       case errc::body_too_large: return "response body too large";
       case errc::no_such_upload: return "no such multipart upload";
+      case errc::ssh_handshake_failed: return "SSH handshake failed";
+      case errc::host_key_changed: return "SSH host key changed";
+      case errc::known_hosts_error: return "known_hosts file error";
+      case errc::ssh_key_error: return "SSH key error";
+      case errc::ssh_auth_failed: return "SSH authentication failed";
+      case errc::ssh_channel_failed: return "SSH channel failed";
+      case errc::connection_lost: return "connection lost";
+      case errc::peer_unresponsive: return "peer stopped answering";
+      case errc::session_closed: return "SSH session closed";
+      case errc::transfer_failed: return "SSH transfer failed";
+      case errc::output_too_large: return "command output too large";
     }
     return "unknown net error";
   }

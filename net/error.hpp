@@ -1,5 +1,5 @@
 #pragma once
-// Failures of the net module: finding AWS credentials and endpoints, and talking to S3 and EC2.
+// Failures of the net module: finding AWS credentials and endpoints, talking to S3 and EC2, and SSH.
 #include <boost/system/error_code.hpp>
 
 #include <type_traits>
@@ -31,6 +31,19 @@ enum class errc {
   throttled,     // 429, 503 SlowDown: the service asks us to slow down
   body_too_large,  // a response body ferry reads whole (XML) is larger than it should ever be
   no_such_upload,  // a multipart upload id that was aborted, completed or never existed
+
+  // SSH.
+  ssh_handshake_failed,  // the SSH protocol handshake (banner, key exchange) failed
+  host_key_changed,      // the node presented another host key than the one ferry's known_hosts holds for it
+  known_hosts_error,     // ferry's known_hosts file cannot be read, parsed or written
+  ssh_key_error,         // ferry's own key (or the identity file) cannot be created or loaded
+  ssh_auth_failed,       // the node refused every key ferry offered
+  ssh_channel_failed,    // the node refused to open a channel or to run a command on it
+  connection_lost,       // the SSH connection dropped (the peer closed it or died)
+  peer_unresponsive,     // the peer stopped answering keepalives: it vanished without closing
+  session_closed,        // the SSH session was closed (by its owner or for being idle)
+  transfer_failed,       // an upload or download through SSH failed or its checksum did not match
+  output_too_large,      // a command's output collected in memory went over its cap
 };
 
 const boost::system::error_category& category();

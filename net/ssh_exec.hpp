@@ -1,0 +1,72 @@
+#pragma once
+// Remote commands on exec channels: any number at once on one session, each streaming its stdout and
+// stderr to a sink and its stdin from a source, with bounded memory (net/ssh_streams.hpp), and ending
+// with the command's exit status or the signal that killed it.
+//
+// Commands are lines for the remote POSIX sh (quote_argv in net/ssh_quote.hpp builds one from an argv).
+//
+// Cancellation kills the remote process group. sshd starts every command in a new session, so the
+// login shell that runs it leads a process group of its own. ferry runs the command through a small
+// wrapper that checks this (and otherwise starts a group with setsid), prints the group's id as the
+// first line of stdout (ferry takes that line out again) and execs `/bin/sh -c COMMAND`, so the command
+// keeps the pid sshd waits on and its exit status and exit signal come back unchanged. When exec is
+// cancelled (per-operation cancellation or total cancellation), or its sink or source fails, ferry runs
+// `kill -s TERM -- -PGID` on another channel of the same session, waits up to ssh.kill_grace for the
+// group to go, then sends KILL, and only then returns. Neither closing the channel nor SSH's "signal"
+// request would do: sshd leaves commands without a terminal running when their channel closes, and
+// delivers a signal request (if at all) to the login shell alone, not to the processes it started.
+// A command that starts processes in process groups of their own takes those out of ferry's reach.
+//
+// exec treats cancellation as an error code (operation_aborted), never an exception: it turns
+// throw_if_cancelled off on its coroutine thread, as net/cancellation.hpp's accept_cancellation does.
+#include "net/ssh_session.hpp"
+#include "net/ssh_streams.hpp"
+#include "tracing/action.hpp"
+
+#include <boost/asio/awaitable.hpp>
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace ferry::net {
+
+struct exit_info {
+  std::optional<int> status;  // the exit status, when the command exited
+  std::string signal;         // the signal that ended it, without "SIG" ("TERM"), when one did
+  bool core_dumped = false;
+
+  bool success() const { return status && *status == 0; }
+  // "exit status 1", "killed by signal TERM".
+  std::string describe() const;
+};
+
+struct exec_request {
+  std::string command;            // a line for the remote sh
+  input_source* input = nullptr;  // stdin; none: stdin is at its end from the start
+  output_sink* output = nullptr;  // stdout and stderr; none: they are read and dropped
+};
+
+// Runs one command to its end. Traced as "ssh:exec" (node, command, then exit status or signal and the
+// byte counts). Fails with errc::ssh_channel_failed (the node refused the channel or the command),
+// errc::timeout (no channel within ssh.connect_timeout), connection_lost, peer_unresponsive,
+// session_closed, operation_aborted when cancelled, or the error of the sink or source.
+asio::awaitable<result<exit_info>> exec(tracing::action& parent, ssh_session& session, const exec_request& request,
+                                        diagnostics& diag);
+
+struct command_output {
+  exit_info exit;
+  std::string out;
+  std::string err;
+};
+
+// exec with `input` as stdin and both streams collected, together up to `max_output` bytes.
+asio::awaitable<result<command_output>> run_command(tracing::action& parent, ssh_session& session,
+                                                    std::string command, diagnostics& diag,
+                                                    std::string_view input = {},
+                                                    std::size_t max_output = 16 << 20);
+
+// The line ferry actually sends for `command` (see above). Exposed for tests.
+std::string wrap_in_process_group(std::string_view command);
+
+}  // namespace ferry::net

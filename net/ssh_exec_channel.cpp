@@ -1,0 +1,274 @@
+#include "net/ssh_exec_channel.hpp"
+
+#include "net/error.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+
+namespace ferry::net {
+namespace {
+
+constexpr std::size_t output_chunk = 64 << 10;  // two of libssh's largest packets
+constexpr std::size_t input_chunk = 32 << 10;   // one packet
+// Login shells may print before the wrapper runs (a chatty .bashrc); beyond this much without the group
+// id line, the wrapper did not run and the bytes are the command's own output.
+constexpr std::size_t max_preamble = 64 << 10;
+constexpr std::string_view group_marker = "ferry-exec-pgid=";
+// How long to wait before asking a full node again for a channel when none of ours is left to end.
+constexpr auto channel_retry_delay = std::chrono::milliseconds(20);
+
+}  // namespace
+
+exec_channel::exec_channel(std::shared_ptr<ssh_session> session, const exec_request& request, kind k)
+    : session_(std::move(session)), busy_(*session_), request_(request), kind_(k), output_buffer_(output_chunk),
+      input_buffer_(input_chunk) {
+  preamble_done_ = kind_ != kind::command;
+}
+
+exec_channel::~exec_channel() { free_channel(); }
+
+void exec_channel::free_channel() {
+  if (channel_) {
+    // libssh keeps a channel it was told to free until the peer closes its end: it must not call us then.
+    ssh_remove_channel_callbacks(channel_.get(), &callbacks_);
+    channel_.reset();
+    // Freeing queued a close for the peer; the pump has to send it.
+    session_->note_io();
+  }
+  if (holds_slot_) {
+    holds_slot_ = false;
+    session_->channel_closed();
+  }
+}
+
+std::string exec_channel::what() const {
+  constexpr std::size_t shown = 200;
+  const auto& c = request_.command;
+  return c.size() <= shown ? "'" + c + "'" : "'" + c.substr(0, shown) + "...'";
+}
+
+void exec_channel::on_exit_status(ssh_session_struct*, ssh_channel, int status, void* self) {
+  static_cast<exec_channel*>(self)->exit_.status = status;
+}
+
+void exec_channel::on_exit_signal(ssh_session_struct*, ssh_channel, const char* signal, int core, const char*,
+                                  const char*, void* self) {
+  auto& exit = static_cast<exec_channel*>(self)->exit_;
+  exit.signal = signal ? signal : "";
+  exit.core_dumped = core != 0;
+}
+
+void exec_channel::on_close(ssh_session_struct*, ssh_channel, void* self) {
+  static_cast<exec_channel*>(self)->peer_closed_ = true;
+}
+
+// Repeats a libssh call that answers SSH_AGAIN until it is done, parking on the session in between.
+template <class Step>
+asio::awaitable<error_code> exec_channel::until_done(Step step, std::string_view doing, clock::time_point deadline,
+                                                     diagnostics& diag) {
+  for (;;) {
+    const int rc = session_->call(step);
+    if (rc == SSH_OK) co_return error_code{};
+    if (rc == SSH_ERROR) co_return session_->libssh_failure(fmt::format("{} for {}", doing, what()), diag);
+    const auto ec = co_await session_->wait_for_activity_until(deadline, diag);
+    if (ec == make_error_code(errc::timeout)) {
+      diag.set(fmt::format("{} for {} on {}: no answer within {} ms (ssh.connect_timeout)", doing, what(),
+                           session_->peer().describe(), session_->settings().connect_timeout.count()));
+      co_return ec;
+    }
+    if (ec) co_return ec;
+  }
+}
+
+// The node said no to a channel. OpenSSH says no to one over MaxSessions with a bare "open failed"
+// (SSH_OPEN_CONNECT_FAILED), so any refusal while other channels of ours are open counts as "full";
+// one that persists once they are all closed is a real refusal.
+bool exec_channel::refused_for_lack_of_channels() const {
+  return libssh::last_error(session_->native()).rfind("Channel opening failure", 0) == 0;
+}
+
+// Opens a session channel, waiting for a free one when the node caps them.
+asio::awaitable<error_code> exec_channel::open(clock::time_point deadline, diagnostics& diag) {
+  for (;;) {
+    while (!session_->channel_available(kind_ == kind::kill)) {
+      const auto ec = co_await session_->wait_for_activity(diag);
+      if (ec) co_return ec;
+    }
+    channel_.reset(ssh_channel_new(session_->native()));
+    if (!channel_) co_return session_->libssh_failure("creating a channel", diag);
+    session_->channel_opened();
+    holds_slot_ = true;
+    ssh_callbacks_init(&callbacks_);
+    callbacks_.userdata = this;
+    callbacks_.channel_exit_status_function = &exec_channel::on_exit_status;
+    callbacks_.channel_exit_signal_function = &exec_channel::on_exit_signal;
+    callbacks_.channel_close_function = &exec_channel::on_close;
+    ssh_set_channel_callbacks(channel_.get(), &callbacks_);
+    ssh_channel ch = channel_.get();
+    const auto open_session = [ch] { return ssh_channel_open_session(ch); };
+    const auto ec = co_await until_done(open_session, "opening a channel", deadline, diag);
+    if (!ec || !session_->is_open() || !refused_for_lack_of_channels()) co_return ec;
+    const int others = session_->open_channels() - 1;
+    const bool capped = session_->channel_limit() > 0;
+    free_channel();
+    if (others > 0) {
+      // Full: the others of ours are the cap. Wait for one of them to end (the loop above), then ask again.
+      session_->learn_channel_limit(others);
+      continue;
+    }
+    // None of ours is open, yet the node is full: it has not finished closing the ones just ended.
+    if (!capped || clock::now() + channel_retry_delay >= deadline) co_return ec;
+    const auto waited = co_await session_->wait_for_activity_until(clock::now() + channel_retry_delay, diag);
+    if (waited && waited != make_error_code(errc::timeout)) co_return waited;
+  }
+}
+
+asio::awaitable<error_code> exec_channel::start(diagnostics& diag) {
+  if (!session_->is_open()) co_return session_->failure(diag);
+  const auto deadline = clock::now() + session_->settings().connect_timeout;
+  auto ec = co_await open(deadline, diag);
+  if (ec) co_return ec;
+  ssh_channel ch = channel_.get();
+  const std::string line = kind_ == kind::command ? wrap_in_process_group(request_.command) : request_.command;
+  const auto run = [ch, &line] { return ssh_channel_request_exec(ch, line.c_str()); };
+  // until_done sends the request before it first suspends.
+  requested_ = true;
+  co_return co_await until_done(run, "starting the command", deadline, diag);
+}
+
+asio::awaitable<error_code> exec_channel::run(diagnostics& diag) {
+  for (;;) {
+    bool progressed = false;
+    auto ec = co_await pass_output(output_stream::out, progressed, diag);
+    if (!ec) ec = co_await pass_output(output_stream::err, progressed, diag);
+    if (!ec) ec = co_await feed_input(progressed, diag);
+    if (ec) co_return ec;
+    if (ended()) break;
+    if (progressed) continue;
+    ec = co_await session_->wait_for_activity(diag);
+    if (ec) co_return ec;
+  }
+  // No group id line came: the wrapper never ran, and what it would have removed is the command's.
+  if (!preamble_done_ && !preamble_.empty()) {
+    preamble_done_ = true;
+    const std::string rest = std::move(preamble_);
+    co_return co_await deliver(output_stream::out, rest);
+  }
+  co_return error_code{};
+}
+
+asio::awaitable<void> exec_channel::await_group(clock::time_point deadline) {
+  discard_output_ = true;
+  diagnostics ignored;
+  while (!group_ && !ended()) {
+    bool progressed = false;
+    if (co_await pass_output(output_stream::out, progressed, ignored)) co_return;
+    if (progressed) continue;
+    if (co_await session_->wait_for_activity_until(deadline, ignored)) co_return;
+  }
+}
+
+bool exec_channel::ended() const {
+  if (ssh_channel_is_eof(channel_.get()) == 0) return false;
+  return exit_.status || !exit_.signal.empty() || peer_closed_;
+}
+
+asio::awaitable<error_code> exec_channel::pass_output(output_stream which, bool& progressed, diagnostics& diag) {
+  ssh_channel ch = channel_.get();
+  const int is_stderr = which == output_stream::err;
+  const auto read = [&] {
+    return ssh_channel_read_nonblocking(ch, output_buffer_.data(), static_cast<uint32_t>(output_buffer_.size()),
+                                        is_stderr);
+  };
+  const int n = session_->call(read);
+  if (n == SSH_ERROR) co_return session_->libssh_failure(fmt::format("reading the output of {}", what()), diag);
+  if (n <= 0) co_return error_code{};  // nothing now, or SSH_EOF
+  progressed = true;
+  const std::span<const char> bytes(output_buffer_.data(), static_cast<std::size_t>(n));
+  if (which == output_stream::out && !preamble_done_) {
+    preamble_.append(bytes.data(), bytes.size());
+    const auto rest = take_group_line();
+    if (rest.empty()) co_return error_code{};
+    co_return co_await deliver(which, rest);
+  }
+  co_return co_await deliver(which, bytes);
+}
+
+// Looks for the wrapper's "ferry-exec-pgid=N" line in the stdout seen so far. Once found (or given
+// up on), returns the bytes after it (or all of them), which are the command's output.
+std::span<const char> exec_channel::take_group_line() {
+  for (std::size_t at = preamble_.find(group_marker); at != std::string::npos;
+       at = preamble_.find(group_marker, at + 1)) {
+    if (at > 0 && preamble_[at - 1] != '\n') continue;
+    const auto end = preamble_.find('\n', at);
+    if (end == std::string::npos) return {};  // the line is not whole yet
+    long id = 0;
+    const char* first = preamble_.data() + at + group_marker.size();
+    const auto [ptr, ec] = std::from_chars(first, preamble_.data() + end, id);
+    if (ec != std::errc{} || ptr != preamble_.data() + end || id <= 1) continue;
+    group_ = id;
+    preamble_done_ = true;
+    // What the login shell printed before the wrapper ran is not the command's output.
+    preamble_.erase(0, end + 1);
+    return preamble_;
+  }
+  if (preamble_.size() <= max_preamble) return {};
+  preamble_done_ = true;
+  return preamble_;
+}
+
+asio::awaitable<error_code> exec_channel::deliver(output_stream which, std::span<const char> bytes) {
+  (which == output_stream::out ? bytes_out_ : bytes_err_) += bytes.size();
+  if (discard_output_ || !request_.output || bytes.empty()) co_return error_code{};
+  co_return co_await request_.output->write(which, bytes);
+}
+
+asio::awaitable<error_code> exec_channel::feed_input(bool& progressed, diagnostics& diag) {
+  if (eof_sent_) co_return error_code{};
+  // A command that ended reads no more: the rest of its input is moot.
+  if (exit_.status || !exit_.signal.empty() || peer_closed_) {
+    eof_sent_ = true;
+    co_return error_code{};
+  }
+  if (pending_input_.empty() && !input_ended_) {
+    if (!request_.input) {
+      input_ended_ = true;
+    } else {
+      auto n = co_await request_.input->read(input_buffer_);
+      if (!n) {
+        diag.set(fmt::format("reading the input for {} on {}: {}", what(), session_->peer().describe(),
+                             n.error().message()));
+        co_return n.error();
+      }
+      input_ended_ = *n == 0;
+      pending_input_ = std::span<const char>(input_buffer_.data(), *n);
+      progressed = true;
+    }
+  }
+  ssh_channel ch = channel_.get();
+  // What libssh queued for the socket goes first; the window is how much the peer takes now.
+  if (!pending_input_.empty() && !session_->output_backlog()) {
+    const auto size = std::min<std::size_t>(pending_input_.size(), ssh_channel_window_size(ch));
+    if (size > 0) {
+      const auto write = [&] { return ssh_channel_write(ch, pending_input_.data(), static_cast<uint32_t>(size)); };
+      const int sent = session_->call(write);
+      if (sent == SSH_ERROR)
+        co_return session_->libssh_failure(fmt::format("writing the input of {}", what()), diag);
+      pending_input_ = pending_input_.subspan(static_cast<std::size_t>(sent));
+      bytes_in_ += static_cast<std::size_t>(sent);
+      progressed = progressed || sent > 0;
+    }
+  }
+  if (pending_input_.empty() && input_ended_) {
+    const auto eof = [ch] { return ssh_channel_send_eof(ch); };
+    if (session_->call(eof) == SSH_ERROR)
+      co_return session_->libssh_failure(fmt::format("closing the input of {}", what()), diag);
+    eof_sent_ = true;
+    progressed = true;
+  }
+  co_return error_code{};
+}
+
+}  // namespace ferry::net

@@ -1,0 +1,28 @@
+#include "net/ssh_streams.hpp"
+
+#include "net/error.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace ferry::net {
+
+boost::asio::awaitable<error_code> collect_sink::write(output_stream stream, std::span<const char> bytes) {
+  if (out.size() + err.size() + bytes.size() > max_bytes_) co_return make_error_code(errc::output_too_large);
+  (stream == output_stream::out ? out : err).append(bytes.data(), bytes.size());
+  co_return error_code{};
+}
+
+boost::asio::awaitable<error_code> callback_sink::write(output_stream stream, std::span<const char> bytes) {
+  f_(stream, std::string_view(bytes.data(), bytes.size()));
+  co_return error_code{};
+}
+
+boost::asio::awaitable<result<std::size_t>> buffer_source::read(std::span<char> into) {
+  const auto n = std::min(into.size(), rest_.size());
+  std::memcpy(into.data(), rest_.data(), n);
+  rest_.remove_prefix(n);
+  co_return n;
+}
+
+}  // namespace ferry::net
