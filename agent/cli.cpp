@@ -143,7 +143,17 @@ int run_cli(int argc, char** argv) {
   add_trace_commands(app, selected);
   add_storage_commands(app, selected);
   add_pack_command(app, selected);
-  if (auto code = parse(app, argc, argv)) return *code;
+  add_nodes_commands(app, selected);
+  add_exec_command(app, selected);
+  // The user's command after `--` is set aside before parsing: CLI11 would read its options as ours.
+  int ours = 1;
+  while (ours < argc && std::string_view(argv[ours]) != "--") ++ours;
+  if (ours < argc) g.command.assign(argv + ours + 1, argv + argc);
+  if (auto code = parse(app, ours, argv)) return *code;
+  if (ours < argc && !selected.takes_command) {
+    print_error("this command takes no command after --");
+    return exit_code::usage;
+  }
 
   const auto path = trace_path(g, selected.action_type);
   diagnostics sink_diag;

@@ -7,6 +7,8 @@
 #include <boost/asio/any_io_executor.hpp>
 
 #include <cstdio>
+#include <string>
+#include <vector>
 
 namespace ferry::agent {
 
@@ -14,6 +16,9 @@ struct global_options {
   std::string config_file;
   std::string trace_file;
   int verbosity = 0;  // -v raises, -q lowers
+  // The words after the first `--`, verbatim: the user's command (`ferry exec -- CMD ARGS...`). The
+  // command-line parser never sees them, so their dashes and brackets are theirs.
+  std::vector<std::string> command;
 };
 
 struct command_context {

@@ -16,6 +16,7 @@ struct selected_command {
   std::string action_type;  // the trace's root action, e.g. "ferry:config:show"
   std::function<boost::asio::awaitable<int>(command_context&)> run;
   std::vector<config::flag_value> config_flags;  // flags that set configuration keys
+  bool takes_command = false;  // accepts a command after `--` (global_options::command)
 };
 
 void add_version_command(CLI::App& app, selected_command& selected);
@@ -23,5 +24,7 @@ void add_config_commands(CLI::App& app, selected_command& selected);
 void add_trace_commands(CLI::App& app, selected_command& selected);
 void add_storage_commands(CLI::App& app, selected_command& selected);
 void add_pack_command(CLI::App& app, selected_command& selected);
+void add_nodes_commands(CLI::App& app, selected_command& selected);
+void add_exec_command(CLI::App& app, selected_command& selected);
 
 }  // namespace ferry::agent

@@ -1,0 +1,189 @@
+// `ferry exec [--nodes ...] -- CMD ARGS...`: one command on every chosen node at once, over ferry's own
+// SSH sessions. Output is streamed (prefixed by node name when there are several nodes); the exit code is
+// the command's own (128 + N when a signal N ended it), or the first failing node's. Ctrl-C kills the
+// remote process groups, then ferry exits with 130.
+#include "agent/commands/command.hpp"
+
+#include "agent/exit_code.hpp"
+#include "agent/node_access.hpp"
+#include "agent/node_output.hpp"
+#include "net/cancellation.hpp"
+#include "net/run_all.hpp"
+#include "net/ssh_exec.hpp"
+#include "net/ssh_quote.hpp"
+#include "provision/error.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <csignal>
+#include <ctime>
+
+namespace ferry::agent {
+namespace {
+
+namespace asio = boost::asio;
+
+struct exec_args {
+  std::vector<std::string> nodes;  // ids or names; none: every running node
+  std::vector<std::string> command;
+};
+
+int report(tracing::action& act, const error_code& ec, const diagnostics& diag) {
+  act.fail(ec, diag);
+  fmt::print(stderr, "ferry: error: {}\n", describe(ec, diag));
+  return ec == asio::error::operation_aborted ? exit_code::interrupted : exit_code::failure;
+}
+
+int signal_number(std::string_view name) {
+  static constexpr std::pair<std::string_view, int> known[] = {
+      {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"ILL", SIGILL},   {"TRAP", SIGTRAP},
+      {"ABRT", SIGABRT}, {"BUS", SIGBUS},   {"FPE", SIGFPE},   {"KILL", SIGKILL}, {"USR1", SIGUSR1},
+      {"SEGV", SIGSEGV}, {"USR2", SIGUSR2}, {"PIPE", SIGPIPE}, {"ALRM", SIGALRM}, {"TERM", SIGTERM}};
+  for (const auto& [n, v] : known) {
+    if (n == name) return v;
+  }
+  return 0;
+}
+
+// The exit code a shell would give for the remote command's end.
+int exit_code_of(const net::exit_info& e) {
+  if (e.status) return *e.status;
+  const int sig = signal_number(e.signal);
+  return sig ? 128 + sig : exit_code::failure;
+}
+
+result<std::vector<provision::node>> chosen_nodes(const node_access& access, const exec_args& args,
+                                                  diagnostics& diag) {
+  auto all = access.registry.load(diag);
+  if (!all) return all.error();
+  std::vector<provision::node> out;
+  if (args.nodes.empty()) {
+    for (auto& n : *all) {
+      if (n.state == provision::node_state::running) out.push_back(n);
+    }
+    if (out.empty()) {
+      diag.set("no running nodes: start some with `ferry nodes up N`");
+      return error_code(provision::errc::node_not_found);
+    }
+    return out;
+  }
+  for (const auto& name : args.nodes) {
+    auto it = std::find_if(all->begin(), all->end(),
+                           [&](const provision::node& n) { return n.id == name || n.name == name; });
+    if (it == all->end()) {
+      diag.set(fmt::format("no node {} in {} (see `ferry nodes ls`)", name, access.registry.file().string()));
+      return error_code(provision::errc::node_not_found);
+    }
+    out.push_back(*it);
+  }
+  return out;
+}
+
+struct node_run {
+  provision::node node;
+  int code = exit_code::failure;
+  error_code error;
+  diagnostics diag;
+};
+
+asio::awaitable<void> run_on(tracing::action& parent, const node_access& access, std::string command,
+                             std::string prefix, node_run& run) {
+  co_await net::accept_cancellation();
+  auto act = parent.child("ferry:exec:node", {{"node", run.node.id}});
+  auto session = co_await net::ssh_connect(act, peer_of(run.node), access.ssh, run.diag);
+  if (!session) {
+    run.error = session.error();
+    act.fail(run.error, run.diag);
+    co_return;
+  }
+  node_output output(std::move(prefix));
+  net::exec_request request;
+  request.command = std::move(command);
+  request.output = &output;
+  auto done = co_await net::exec(act, **session, request, run.diag);
+  output.flush();
+  (*session)->close();
+  if (!done) {
+    run.error = done.error();
+    act.fail(run.error, run.diag);
+    co_return;
+  }
+  run.code = exit_code_of(*done);
+  act.succeed({{"exit_code", run.code}});
+}
+
+asio::awaitable<int> exec(command_context& ctx, const exec_args& args) {
+  if (args.command.empty()) {
+    fmt::print(stderr, "ferry: error: give the command to run after --, e.g. ferry exec -- python3 -V\n");
+    co_return exit_code::usage;
+  }
+  const auto command = net::quote_argv(args.command);
+  auto act = ctx.trace.child("ferry:exec", {{"command", command}});
+  diagnostics diag;
+  auto access = open_node_access(ctx, diag);
+  if (!access) co_return report(act, access.error(), diag);
+  auto nodes = chosen_nodes(*access, args, diag);
+  if (!nodes) co_return report(act, nodes.error(), diag);
+  std::vector<node_run> runs(nodes->size());
+  std::vector<asio::awaitable<void>> tasks;
+  const std::size_t width = std::max_element(nodes->begin(), nodes->end(), [](const auto& a, const auto& b) {
+                              return a.name.size() < b.name.size();
+                            })->name.size();
+  for (std::size_t i = 0; i < nodes->size(); ++i) {
+    runs[i].node = (*nodes)[i];
+    auto prefix = nodes->size() > 1 ? fmt::format("{:<{}} | ", runs[i].node.name, width) : std::string();
+    tasks.push_back(run_on(act, *access, command, std::move(prefix), runs[i]));
+  }
+  co_await net::run_all(std::move(tasks));
+  const auto now = static_cast<std::int64_t>(std::time(nullptr));
+  for (auto& r : runs) {
+    r.node.last_used_at = now;
+    diagnostics d;
+    (void)co_await access->registry.update(act, r.node, d);
+  }
+  if (co_await net::cancelled()) co_return report(act, asio::error::operation_aborted, diag);
+  int code = exit_code::success;
+  for (const auto& r : runs) {
+    if (r.error) {
+      fmt::print(stderr, "ferry: error: {}\n", describe(r.error, r.diag));
+      if (code == exit_code::success) code = exit_code::failure;
+    } else if (r.code != 0 && code == exit_code::success) {
+      code = r.code;
+    }
+  }
+  if (code == exit_code::success) {
+    act.succeed({{"nodes", runs.size()}});
+  } else {
+    act.fail_exception("exit", fmt::format("exit code {}", code));
+  }
+  co_return code;
+}
+
+}  // namespace
+
+void add_exec_command(CLI::App& app, selected_command& selected) {
+  auto args = std::make_shared<exec_args>();
+  auto* cmd = app.add_subcommand("exec", "run a command on nodes, streaming its output");
+  // One value per flag (split at commas, repeatable), so that `--` after it still starts the command.
+  cmd->add_option("--nodes", args->nodes, "node ids or names, comma-separated (default: every running node)")
+      ->delimiter(',')
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  // Everything from the first argument that is not an option of ours (or after --) is the command,
+  // verbatim: CLI11 must not read its dashes or brackets.
+  cmd->prefix_command();
+  cmd->allow_extras();
+  cmd->footer("  ferry exec [--nodes N1,N2] -- CMD ARGS...");
+  cmd->callback([&selected, args, cmd] {
+    args->command = cmd->remaining();
+    selected.action_type = "ferry:exec";
+    selected.takes_command = true;
+    selected.run = [args](command_context& ctx) {
+      if (args->command.empty()) args->command = ctx.options.command;
+      return exec(ctx, *args);
+    };
+  });
+}
+
+}  // namespace ferry::agent

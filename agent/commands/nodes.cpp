@@ -1,0 +1,205 @@
+// `ferry nodes up N | ls | down`: nodes from the configured provider, waited for until they run a
+// command over SSH, recorded in the registry so that later commands reuse them, listed with their state,
+// age and idle time, and ended.
+#include "agent/commands/command.hpp"
+
+#include "agent/exit_code.hpp"
+#include "agent/node_access.hpp"
+#include "net/cancellation.hpp"
+#include "net/run_all.hpp"
+#include "provision/error.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <map>
+
+namespace ferry::agent {
+namespace {
+
+namespace asio = boost::asio;
+
+struct nodes_args {
+  int count = 1;
+  std::vector<std::string> names;
+  bool all = false;
+};
+
+int report(tracing::action& act, const error_code& ec, const diagnostics& diag) {
+  act.fail(ec, diag);
+  fmt::print(stderr, "ferry: error: {}\n", describe(ec, diag));
+  return ec == asio::error::operation_aborted ? exit_code::interrupted : exit_code::failure;
+}
+
+std::int64_t now_seconds() { return static_cast<std::int64_t>(std::time(nullptr)); }
+
+// "42s", "7m", "3h", "2d".
+std::string age_text(std::int64_t seconds) {
+  if (seconds < 0) seconds = 0;
+  if (seconds < 120) return fmt::format("{}s", seconds);
+  if (seconds < 7200) return fmt::format("{}m", seconds / 60);
+  if (seconds < 172800) return fmt::format("{}h", seconds / 3600);
+  return fmt::format("{}d", seconds / 86400);
+}
+
+void print_table(const std::vector<provision::node>& nodes) {
+  fmt::print("{:<22} {:<10} {:<8} {:<22} {:<11} {:>6} {:>6}\n", "ID", "NAME", "PROVIDER", "ADDRESS", "STATE", "AGE",
+             "IDLE");
+  const auto now = now_seconds();
+  for (const auto& n : nodes) {
+    const auto used = n.last_used_at ? n.last_used_at : n.created_at;
+    fmt::print("{:<22} {:<10} {:<8} {:<22} {:<11} {:>6} {:>6}\n", n.id, n.name, n.provider,
+               fmt::format("{}:{}", n.host, n.port), provision::to_string(n.state), age_text(now - n.created_at),
+               age_text(now - used));
+  }
+}
+
+asio::awaitable<int> up(command_context& ctx, const nodes_args& args) {
+  auto act = ctx.trace.child("ferry:nodes:up", {{"count", args.count}});
+  diagnostics diag;
+  auto access = open_node_access(ctx, diag);
+  if (!access) co_return report(act, access.error(), diag);
+  auto provider = provider_named(ctx, *access, "", diag);
+  if (!provider) co_return report(act, provider.error(), diag);
+  provision::node_spec spec;
+  spec.count = args.count;
+  auto created = co_await (*provider)->create(act, spec, diag);
+  if (!created) co_return report(act, created.error(), diag);
+  for (auto& n : *created) {
+    if (auto r = co_await access->registry.add(act, n, diag); !r) co_return report(act, r.error(), diag);
+  }
+  const auto login = ssh_login_check(access->ssh);
+  auto outcomes = co_await provision::wait_ready_each(act, **provider, *created, login, access->readiness);
+  std::vector<provision::node> ready;
+  std::string failures;
+  for (auto& o : outcomes) {
+    if (o.error) {
+      failures += fmt::format("\n  {}: {}", o.n.id, describe(o.error, o.diag));
+    } else {
+      o.n.state = provision::node_state::running;
+      ready.push_back(o.n);
+    }
+    diagnostics d;
+    (void)co_await access->registry.add(act, o.n, d);
+  }
+  print_table(ready);
+  if (co_await net::cancelled()) co_return report(act, asio::error::operation_aborted, diag);
+  if (!failures.empty()) {
+    diag.set(fmt::format("{} of {} nodes are not ready (they stay in the registry: `ferry nodes down` ends them):{}",
+                         outcomes.size() - ready.size(), outcomes.size(), failures));
+    co_return report(act, provision::errc::ssh_not_ready_in_time, diag);
+  }
+  act.succeed({{"ready", ready.size()}});
+  co_return exit_code::success;
+}
+
+// The registry's nodes with the state their providers give now (the registry's own when one cannot say).
+asio::awaitable<std::vector<provision::node>> refreshed(tracing::action& act, command_context& ctx,
+                                                        const node_access& access, std::vector<provision::node> nodes) {
+  std::map<std::string, std::unique_ptr<provision::provider>> providers;
+  for (auto& n : nodes) {
+    if (!providers.contains(n.provider)) {
+      diagnostics d;
+      auto p = provider_named(ctx, access, n.provider, d);
+      providers.emplace(n.provider, p ? std::move(*p) : nullptr);
+    }
+    auto& p = providers[n.provider];
+    if (!p) continue;
+    diagnostics d;
+    auto now = co_await p->describe(act, n, d);
+    if (now) {
+      const auto last_used = n.last_used_at;
+      n = std::move(*now);
+      n.last_used_at = std::max(n.last_used_at, last_used);
+    }
+  }
+  co_return nodes;
+}
+
+asio::awaitable<int> ls(command_context& ctx, const nodes_args&) {
+  auto act = ctx.trace.child("ferry:nodes:ls");
+  diagnostics diag;
+  auto access = open_node_access(ctx, diag);
+  if (!access) co_return report(act, access.error(), diag);
+  auto nodes = access->registry.load(diag);
+  if (!nodes) co_return report(act, nodes.error(), diag);
+  auto current = co_await refreshed(act, ctx, *access, std::move(*nodes));
+  print_table(current);
+  act.succeed({{"nodes", current.size()}});
+  co_return exit_code::success;
+}
+
+bool selected(const provision::node& n, const nodes_args& args) {
+  if (args.all) return true;
+  return std::any_of(args.names.begin(), args.names.end(),
+                     [&](const std::string& name) { return name == n.id || name == n.name; });
+}
+
+asio::awaitable<int> down(command_context& ctx, const nodes_args& args) {
+  auto act = ctx.trace.child("ferry:nodes:down", {{"all", args.all}});
+  diagnostics diag;
+  if (!args.all && args.names.empty()) {
+    diag.set("name the nodes to end (ids or names, see `ferry nodes ls`), or pass --all");
+    co_return report(act, provision::errc::node_not_found, diag);
+  }
+  auto access = open_node_access(ctx, diag);
+  if (!access) co_return report(act, access.error(), diag);
+  auto nodes = access->registry.load(diag);
+  if (!nodes) co_return report(act, nodes.error(), diag);
+  for (const auto& name : args.names) {
+    const bool known = std::any_of(nodes->begin(), nodes->end(),
+                                   [&](const provision::node& n) { return name == n.id || name == n.name; });
+    if (!known) {
+      diag.set(fmt::format("no node {} in {}", name, access->registry.file().string()));
+      co_return report(act, provision::errc::node_not_found, diag);
+    }
+  }
+  int ended = 0;
+  for (const auto& n : *nodes) {
+    if (!selected(n, args)) continue;
+    auto provider = provider_named(ctx, *access, n.provider, diag);
+    if (!provider) co_return report(act, provider.error(), diag);
+    if (auto r = co_await (*provider)->terminate(act, n, diag); !r) co_return report(act, r.error(), diag);
+    if (auto r = co_await access->registry.remove(act, n.id, diag); !r) co_return report(act, r.error(), diag);
+    fmt::print("ended {} ({})\n", n.id, n.name);
+    ++ended;
+  }
+  act.succeed({{"ended", ended}});
+  co_return exit_code::success;
+}
+
+}  // namespace
+
+void add_nodes_commands(CLI::App& app, selected_command& selected) {
+  auto args = std::make_shared<nodes_args>();
+  auto provider = std::make_shared<std::string>();
+  auto* nodes = app.add_subcommand("nodes", "start, list and end nodes");
+  nodes->require_subcommand(1);
+
+  auto* up_cmd = nodes->add_subcommand("up", "start N nodes and wait until each runs commands over SSH");
+  up_cmd->add_option("count", args->count, "how many nodes")->required()->check(CLI::Range(1, 1000));
+  up_cmd->add_option("--provider", *provider, "local, ssh or ec2 (nodes.provider)");
+  up_cmd->callback([&selected, args, provider] {
+    selected.action_type = "ferry:nodes";
+    if (!provider->empty()) selected.config_flags.push_back({"nodes.provider", *provider, "--provider"});
+    selected.run = [args](command_context& ctx) { return up(ctx, *args); };
+  });
+
+  auto* ls_cmd = nodes->add_subcommand("ls", "list the nodes ferry made, with state, age and idle time");
+  ls_cmd->callback([&selected, args] {
+    selected.action_type = "ferry:nodes";
+    selected.run = [args](command_context& ctx) { return ls(ctx, *args); };
+  });
+
+  auto* down_cmd = nodes->add_subcommand("down", "end nodes and forget them");
+  down_cmd->add_option("nodes", args->names, "node ids or names");
+  down_cmd->add_flag("--all", args->all, "every node ferry made");
+  down_cmd->callback([&selected, args] {
+    selected.action_type = "ferry:nodes";
+    selected.run = [args](command_context& ctx) { return down(ctx, *args); };
+  });
+}
+
+}  // namespace ferry::agent

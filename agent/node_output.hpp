@@ -1,0 +1,31 @@
+#pragma once
+// A remote command's output on this terminal. With one node the bytes pass through untouched; with
+// several, each complete line is prefixed with the node's name, so lines of different nodes never mix
+// within a line (a partial last line is flushed with its prefix when the command ends).
+#include "net/ssh_streams.hpp"
+
+#include <string>
+
+namespace ferry::agent {
+
+class node_output final : public net::output_sink {
+ public:
+  // An empty prefix passes bytes through as they come.
+  explicit node_output(std::string prefix) : prefix_(std::move(prefix)) {}
+  ~node_output() override { flush(); }
+
+  boost::asio::awaitable<error_code> write(net::output_stream stream, std::span<const char> bytes) override;
+  void flush();
+
+ private:
+  void emit(net::output_stream stream, std::string_view text);
+
+  std::string prefix_;
+  std::string pending_out_;
+  std::string pending_err_;
+};
+
+// Writes all of `text` to the file descriptor (1 or 2), through EINTR and short writes.
+error_code write_all(int fd, std::string_view text);
+
+}  // namespace ferry::agent

@@ -1,0 +1,256 @@
+// `ferry nodes up|ls|down` and `ferry exec` end to end through the ferry binary: local nodes (real sshd
+// in network namespaces), and ec2 nodes from moto_server that a harness brings up as real sshd at each
+// instance's private address, so that ferry's readiness polling has something true to find.
+#include "provision/local/machine.hpp"
+#include "support/moto.hpp"
+#include "support/process.hpp"
+#include "support/temp_dir.hpp"
+
+#include "../provision/local_node_guard.hpp"
+
+#include <boost/json.hpp>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <csignal>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+namespace ferry::test {
+namespace {
+
+namespace fs = std::filesystem;
+namespace json = boost::json;
+
+bool process_gone(int pid) {
+  // PID 1 here does not reap orphans: a killed process may linger as a zombie, which counts as gone.
+  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  if (text.empty()) return true;
+  return text.substr(text.rfind(')') + 2, 1) == "Z";
+}
+
+class nodes_cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "local nodes in network namespaces need root (CI runs as root)";
+  }
+
+  process_options env() const {
+    process_options o;
+    o.env["XDG_CONFIG_HOME"] = (home_ / "config").string();
+    o.env["XDG_STATE_HOME"] = (home_ / "state").string();
+    o.env["XDG_CACHE_HOME"] = (home_ / "cache").string();
+    o.env["HOME"] = home_.path().string();
+    o.env["FERRY_NODES_READY_TIMEOUT"] = "60s";
+    o.unset_env.push_back("SSH_AUTH_SOCK");
+    return o;
+  }
+
+  json::array registry() const {
+    const auto text = read_file(home_ / "state" / "ferry" / "nodes.json");
+    if (text.empty()) return {};
+    const auto doc = json::parse(text);
+    return doc.is_array() ? doc.as_array() : doc.at("nodes").as_array();
+  }
+
+  temp_dir home_;
+  local_node_guard guard_{home_ / "state" / "ferry" / "local"};
+};
+
+TEST_F(nodes_cli, local_nodes_up_exec_ls_and_down) {
+  auto o = env();
+  const auto up = run_ferry({"nodes", "up", "2"}, o);
+  ASSERT_EQ(up.exit_code, 0) << up.out << up.err;
+  const auto nodes = registry();
+  ASSERT_EQ(nodes.size(), 2u);
+  std::set<std::string> names;
+  for (const auto& n : nodes) {
+    EXPECT_EQ(n.at("state").as_string(), "running");
+    EXPECT_EQ(std::string(n.at("host").as_string()).rfind("10.200.", 0), 0u) << n;
+    names.insert(std::string(n.at("name").as_string()));
+  }
+
+  const auto ls = run_ferry({"nodes", "ls"}, o);
+  EXPECT_EQ(ls.exit_code, 0) << ls.err;
+  for (const auto& n : nodes) EXPECT_NE(ls.out.find(std::string(n.at("id").as_string())), std::string::npos) << ls.out;
+  EXPECT_NE(ls.out.find("running"), std::string::npos) << ls.out;
+
+  // Every node answers, each line prefixed with its name.
+  const auto hello = run_ferry({"exec", "--", "sh", "-c", "echo hello; echo oops >&2"}, o);
+  EXPECT_EQ(hello.exit_code, 0) << hello.err;
+  for (const auto& name : names) {
+    EXPECT_NE(hello.out.find(name + " | hello\n"), std::string::npos) << hello.out;
+    EXPECT_NE(hello.err.find(name + " | oops\n"), std::string::npos) << hello.err;
+  }
+
+  // One node: raw output, byte-exact arguments, its exit code.
+  const std::string first(nodes[0].at("id").as_string());
+  const std::vector<std::string> tricky{"a b", "it's", "\"q\"", "$(id)", "*", "back\\slash", "new\nline", ""};
+  std::vector<std::string> argv{"exec", "--nodes", first, "--", "printf", "[%s]"};
+  argv.insert(argv.end(), tricky.begin(), tricky.end());
+  const auto echoed = run_ferry(argv, o);
+  EXPECT_EQ(echoed.exit_code, 0) << echoed.err;
+  std::string expected;
+  for (const auto& a : tricky) expected += "[" + a + "]";
+  EXPECT_EQ(echoed.out, expected);
+  EXPECT_EQ(run_ferry({"exec", "--nodes", first, "--", "sh", "-c", "exit 42"}, o).exit_code, 42);
+  EXPECT_EQ(run_ferry({"exec", "--nodes", first, "--", "sh", "-c", "kill -TERM $$"}, o).exit_code, 128 + SIGTERM);
+
+  const auto unknown = run_ferry({"exec", "--nodes", "no-such-node", "--", "true"}, o);
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_NE(unknown.err.find("no-such-node"), std::string::npos) << unknown.err;
+
+  const auto down = run_ferry({"nodes", "down", "--all"}, o);
+  EXPECT_EQ(down.exit_code, 0) << down.err;
+  EXPECT_TRUE(registry().empty());
+  for (const auto& n : nodes) {
+    const auto netns = "ferry-" + std::string(n.at("id").as_string());
+    EXPECT_FALSE(fs::exists("/run/netns/" + netns)) << netns;
+  }
+}
+
+TEST_F(nodes_cli, ctrl_c_on_exec_kills_the_remote_process_and_exits_130) {
+  auto o = env();
+  ASSERT_EQ(run_ferry({"nodes", "up", "1"}, o).exit_code, 0);
+  const auto pid_file = home_ / "remote.pid";
+  auto child = spawn_ferry({"exec", "--", "sh", "-c", fmt::format("sleep 60 & echo $! > {}; wait", pid_file.string())}, o);
+  int pid = 0;
+  for (int i = 0; i < 200 && pid == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const auto text = read_file(pid_file);
+    if (!text.empty() && text.back() == '\n') pid = std::stoi(text);
+  }
+  ASSERT_GT(pid, 0) << "the remote command never started";
+  EXPECT_FALSE(process_gone(pid));
+  child->signal(SIGINT);
+  const auto r = child->wait();
+  EXPECT_EQ(r.exit_code, 130) << r.err;
+  bool gone = false;
+  for (int i = 0; i < 100 && !gone; ++i) {
+    gone = process_gone(pid);
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(gone) << "the remote sleep (pid " << pid << ") outlived ferry exec";
+  EXPECT_EQ(run_ferry({"nodes", "down", "--all"}, o).exit_code, 0);
+}
+
+// moto's instances become real nodes: for each running instance with a private address, after a delay
+// like a booting VM's, a real sshd in a network namespace at that address, authorizing ferry's key.
+class instance_harness {
+ public:
+  instance_harness(const moto_server& moto, fs::path dir, std::string public_key)
+      : moto_(moto), dir_(std::move(dir)), public_key_(std::move(public_key)), thread_([this] { loop(); }) {}
+  ~instance_harness() {
+    stop_ = true;
+    thread_.join();
+  }
+  int started() const { return started_; }
+  local_node_guard& guard() { return guard_; }
+
+ private:
+  void loop() {
+    auto out = tracing::sink::discard();
+    auto root = tracing::action::start_task(*out, "test:harness");
+    std::set<std::string> seen;
+    while (!stop_) {
+      const auto r = moto_.aws({"ec2", "describe-instances", "--filters", "Name=instance-state-name,Values=running",
+                                "--query", "Reservations[].Instances[].[InstanceId,PrivateIpAddress]",
+                                "--output", "text"});
+      std::istringstream lines(r.out);
+      std::string id, ip;
+      while (lines >> id >> ip) {
+        if (!seen.insert(id).second) continue;
+        provision::local::machine_spec spec;
+        spec.id = "h" + id.substr(id.size() - 8);
+        spec.dir = dir_ / id;
+        spec.address = ip;
+        spec.authorized_key = public_key_;
+        spec.boot_delay = std::chrono::milliseconds(1500);
+        diagnostics diag;
+        auto m = run_io(provision::local::start_machine(root, spec, diag));
+        if (m) {
+          guard_.watch(*m);
+          ++started_;
+        } else {
+          ADD_FAILURE() << "harness: " << diag.message;
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  }
+
+  const moto_server& moto_;
+  fs::path dir_;
+  std::string public_key_;
+  local_node_guard guard_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> started_{0};
+  std::thread thread_;
+};
+
+TEST_F(nodes_cli, ec2_nodes_from_moto_come_up_and_readiness_finds_their_sshd) {
+  moto_server moto({.auth = true});
+  auto o = env();
+  for (const auto& [k, v] : moto.process_env().env) o.env[k] = v;
+  // ferry's key first, so that the harness can authorize it.
+  const auto key_dir = home_ / "config" / "ferry";
+  fs::create_directories(key_dir);
+  ASSERT_EQ(run({"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "ferry", "-f", (key_dir / "id_ed25519").string()})
+                .exit_code, 0);
+  const auto public_key = read_file(key_dir / "id_ed25519.pub");
+
+  const auto vpc = moto.aws({"ec2", "create-vpc", "--cidr-block", "10.200.0.0/16", "--query", "Vpc.VpcId",
+                             "--output", "text"});
+  ASSERT_EQ(vpc.exit_code, 0) << vpc.err;
+  std::string vpc_id = vpc.out.substr(0, vpc.out.find('\n'));
+  const auto subnet = moto.aws({"ec2", "create-subnet", "--vpc-id", vpc_id, "--cidr-block", "10.200.250.0/24",
+                                "--query", "Subnet.SubnetId", "--output", "text"});
+  ASSERT_EQ(subnet.exit_code, 0) << subnet.err;
+  o.env["FERRY_PROVIDER"] = "ec2";
+  o.env["FERRY_EC2_AMI"] = "ami-12c6146b";
+  o.env["FERRY_EC2_SUBNET_ID"] = subnet.out.substr(0, subnet.out.find('\n'));
+  o.env["FERRY_EC2_INSTANCE_TYPE"] = "t3.micro";
+  o.env["FERRY_EC2_USER"] = "root";
+
+  // A wrong secret is refused, and nothing starts.
+  auto wrong = o;
+  wrong.env["AWS_SECRET_ACCESS_KEY"] = "not-the-secret";
+  const auto refused = run_ferry({"nodes", "up", "1"}, wrong);
+  EXPECT_EQ(refused.exit_code, 1) << refused.out << refused.err;
+  EXPECT_NE(refused.err.find("secret"), std::string::npos) << refused.err;
+  EXPECT_EQ(refused.err.find("not-the-secret"), std::string::npos) << refused.err;
+  const auto none = moto.aws({"ec2", "describe-instances", "--query", "Reservations[].Instances[].InstanceId",
+                              "--output", "text"});
+  EXPECT_EQ(none.out.find("i-"), std::string::npos) << none.out;
+
+  instance_harness harness(moto, home_ / "instances", public_key);
+  const auto up = run_ferry({"nodes", "up", "2"}, o);
+  ASSERT_EQ(up.exit_code, 0) << up.out << up.err;
+  EXPECT_EQ(harness.started(), 2);
+  const auto nodes = registry();
+  ASSERT_EQ(nodes.size(), 2u);
+  for (const auto& n : nodes) {
+    EXPECT_EQ(n.at("provider").as_string(), "ec2");
+    EXPECT_EQ(std::string(n.at("host").as_string()).rfind("10.200.250.", 0), 0u) << n;
+  }
+  // Each node is the sshd at its instance's address.
+  const auto where = run_ferry({"exec", "--", "sh", "-c", "ip -4 -o addr show | grep -o '10\\.200\\.[0-9.]*'"}, o);
+  EXPECT_EQ(where.exit_code, 0) << where.err;
+  for (const auto& n : nodes) {
+    EXPECT_NE(where.out.find(std::string(n.at("host").as_string())), std::string::npos) << where.out;
+  }
+  // The trace of `nodes up` shows the readiness stages with their attempts.
+  const auto down = run_ferry({"nodes", "down", "--all"}, o);
+  EXPECT_EQ(down.exit_code, 0) << down.err;
+  const auto states = moto.aws({"ec2", "describe-instances", "--query", "Reservations[].Instances[].State.Name",
+                                "--output", "text"});
+  EXPECT_EQ(states.out.find("running"), std::string::npos) << states.out;
+  EXPECT_NE(states.out.find("terminated"), std::string::npos) << states.out;
+}
+
+}  // namespace
+}  // namespace ferry::test
