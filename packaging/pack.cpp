@@ -21,6 +21,7 @@ struct shard_job {
   std::string key;
   std::vector<std::size_t> reports;
   bool present = false;
+  bool checked = false;  // storage was asked whether it holds the shard
   std::uint64_t zip_bytes = 0;
 };
 
@@ -71,6 +72,7 @@ asio::awaitable<void> check_worker(tracing::action& act, net::s3_client& s3, con
     auto& job = jobs[queue.next++];
     diagnostics d;
     auto head = co_await s3.head_object(act, bucket, job.key, d);
+    job.checked = true;
     if (head) {
       job.present = true;
     } else if (head.error() != net::errc::no_such_key) {
@@ -85,6 +87,24 @@ asio::awaitable<void> upload_worker(tracing::action& parent, net::s3_client& s3,
   co_await net::accept_cancellation();
   while (!queue.first && queue.next < todo.size()) {
     auto& job = *todo[queue.next++];
+    if (!job.checked) {
+      // Asked here rather than in a phase of its own: while this worker waits for storage's answer,
+      // the others keep the pool compressing.
+      diagnostics d;
+      auto head = co_await s3.head_object(parent, settings.bucket, job.key, d);
+      if (head) {
+        job.present = true;
+        if (progress) {
+          progress->shards_to_upload -= 1;
+          progress->bytes_to_zip -= job.part->bytes;
+        }
+        continue;
+      }
+      if (head.error() != net::errc::no_such_key) {
+        queue.fail(head.error(), d);
+        co_return;
+      }
+    }
     auto act = parent.child("ferry:packaging:upload", {{"layer", job.owner->name}, {"key", job.key},
                                                        {"files", job.part->count}, {"bytes", job.part->bytes}});
     diagnostics d;
@@ -215,8 +235,10 @@ asio::awaitable<result<pack_report>> pack(tracing::action& parent, net::cpu_pool
     report.manifest_present = *present;
   }
   if (storage && !report.manifest_present) {
-    if (auto r = co_await check_storage(parent, *s3, settings, jobs, diag); !r) co_return r.error();
-    if (!settings.dry_run) {
+    // A dry run only asks; a real one asks each shard's worker just before it would zip it.
+    if (settings.dry_run) {
+      if (auto r = co_await check_storage(parent, *s3, settings, jobs, diag); !r) co_return r.error();
+    } else {
       if (auto r = co_await upload_missing(parent, *s3, pool, settings, jobs, progress, diag); !r) co_return r.error();
       const std::span<const char> body(report.manifest_text.data(), report.manifest_text.size());
       auto put = co_await s3->put_object(manifest_act, settings.bucket, report.manifest_key, body, diag);
