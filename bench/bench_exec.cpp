@@ -7,6 +7,7 @@
 //     GNU parallel -j16 over OpenSSH with ControlMaster (masters opened before the clock starts)
 //   one `ferry exec --nodes N -- true` on a warm node vs `ssh node true`
 // OpenSSH uses ferry's own key and curve25519-sha256, as the nodes' sshd asks.
+#include "bench/bench_support.hpp"
 #include "config/loader.hpp"
 #include "net/cancellation.hpp"
 #include "net/run_all.hpp"
@@ -35,28 +36,15 @@ using namespace ferry;
 namespace fs = std::filesystem;
 namespace asio = boost::asio;
 using clock_type = std::chrono::steady_clock;
+using bench::best_of;
+using bench::quote;
+using bench::shell;
 
 namespace {
 
 constexpr int runs = 100;
 constexpr int node_count = 4;
 constexpr int jobs = 16;
-
-double best_of(int n, const std::function<void()>& f) {
-  double best = 1e9;
-  for (int i = 0; i < n; ++i) {
-    const auto start = clock_type::now();
-    f();
-    best = std::min(best, std::chrono::duration<double>(clock_type::now() - start).count());
-  }
-  return best;
-}
-
-void shell(const std::string& command) {
-  if (std::system(command.c_str()) != 0) throw std::runtime_error("failed: " + command);
-}
-
-std::string quote(const std::string& s) { return "'" + s + "'"; }
 
 // A private XDG world for ferry: its key, known_hosts, registry and nodes; the nodes end with it.
 struct world {
@@ -143,9 +131,8 @@ double ferry_many(tracing::action& root, const std::vector<provision::node>& nod
 
 }  // namespace
 
-int main(int, char** argv) {
-  const auto binary = fs::absolute(fs::path(argv[0])).parent_path() / ".." / "agent" / "ferry";
-  world w(binary.string());
+int main() {
+  world w(bench::ferry_binary().string());
   shell(fmt::format("{} -q nodes up {} > /dev/null", quote(w.ferry), node_count));
   const auto nodes = registry_nodes(w);
   if (nodes.size() != node_count) throw std::runtime_error("nodes up made the wrong number of nodes");

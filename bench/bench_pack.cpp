@@ -7,6 +7,7 @@
 //   warm ship: the ferry binary's `pack` with nothing changed and everything uploaded
 // The peers get exactly the files ferry packs (ferry leaves out __pycache__ and *.pyc by default).
 // Each figure is the best of several runs; the page cache is warm for everyone alike.
+#include "bench/bench_support.hpp"
 #include "net/offload.hpp"
 #include "packaging/hash_cache.hpp"
 #include "packaging/layer_scan.hpp"
@@ -39,24 +40,11 @@
 using namespace ferry;
 namespace fs = std::filesystem;
 using clock_type = std::chrono::steady_clock;
+using bench::best_of;
+using bench::quote;
+using bench::shell;
 
 namespace {
-
-double best_of(int runs, const std::function<void()>& f) {
-  double best = 1e9;
-  for (int i = 0; i < runs; ++i) {
-    const auto start = clock_type::now();
-    f();
-    best = std::min(best, std::chrono::duration<double>(clock_type::now() - start).count());
-  }
-  return best;
-}
-
-void shell(const std::string& command) {
-  if (std::system(command.c_str()) != 0) throw std::runtime_error("failed: " + command);
-}
-
-std::string quote(const fs::path& p) { return "'" + p.string() + "'"; }
 
 // A moto_server for the upload comparison, on a port of its own, gone with the bench.
 struct moto {

@@ -2,6 +2,7 @@
 // tests/support/synthetic_runs.hpp writes them): the whole command as a user runs it (process start,
 // configuration, reading, statistics, JSON out), best of 5, and the in-process stages on their own.
 // Goal: the command under a second.
+#include "bench/bench_support.hpp"
 #include "tracing/html_view.hpp"
 #include "tracing/stats_view.hpp"
 #include "tracing/trace_stats.hpp"
@@ -23,29 +24,17 @@
 using namespace ferry;
 using clock_type = std::chrono::steady_clock;
 
+using bench::best_of;
+using bench::ferry_binary;
+
 namespace {
 
 constexpr std::size_t runs = 1000;
 constexpr int rounds = 5;
 
-double best_of(int n, const std::function<void()>& f) {
-  double best = 1e9;
-  for (int i = 0; i < n; ++i) {
-    const auto start = clock_type::now();
-    f();
-    best = std::min(best, std::chrono::duration<double>(clock_type::now() - start).count());
-  }
-  return best;
-}
-
 void write_runs(const std::filesystem::path& dir) {
   std::filesystem::create_directories(dir);
   for (std::size_t i = 0; i < runs; ++i) std::ofstream(dir / fmt::format("{:04}.jsonl", i)) << test::synthetic_run(i);
-}
-
-// The ferry binary beside this one in the build tree: build/bench/.. -> build/agent/ferry.
-std::filesystem::path ferry_binary() {
-  return std::filesystem::read_symlink("/proc/self/exe").parent_path().parent_path() / "agent" / "ferry";
 }
 
 }  // namespace

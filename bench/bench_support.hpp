@@ -1,0 +1,39 @@
+#pragma once
+// What every bench program shares: timing a step as the best of several runs, running a peer through
+// the shell, and finding the ferry binary in the same build tree.
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <stdexcept>
+#include <string>
+
+namespace ferry::bench {
+
+// The fastest of `runs` runs of `f`, in seconds: the figure least disturbed by whatever else ran.
+inline double best_of(int runs, const std::function<void()>& f) {
+  double best = 1e9;
+  for (int i = 0; i < runs; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    f();
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  return best;
+}
+
+// Runs a peer's command line; a failing peer makes the comparison meaningless, so it ends the bench.
+inline void shell(const std::string& command) {
+  if (std::system(command.c_str()) != 0) throw std::runtime_error("failed: " + command);
+}
+
+// A path or word in single quotes for sh (the benches' own paths hold no single quote).
+inline std::string quote(const std::string& s) { return "'" + s + "'"; }
+inline std::string quote(const std::filesystem::path& p) { return quote(p.string()); }
+
+// build/bench/bench_x -> build/agent/ferry.
+inline std::filesystem::path ferry_binary() {
+  return std::filesystem::read_symlink("/proc/self/exe").parent_path().parent_path() / "agent" / "ferry";
+}
+
+}  // namespace ferry::bench
