@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <fcntl.h>
 #include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -219,10 +220,41 @@ bool sweep(const machine& m, std::uint64_t mnt_ns, std::uint64_t net_ns) {
   return found;
 }
 
+// An open namespace file: while it is held the namespace lives, so its number names no other.
+struct namespace_pin {
+  int fd = -1;
+  std::uint64_t id = 0;
+  namespace_pin() = default;
+  namespace_pin(const namespace_pin&) = delete;
+  namespace_pin& operator=(const namespace_pin&) = delete;
+  ~namespace_pin() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// The machine's mount namespace, held open through its sshd while that still runs in it. A namespace's
+// number goes to the next namespace made as soon as the old one is gone, so the number recorded in
+// mnt_ns (or read from a process that has since died) may by now be another node's: sweeping by it
+// would kill that node. Without a live sshd to hold it by, there is no mount namespace to sweep (in a
+// network namespace every process of the node is also swept by the netns, which `ip netns` holds).
+void pin_mount_namespace(const machine& m, namespace_pin& pin) {
+  const auto recorded = recorded_mount_namespace(m.dir / "mnt_ns");
+  const auto file = fs::path("/proc") / std::to_string(m.pid) / "ns" / "mnt";
+  pin.fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  struct stat st {};
+  if (pin.fd < 0 || ::fstat(pin.fd, &st) != 0) return;
+  // Still the sshd (same start time, not a zombie) after the open: the fd is of its namespace.
+  const auto info = read_process(m.pid);
+  const bool ours = info && info->start_time == m.start_time && info->state != 'Z';
+  if (ours && (recorded == 0 || st.st_ino == recorded)) pin.id = st.st_ino;
+}
+
 asio::awaitable<result<void>> end_processes(tracing::action& act, const machine& m, milliseconds timeout,
                                             diagnostics& diag) {
-  auto mnt_ns = recorded_mount_namespace(m.dir / "mnt_ns");
-  if (mnt_ns == 0 && status_of(m) == machine_status::running) mnt_ns = namespace_id(m.pid, "mnt");
+  namespace_pin mount;
+  pin_mount_namespace(m, mount);
+  const auto mnt_ns = mount.id;
+  // /run/netns/NAME holds the network namespace until remove_node_network, which runs after this.
   const auto net_ns = m.netns.empty() ? 0 : namespace_id(fs::path("/run/netns") / m.netns);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   asio::steady_timer timer(co_await asio::this_coro::executor);
