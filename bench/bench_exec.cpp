@@ -131,8 +131,20 @@ double ferry_many(tracing::action& root, const std::vector<provision::node>& nod
 
 }  // namespace
 
+int run(world& w);
+
 int main() {
+  // Caught here, so that the world's destructor ends the nodes even when a peer fails.
   world w(bench::ferry_binary().string());
+  try {
+    return run(w);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "bench_exec: {}\n", e.what());
+    return 1;
+  }
+}
+
+int run(world& w) {
   shell(fmt::format("{} -q nodes up {} > /dev/null", quote(w.ferry), node_count));
   const auto nodes = registry_nodes(w);
   if (nodes.size() != node_count) throw std::runtime_error("nodes up made the wrong number of nodes");
