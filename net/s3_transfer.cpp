@@ -1,5 +1,7 @@
 #include "net/s3_transfer.hpp"
 
+#include "net/partial_file.hpp"
+
 #include "net/error.hpp"
 #include "net/cancellation.hpp"
 #include "net/run_all.hpp"
@@ -12,7 +14,6 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
-#include <random>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -136,11 +137,6 @@ struct fd_guard {
   }
 };
 
-std::filesystem::path temporary_beside(const std::filesystem::path& file) {
-  std::random_device rd;
-  return file.parent_path() / fmt::format(".{}.ferry-{:08x}.partial", file.filename().string(), rd());
-}
-
 }  // namespace
 
 asio::awaitable<result<upload_result>> upload_multipart(s3_client& s3, tracing::action& parent,
@@ -219,28 +215,21 @@ asio::awaitable<result<object_info>> download_file(s3_client& s3, tracing::actio
                                                    const std::string& key, const std::filesystem::path& file,
                                                    diagnostics& diag, transfer_progress* progress) {
   auto act = parent.child("s3:download", {{"bucket", bucket}, {"key", key}});
-  const auto temporary = temporary_beside(file);
-  fd_guard fd{::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644)};
-  if (fd.fd < 0) {
-    auto ec = file_error("cannot create", temporary, diag);
+  partial_file target(file);
+  if (target.fd() < 0) {
+    errno = target.error();
+    auto ec = file_error("cannot create", target.temporary(), diag);
     act.fail(ec, diag);
     co_return ec;
   }
-  struct remove_unless_kept {
-    const std::filesystem::path& path;
-    bool keep = false;
-    ~remove_unless_kept() {
-      if (!keep) ::unlink(path.c_str());
-    }
-  } cleanup{temporary};
 
   std::uint64_t written = 0;
   error_code write_error;
   const body_sink sink = [&](std::span<const char> chunk) -> error_code {
     for (std::size_t done = 0; done < chunk.size();) {
-      const auto n = ::write(fd.fd, chunk.data() + done, chunk.size() - done);
+      const auto n = ::write(target.fd(), chunk.data() + done, chunk.size() - done);
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return write_error = file_error("cannot write", temporary, diag);
+      if (n < 0) return write_error = file_error("cannot write", target.temporary(), diag);
       done += static_cast<std::size_t>(n);
     }
     written += chunk.size();
@@ -265,12 +254,11 @@ asio::awaitable<result<object_info>> download_file(s3_client& s3, tracing::actio
       diag);
   if (!got && write_error) got = write_error;
   // The rename makes the name appear only with whole contents; like cp and curl, no fsync is paid for.
-  if (got && ::rename(temporary.c_str(), file.c_str()) != 0) got = file_error("cannot rename into", file, diag);
+  if (got && !target.commit()) got = file_error("cannot rename into", file, diag);
   if (!got) {
     act.fail(got.error(), diag);
     co_return got.error();
   }
-  cleanup.keep = true;
   act.succeed({{"bytes", written}});
   co_return got;
 }

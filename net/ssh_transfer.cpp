@@ -1,5 +1,7 @@
 #include "net/ssh_transfer.hpp"
 
+#include "net/partial_file.hpp"
+
 #include "net/digest.hpp"
 #include "net/error.hpp"
 #include "net/ssh_exec.hpp"
@@ -11,7 +13,6 @@
 #include <charconv>
 #include <cstring>
 #include <fcntl.h>
-#include <random>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -171,11 +172,6 @@ std::string download_command(const std::string& remote_path) {
       shell_quote(remote_path));
 }
 
-std::filesystem::path temporary_beside(const std::filesystem::path& file) {
-  std::random_device rd;
-  return file.parent_path() / fmt::format(".{}.ferry-{:08x}.partial", file.filename().string(), rd());
-}
-
 // Why an upload or download the node ran failed, in its words.
 error_code remote_failure(const exit_info& exit, const std::string& errors, std::string_view doing,
                           const ssh_session& session, diagnostics& diag) {
@@ -278,30 +274,22 @@ asio::awaitable<result<transfer_result>> download_file(tracing::action& parent, 
                                                        const std::string& remote_path,
                                                        const std::filesystem::path& local, diagnostics& diag) {
   auto act = parent.child("ssh:download", {{"node", session.peer().node}, {"path", remote_path}});
-  const auto temporary = temporary_beside(local);
-  fd_guard fd{::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644)};
-  if (fd.fd < 0) {
-    const auto ec = transfer_error(diag, fmt::format("cannot create {}: {}", temporary.string(), std::strerror(errno)));
+  partial_file file(local);
+  if (file.fd() < 0) {
+    const auto ec = transfer_error(diag, fmt::format("cannot create {}: {}", file.temporary().string(),
+                                                     std::strerror(file.error())));
     act.fail(ec, diag);
     co_return ec;
   }
-  struct remove_unless_kept {
-    const std::filesystem::path& path;
-    bool keep = false;
-    ~remove_unless_kept() {
-      if (!keep) ::unlink(path.c_str());
-    }
-  } cleanup{temporary};
-  auto out = co_await receive(act, session, remote_path, fd.fd, temporary, diag);
+  auto out = co_await receive(act, session, remote_path, file.fd(), file.temporary(), diag);
   // The rename makes the name appear only with whole, verified contents.
-  if (out && ::rename(temporary.c_str(), local.c_str()) != 0)
-    out = transfer_error(diag, fmt::format("cannot rename {} to {}: {}", temporary.string(), local.string(),
+  if (out && !file.commit())
+    out = transfer_error(diag, fmt::format("cannot rename {} to {}: {}", file.temporary().string(), local.string(),
                                            std::strerror(errno)));
   if (!out) {
     act.fail(out.error(), diag);
     co_return out;
   }
-  cleanup.keep = true;
   act.succeed({{"bytes", out->bytes}, {"sha256", out->sha256}});
   co_return out;
 }

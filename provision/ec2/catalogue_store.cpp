@@ -1,49 +1,20 @@
 #include "provision/ec2/catalogue_store.hpp"
 
+#include "provision/state_file.hpp"
+
 #include <fmt/format.h>
 
-#include <atomic>
-#include <fstream>
-#include <sstream>
-#include <unistd.h>
 
 namespace ferry::provision::ec2 {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::optional<std::string> read_text(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 std::int64_t unix_seconds(std::chrono::system_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
 }
 
 }  // namespace
-
-bool write_atomically(const fs::path& file, const std::string& text) {
-  static std::atomic<unsigned> counter{0};
-  std::error_code ec;
-  fs::create_directories(file.parent_path(), ec);
-  auto temp = file;
-  temp += fmt::format(".tmp.{}.{}", ::getpid(), counter++);
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    out << text;
-    if (!out.flush()) {
-      fs::remove(temp, ec);
-      return false;
-    }
-  }
-  fs::rename(temp, file, ec);
-  if (ec) fs::remove(temp, ec);
-  return !ec;
-}
 
 catalogue_store::catalogue_store(client& api, fs::path cache_dir, std::chrono::milliseconds ttl, clock_fn clock)
     : api_(api), cache_dir_(std::move(cache_dir)), ttl_(ttl), clock_(std::move(clock)) {
@@ -55,7 +26,8 @@ fs::path catalogue_store::file() const {
 }
 
 std::optional<catalogue> catalogue_store::cached(std::chrono::system_clock::time_point now) const {
-  const auto text = read_text(file());
+  error_code unreadable;  // an unreadable cache is fetched again, like a missing one
+  const auto text = read_state_file(file(), unreadable);
   if (!text) return std::nullopt;
   auto c = catalogue_from_json(*text);
   if (!c || c->region != api_.where().region || !is_fresh(*c, now, ttl_)) return std::nullopt;
@@ -71,7 +43,10 @@ asio::awaitable<result<catalogue>> catalogue_store::fetch(tracing::action& act,
   if (!prices) co_return prices.error();
   auto c = make_catalogue(api_.where().region, unix_seconds(now), std::move(*types), *prices);
   // The cache only saves time: a file that cannot be written costs the next command a fetch.
-  const bool stored = write_atomically(file(), to_json_text(c));
+  std::error_code made;
+  std::filesystem::create_directories(file().parent_path(), made);
+  diagnostics not_stored;
+  const bool stored = write_state_file(file(), to_json_text(c), not_stored).has_value();
   act.log("ec2:catalogue_stored", {{"file", file().string()}, {"stored", stored},
                                     {"types", c.offers.size()}, {"prices", prices->size()}});
   co_return c;
