@@ -259,8 +259,9 @@ double pack_and_upload(bench_env& env, const moto& server, const std::string& pr
       p.upload_concurrency = packaging::upload_workers(threads, 16);
       std::vector<packaging::root_spec> roots{{env.tree, packaging::root_spec::kind::site_packages, 0}};
       packaging::hash_cache cache;
+      packaging::zip_digest_cache digests;
       const packaging::python_info python{"3", "bench", ""};  // named: GCC 12 mishandles braced temporaries here
-      auto r = co_await packaging::pack(*env.root, pool, session.s3.get(), roots, python, p, cache,
+      auto r = co_await packaging::pack(*env.root, pool, session.s3.get(), roots, python, p, cache, digests,
                                         nullptr, diag);
       if (!r) throw std::runtime_error(diag.message);
     }());

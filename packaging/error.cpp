@@ -19,6 +19,7 @@ class category_impl final : public boost::system::error_category {
       case errc::bad_probe_output: return "python interpreter gave an unexpected answer";
       case errc::probe_timeout: return "python interpreter did not answer in time";
       case errc::bad_cache: return "hash cache is damaged";
+      case errc::bad_manifest: return "manifest is malformed or lacks shard digests";
     }
     return "unknown packaging error";
   }

@@ -18,6 +18,7 @@ enum class errc {
   bad_probe_output,     // the interpreter's answer about sys.path could not be understood
   probe_timeout,        // the interpreter did not answer within packaging.discover_timeout
   bad_cache,            // the hash cache file is damaged (it is then rebuilt, never trusted)
+  bad_manifest,         // a stored manifest is malformed, or lacks the digests of its shards' zips
 };
 
 const boost::system::error_category& category();

@@ -1,9 +1,11 @@
 #include "packaging/layer_upload.hpp"
 
 #include "net/cancellation.hpp"
+#include "net/digest.hpp"
 #include "net/s3_transfer.hpp"
 
 #include <memory>
+#include <optional>
 
 namespace ferry::packaging {
 namespace {
@@ -22,7 +24,6 @@ class part_maker {
   }
 
   bool done() const { return finished_; }
-  std::uint64_t bytes_out() const { return writer_.bytes_out(); }
 
   // Runs on the pool: compresses until a part's worth of output is ready or the zip is complete.
   result<std::vector<char>> next_part(diagnostics& diag) {
@@ -41,8 +42,15 @@ class part_maker {
     std::vector<char> part;
     part.reserve(part_size_ + (1 << 20));
     part.swap(buffer_);
+    // Hashed here, on the pool and in part order, so the digest costs the I/O thread nothing.
+    hash_.update(std::string_view(part.data(), part.size()));
+    hashed_bytes_ += part.size();
+    if (finished_ && !digest_) digest_ = zip_digest{hash_.finish(), hashed_bytes_};
     return part;
   }
+
+  // Once done(): the SHA-256 and size of every byte the parts held.
+  const zip_digest& digest() const { return *digest_; }
 
  private:
   std::span<const file_entry> files_;
@@ -50,12 +58,26 @@ class part_maker {
   std::atomic<std::uint64_t>* bytes_read_;
   std::vector<char> buffer_;
   zip_writer writer_;
+  net::sha256_stream hash_;
+  std::uint64_t hashed_bytes_ = 0;
+  std::optional<zip_digest> digest_;
   std::size_t next_ = 0;
   bool finished_ = false;
 };
 
 std::uint64_t effective_part_size(const net::s3_client& s3) {
   return std::max<std::uint64_t>(5 << 20, s3.settings().part_size.bytes);  // S3's minimum part size
+}
+
+// Written only once the zip is whole in storage: a sidecar never vouches for a zip that is not there.
+asio::awaitable<result<void>> put_sidecar(tracing::action& parent, net::s3_client& s3, const std::string& bucket,
+                                          const std::string& zip_key, const zip_digest& digest, diagnostics& diag) {
+  const auto key = sidecar_key(zip_key);
+  const auto text = sidecar_text(digest);
+  const std::span<const char> body(text.data(), text.size());
+  auto put = co_await s3.put_object(parent, bucket, key, body, diag);
+  if (!put) co_return put.error();
+  co_return result<void>{};
 }
 
 }  // namespace
@@ -75,7 +97,8 @@ asio::awaitable<result<shard_upload>> upload_shard(tracing::action& parent, net:
     const std::span<const char> body(first->data(), first->size());
     auto etag = co_await s3.put_object(parent, bucket, key, body, diag);
     if (!etag) co_return etag.error();
-    co_return shard_upload{first->size(), 0};
+    if (auto r = co_await put_sidecar(parent, s3, bucket, key, maker->digest(), diag); !r) co_return r.error();
+    co_return shard_upload{first->size(), 0, maker->digest().sha256, std::move(*etag)};
   }
   auto pending = std::make_shared<std::optional<std::vector<char>>>(std::move(*first));
   net::part_source next = [maker, pending, &pool](diagnostics& d)
@@ -94,13 +117,13 @@ asio::awaitable<result<shard_upload>> upload_shard(tracing::action& parent, net:
   };
   auto uploaded = co_await net::upload_multipart(s3, parent, bucket, key, next, diag);
   if (!uploaded) co_return uploaded.error();
-  co_return shard_upload{uploaded->bytes, uploaded->parts};
+  if (auto r = co_await put_sidecar(parent, s3, bucket, key, maker->digest(), diag); !r) co_return r.error();
+  co_return shard_upload{uploaded->bytes, uploaded->parts, maker->digest().sha256, std::move(uploaded->etag)};
 }
 
-asio::awaitable<result<std::uint64_t>> zip_shard(net::cpu_pool& pool, const layer& l, const shard& s,
-                                                 const zip_options& options, std::uint64_t part_size,
-                                                 std::function<void(std::vector<char>&&)> part_out,
-                                                 diagnostics& diag) {
+asio::awaitable<result<zip_digest>> zip_shard(net::cpu_pool& pool, const layer& l, const shard& s,
+                                              const zip_options& options, std::uint64_t part_size,
+                                              std::function<void(std::vector<char>&&)> part_out, diagnostics& diag) {
   auto maker = std::make_shared<part_maker>(l, s, options, part_size, nullptr);
   while (!maker->done()) {
     auto make_part = [maker, &diag] { return maker->next_part(diag); };
@@ -109,7 +132,7 @@ asio::awaitable<result<std::uint64_t>> zip_shard(net::cpu_pool& pool, const laye
     if (co_await net::cancelled()) co_return error_code(asio::error::operation_aborted);
     part_out(std::move(*part));
   }
-  co_return maker->bytes_out();
+  co_return maker->digest();
 }
 
 }  // namespace ferry::packaging

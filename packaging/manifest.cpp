@@ -18,10 +18,9 @@ std::string_view kind_name(root_spec::kind k) {
   return "path";
 }
 
-}  // namespace
-
-std::string manifest_json(const python_info& python, std::span<const root_spec> roots, std::span<const layer> layers,
-                          std::string_view prefix) {
+// Both texts from one builder, so the body can only ever be the content text plus the digests.
+std::string manifest_text(const python_info& python, std::span<const root_spec> roots, std::span<const layer> layers,
+                          std::string_view prefix, const shard_digests* digests) {
   // boost::json::object keeps insertion order, so the text is the same for the same inputs.
   json::object doc;
   doc["format"] = "ferry-manifest-v1";
@@ -35,8 +34,14 @@ std::string manifest_json(const python_info& python, std::span<const root_spec> 
   for (const auto& l : layers) {
     json::array shards;
     for (const auto& s : l.shards) {
-      shards.push_back(json::object{{"id", net::to_hex(s.id)}, {"key", shard_key(prefix, s)},
-                                    {"files", s.count}, {"bytes", s.bytes}});
+      json::object shard{{"id", net::to_hex(s.id)}, {"key", shard_key(prefix, s)}, {"files", s.count},
+                         {"bytes", s.bytes}};
+      if (digests) {
+        const auto& d = digests->at(s.id);
+        shard["sha256"] = net::to_hex(d.sha256);
+        shard["zip_bytes"] = d.zip_bytes;
+      }
+      shards.push_back(std::move(shard));
     }
     layers_out.push_back(json::object{{"name", l.name}, {"root", l.root_index}, {"id", net::to_hex(l.id)},
                                       {"files", l.files.size()}, {"bytes", l.bytes}, {"shards", std::move(shards)}});
@@ -45,11 +50,23 @@ std::string manifest_json(const python_info& python, std::span<const root_spec> 
   return json::serialize(doc);
 }
 
-std::string manifest_key(std::string_view prefix, std::string_view manifest_text) {
+}  // namespace
+
+std::string manifest_content_json(const python_info& python, std::span<const root_spec> roots,
+                                  std::span<const layer> layers, std::string_view prefix) {
+  return manifest_text(python, roots, layers, prefix, nullptr);
+}
+
+std::string manifest_json(const python_info& python, std::span<const root_spec> roots, std::span<const layer> layers,
+                          std::string_view prefix, const shard_digests& digests) {
+  return manifest_text(python, roots, layers, prefix, &digests);
+}
+
+std::string manifest_key(std::string_view prefix, std::string_view content_text) {
   std::string key(prefix);
   if (!key.empty() && !key.ends_with('/')) key.push_back('/');
   key.append("manifests/");
-  key.append(net::hex_sha256(manifest_text));
+  key.append(net::hex_sha256(content_text));
   key.append(".json");
   return key;
 }

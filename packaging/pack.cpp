@@ -5,6 +5,8 @@
 #include "net/run_all.hpp"
 #include "packaging/error.hpp"
 #include "packaging/layer_upload.hpp"
+#include "packaging/storage_lookup.hpp"
+#include "packaging/stored_manifest.hpp"
 
 #include <fmt/format.h>
 
@@ -20,9 +22,10 @@ struct shard_job {
   const shard* part = nullptr;
   std::string key;
   std::vector<std::size_t> reports;
-  bool present = false;
-  bool checked = false;  // storage was asked whether it holds the shard
-  std::uint64_t zip_bytes = 0;
+  bool present = false;   // storage holds the zip and its digest is known: nothing to upload
+  bool checked = false;   // storage was asked whether it holds the shard
+  bool uploaded = false;
+  zip_digest digest;      // of the stored zip, once present or uploaded
 };
 
 result<void> check_sizes(const scan_result& scan, const pack_settings& settings, diagnostics& diag) {
@@ -45,7 +48,7 @@ std::vector<shard_job> shard_jobs(const scan_result& scan, const std::string& pr
     for (const auto& s : l.shards) {
       auto key = shard_key(prefix, s);
       auto [it, inserted] = by_key.emplace(key, jobs.size());
-      if (inserted) jobs.push_back({&l, &s, std::move(key), {}, false, 0});
+      if (inserted) jobs.push_back({&l, &s, std::move(key), {}});
       jobs[it->second].reports.push_back(i);
     }
   }
@@ -66,24 +69,25 @@ struct job_queue {
 };
 
 asio::awaitable<void> check_worker(tracing::action& act, net::s3_client& s3, const std::string& bucket,
-                                   std::vector<shard_job>& jobs, job_queue& queue) {
+                                   std::vector<shard_job>& jobs, zip_digest_cache& digests, job_queue& queue) {
   co_await net::accept_cancellation();
   while (!queue.first && queue.next < jobs.size()) {
     auto& job = jobs[queue.next++];
     diagnostics d;
-    auto head = co_await s3.head_object(act, bucket, job.key, d);
+    auto found = co_await find_stored_digest(act, s3, bucket, job.key, job.part->id, digests, d);
     job.checked = true;
-    if (head) {
+    if (!found) {
+      queue.fail(found.error(), d);
+    } else if (*found) {
       job.present = true;
-    } else if (head.error() != net::errc::no_such_key) {
-      queue.fail(head.error(), d);
+      job.digest = **found;
     }
   }
 }
 
 asio::awaitable<void> upload_worker(tracing::action& parent, net::s3_client& s3, net::cpu_pool& pool,
-                                    const pack_settings& settings, std::vector<shard_job*>& todo, job_queue& queue,
-                                    pack_progress* progress) {
+                                    const pack_settings& settings, std::vector<shard_job*>& todo,
+                                    zip_digest_cache& digests, job_queue& queue, pack_progress* progress) {
   co_await net::accept_cancellation();
   while (!queue.first && queue.next < todo.size()) {
     auto& job = *todo[queue.next++];
@@ -91,18 +95,19 @@ asio::awaitable<void> upload_worker(tracing::action& parent, net::s3_client& s3,
       // Asked here rather than in a phase of its own: while this worker waits for storage's answer,
       // the others keep the pool compressing.
       diagnostics d;
-      auto head = co_await s3.head_object(parent, settings.bucket, job.key, d);
-      if (head) {
+      auto found = co_await find_stored_digest(parent, s3, settings.bucket, job.key, job.part->id, digests, d);
+      if (!found) {
+        queue.fail(found.error(), d);
+        co_return;
+      }
+      if (*found) {
         job.present = true;
+        job.digest = **found;
         if (progress) {
           progress->shards_to_upload -= 1;
           progress->bytes_to_zip -= job.part->bytes;
         }
         continue;
-      }
-      if (head.error() != net::errc::no_such_key) {
-        queue.fail(head.error(), d);
-        co_return;
       }
     }
     auto act = parent.child("ferry:packaging:upload", {{"layer", job.owner->name}, {"key", job.key},
@@ -115,12 +120,14 @@ asio::awaitable<void> upload_worker(tracing::action& parent, net::s3_client& s3,
       queue.fail(done.error(), d);
       co_return;
     }
-    job.zip_bytes = done->zip_bytes;
+    job.uploaded = true;
+    job.digest = zip_digest{done->sha256, done->zip_bytes};
+    digests.insert(job.part->id, job.digest, done->etag);
     if (progress) {
       progress->shards_uploaded += 1;
       progress->bytes_uploaded += done->zip_bytes;
     }
-    act.succeed({{"zip_bytes", done->zip_bytes}, {"parts", done->parts}});
+    act.succeed({{"zip_bytes", done->zip_bytes}, {"parts", done->parts}, {"sha256", net::to_hex(done->sha256)}});
   }
 }
 
@@ -139,12 +146,12 @@ asio::awaitable<result<void>> run_workers(std::vector<asio::awaitable<void>> wor
 
 asio::awaitable<result<void>> check_storage(tracing::action& parent, net::s3_client& s3,
                                             const pack_settings& settings, std::vector<shard_job>& jobs,
-                                            diagnostics& diag) {
+                                            zip_digest_cache& digests, diagnostics& diag) {
   auto act = parent.child("ferry:packaging:check", {{"objects", jobs.size()}});
   job_queue queue;
   std::vector<asio::awaitable<void>> workers;
   for (std::size_t i = 0; i < std::max<std::size_t>(1, settings.check_concurrency); ++i) {
-    workers.push_back(check_worker(act, s3, settings.bucket, jobs, queue));
+    workers.push_back(check_worker(act, s3, settings.bucket, jobs, digests, queue));
   }
   auto r = co_await run_workers(std::move(workers), queue, diag);
   std::size_t present = 0;
@@ -155,7 +162,8 @@ asio::awaitable<result<void>> check_storage(tracing::action& parent, net::s3_cli
 
 asio::awaitable<result<void>> upload_missing(tracing::action& parent, net::s3_client& s3, net::cpu_pool& pool,
                                              const pack_settings& settings, std::vector<shard_job>& jobs,
-                                             pack_progress* progress, diagnostics& diag) {
+                                             zip_digest_cache& digests, pack_progress* progress,
+                                             diagnostics& diag) {
   std::vector<shard_job*> todo;
   for (auto& j : jobs) {
     if (!j.present) todo.push_back(&j);
@@ -169,20 +177,61 @@ asio::awaitable<result<void>> upload_missing(tracing::action& parent, net::s3_cl
   job_queue queue;
   std::vector<asio::awaitable<void>> workers;
   for (std::size_t i = 0; i < std::max<std::size_t>(1, settings.upload_concurrency); ++i) {
-    workers.push_back(upload_worker(parent, s3, pool, settings, todo, queue, progress));
+    workers.push_back(upload_worker(parent, s3, pool, settings, todo, digests, queue, progress));
   }
   co_return co_await run_workers(std::move(workers), queue, diag);
 }
 
-asio::awaitable<result<bool>> manifest_present(tracing::action& parent, net::s3_client& s3, const std::string& bucket,
-                                               const std::string& key, diagnostics& diag) {
-  auto head = co_await s3.head_object(parent, bucket, key, diag);
-  if (head) co_return true;
-  if (head.error() == net::errc::no_such_key) {
-    diag.clear();
-    co_return false;
+// What the manifest's two texts are made from.
+struct manifest_parts {
+  const python_info& python;
+  std::span<const root_spec> roots;
+  std::span<const layer> layers;
+  std::string_view prefix;
+
+  std::string content() const { return manifest_content_json(python, roots, layers, prefix); }
+  std::string body(const shard_digests& digests) const {
+    return manifest_json(python, roots, layers, prefix, digests);
   }
-  co_return result<bool>(boost::system::in_place_error, head.error());
+};
+
+// The body stored at `key` when it is the one this pack would write: it parses with every shard's digest,
+// and these layers with those digests give exactly its text (then `digests` holds them). nullopt: absent,
+// or stored by an older ferry without digests, and to be written again.
+asio::awaitable<result<std::optional<std::string>>> find_manifest(tracing::action& act, net::s3_client& s3,
+                                                                  const std::string& bucket, const std::string& key,
+                                                                  const manifest_parts& parts,
+                                                                  shard_digests& digests, diagnostics& diag) {
+  using found = std::optional<std::string>;
+  auto stored = co_await read_small_object(act, s3, bucket, key, diag);
+  if (!stored || !*stored) co_return stored;
+  diagnostics why;
+  auto parsed = parse_manifest(**stored, why);
+  if (!parsed) {
+    act.log("ferry:packaging:manifest_outdated", {{"key", key}, {"reason", why.message}});
+    co_return found{};
+  }
+  shard_digests in_body;
+  for (const auto& l : parsed->layers) {
+    for (const auto& s : l.shards) {
+      // parse_manifest checked both are 64 hex digits.
+      in_body[*parse_hex_digest(s.id)] = zip_digest{*parse_hex_digest(s.sha256), s.zip_bytes};
+    }
+  }
+  for (const auto& l : parts.layers) {
+    for (const auto& s : l.shards) {
+      if (!in_body.contains(s.id)) {
+        act.log("ferry:packaging:manifest_outdated", {{"key", key}, {"reason", "a shard's digest is missing"}});
+        co_return found{};
+      }
+    }
+  }
+  if (parts.body(in_body) != **stored) {
+    act.log("ferry:packaging:manifest_outdated", {{"key", key}, {"reason", "not the text this ferry writes"}});
+    co_return found{};
+  }
+  digests = std::move(in_body);
+  co_return stored;
 }
 
 void fill_reports(pack_report& report, const std::vector<shard_job>& jobs, bool storage) {
@@ -196,9 +245,9 @@ void fill_reports(pack_report& report, const std::vector<shard_job>& jobs, bool 
   for (const auto& j : jobs) {
     for (auto i : j.reports) {
       auto& r = report.layers[i];
-      if (!j.present && j.zip_bytes > 0) {
+      if (j.uploaded) {
         r.status = layer_report::state::uploaded;
-        r.zip_bytes += j.zip_bytes;
+        r.zip_bytes += j.digest.zip_bytes;
       } else if (!j.present) {
         r.status = layer_report::state::unknown;
       }
@@ -210,8 +259,8 @@ void fill_reports(pack_report& report, const std::vector<shard_job>& jobs, bool 
 
 asio::awaitable<result<pack_report>> pack(tracing::action& parent, net::cpu_pool& pool, net::s3_client* s3,
                                           std::span<const root_spec> roots, const python_info& python,
-                                          const pack_settings& settings, hash_cache& cache, pack_progress* progress,
-                                          diagnostics& diag) {
+                                          const pack_settings& settings, hash_cache& cache,
+                                          zip_digest_cache& digests, pack_progress* progress, diagnostics& diag) {
   pack_report report;
   auto scanned = co_await scan_layers(parent, pool, roots, settings.scan, cache, progress ? &progress->scan : nullptr,
                                       diag);
@@ -222,24 +271,40 @@ asio::awaitable<result<pack_report>> pack(tracing::action& parent, net::cpu_pool
   if (auto r = check_sizes(report.scan, settings, diag); !r) co_return r.error();
 
   auto manifest_act = parent.child("ferry:packaging:manifest");
-  report.manifest_text = manifest_json(python, roots, report.scan.layers, settings.prefix);
+  const manifest_parts parts{python, roots, report.scan.layers, settings.prefix};
+  report.manifest_text = parts.content();
   report.manifest_key = manifest_key(settings.prefix, report.manifest_text);
   auto jobs = shard_jobs(report.scan, settings.prefix);
   const bool storage = s3 && !settings.bucket.empty();
   if (storage) {
-    auto present = co_await manifest_present(manifest_act, *s3, settings.bucket, report.manifest_key, diag);
-    if (!present) {
-      manifest_act.fail(present.error(), diag);
-      co_return present.error();
+    // A GET, not a HEAD: the same one request, and it brings the digests a found manifest holds.
+    auto found = co_await find_manifest(manifest_act, *s3, settings.bucket, report.manifest_key, parts,
+                                        report.digests, diag);
+    if (!found) {
+      manifest_act.fail(found.error(), diag);
+      co_return found.error();
     }
-    report.manifest_present = *present;
+    if (*found) {
+      report.manifest_present = true;
+      report.manifest_text = std::move(**found);
+    }
   }
   if (storage && !report.manifest_present) {
     // A dry run only asks; a real one asks each shard's worker just before it would zip it.
+    result<void> shipped;
     if (settings.dry_run) {
-      if (auto r = co_await check_storage(parent, *s3, settings, jobs, diag); !r) co_return r.error();
+      shipped = co_await check_storage(parent, *s3, settings, jobs, digests, diag);
     } else {
-      if (auto r = co_await upload_missing(parent, *s3, pool, settings, jobs, progress, diag); !r) co_return r.error();
+      shipped = co_await upload_missing(parent, *s3, pool, settings, jobs, digests, progress, diag);
+    }
+    // The digests learned are good whatever happens to the rest: keep them.
+    if (diagnostics d; !digests.save(d)) parent.log("ferry:packaging:digest_cache_not_saved", {{"reason", d.message}});
+    if (!shipped) co_return shipped.error();
+    for (const auto& j : jobs) {
+      if (j.present || j.uploaded) report.digests[j.part->id] = j.digest;
+    }
+    if (!settings.dry_run) {
+      report.manifest_text = parts.body(report.digests);
       const std::span<const char> body(report.manifest_text.data(), report.manifest_text.size());
       auto put = co_await s3->put_object(manifest_act, settings.bucket, report.manifest_key, body, diag);
       if (!put) {
@@ -249,8 +314,8 @@ asio::awaitable<result<pack_report>> pack(tracing::action& parent, net::cpu_pool
     }
   }
   for (const auto& j : jobs) {
-    if (!j.present && j.zip_bytes > 0) {
-      report.uploaded_bytes += j.zip_bytes;
+    if (j.uploaded) {
+      report.uploaded_bytes += j.digest.zip_bytes;
       ++report.uploaded_shards;
     }
   }

@@ -2,11 +2,16 @@
 // `ferry pack` without the command line: scan the roots into layers, find which shards storage already
 // holds, zip and upload the rest side by side, then store the manifest. Storage is optional (a dry run,
 // or `--output` to a directory): the scan and ids are the same either way.
+//
+// The manifest needs the SHA-256 of every shard's zip as stored (packaging/manifest.hpp). A shard zipped
+// now is hashed as it is made; for one already in storage the digest comes from the local zip digest
+// cache, else from the sidecar stored beside the zip; a zip without a sidecar is uploaded again.
 #include "net/offload.hpp"
 #include "net/s3_client.hpp"
 #include "packaging/hash_cache.hpp"
 #include "packaging/layer_scan.hpp"
 #include "packaging/manifest.hpp"
+#include "packaging/zip_digest_cache.hpp"
 #include "packaging/zip_writer.hpp"
 
 #include <atomic>
@@ -45,9 +50,12 @@ struct layer_report {
 struct pack_report {
   scan_result scan;
   std::vector<layer_report> layers;
+  // The stored body, digests and all, whether this pack wrote it or found it at manifest_key. Without
+  // storage, or in a dry run that would write it, the content text (no digests: nothing is stored).
   std::string manifest_text;
-  std::string manifest_key;
-  bool manifest_present = false;  // storage already held it: nothing was checked layer by layer
+  std::string manifest_key;  // the SHA-256 of the content text names it
+  bool manifest_present = false;  // storage already held it, with digests: nothing was checked layer by layer
+  shard_digests digests;  // of the shards' stored zips as far as known: all of them once the manifest is stored
   std::uint64_t uploaded_bytes = 0;
   std::size_t uploaded_shards = 0;
 };
@@ -60,9 +68,11 @@ inline std::size_t upload_workers(std::size_t threads, std::size_t max_concurren
   return std::max<std::size_t>(1, std::min(max_concurrency, 2 * threads + 2));
 }
 
+// `cache` and `digests` are consulted and added to, and saved (when they have a file) whatever the outcome:
+// what they learned holds either way.
 asio::awaitable<result<pack_report>> pack(tracing::action& parent, net::cpu_pool& pool, net::s3_client* s3,
                                           std::span<const root_spec> roots, const python_info& python,
-                                          const pack_settings& settings, hash_cache& cache, pack_progress* progress,
-                                          diagnostics& diag);
+                                          const pack_settings& settings, hash_cache& cache,
+                                          zip_digest_cache& digests, pack_progress* progress, diagnostics& diag);
 
 }  // namespace ferry::packaging

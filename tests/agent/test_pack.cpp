@@ -14,6 +14,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <thread>
 #include <set>
@@ -114,7 +115,8 @@ class pack_cli : public ::testing::Test {
   static std::string shard_key(const json::object& report, const std::string& prefix, std::string_view layer) {
     for (const auto& l : report.at("layers").as_array()) {
       if (l.at("name").as_string() == layer) {
-        return fmt::format("{}layers/{}.zip", prefix, std::string(l.at("shards").as_array().at(0).as_string()));
+        return fmt::format("{}layers/{}.zip", prefix,
+                           std::string(l.at("shards").as_array().at(0).at("id").as_string()));
       }
     }
     return {};
@@ -126,10 +128,43 @@ class pack_cli : public ::testing::Test {
     return to;
   }
 
+  // The manifest a report names, as stored, read with the aws CLI.
+  std::string stored_manifest(const json::object& report) {
+    const std::string url(report.at("manifest").as_string());
+    const auto to = scratch_ / fmt::format("manifest-{}.json", downloads_++);
+    const auto r = moto_->aws({"s3", "cp", url, to.string()});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return read_file(to);
+  }
+
+  void remove(const std::string& key) const {
+    const auto r = moto_->aws({"s3", "rm", "s3://packs/" + key});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+  }
+
+  static std::string sha256sum(const fs::path& file) {
+    const auto r = run({"sha256sum", file.string()});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.out.substr(0, 64);
+  }
+
+  // Shard id -> sha256 as the --json report gives them.
+  static std::map<std::string, std::string> report_digests(const json::object& report) {
+    std::map<std::string, std::string> out;
+    for (const auto& l : report.at("layers").as_array()) {
+      for (const auto& s : l.at("shards").as_array()) {
+        const auto& sha = s.at("sha256");
+        out[std::string(s.at("id").as_string())] = sha.is_string() ? std::string(sha.as_string()) : "null";
+      }
+    }
+    return out;
+  }
+
   static moto_server* moto_;
   temp_dir venv_, ws_, state_, scratch_;
   fs::path site_;
   std::string prefix_;
+  int downloads_ = 0;
 };
 
 moto_server* pack_cli::moto_ = nullptr;
@@ -220,6 +255,72 @@ TEST_F(pack_cli, the_aws_cli_unzip_and_python_read_back_the_files) {
   EXPECT_EQ(layers[0].at("root").as_int64(), 0);
   EXPECT_EQ(layers[1].at("root").as_int64(), 1);
   EXPECT_TRUE(doc.at("python").at("version").as_string().starts_with("3.11.")) << doc;
+}
+
+TEST_F(pack_cli, the_manifest_holds_the_sha256_of_every_stored_zip) {
+  auto report = pack();
+  const auto text = stored_manifest(report);
+  const auto doc = json::parse(text).as_object();
+  const auto from_report = report_digests(report);
+  std::size_t shards = 0;
+  for (const auto& l : doc.at("layers").as_array()) {
+    for (const auto& s : l.at("shards").as_array()) {
+      const std::string key(s.at("key").as_string());
+      const std::string sha(s.at("sha256").as_string());
+      const auto zip = download(key, scratch_ / fmt::format("shard-{}.zip", shards++));
+      EXPECT_EQ(sha256sum(zip), sha) << key;
+      EXPECT_EQ(static_cast<std::int64_t>(fs::file_size(zip)), s.at("zip_bytes").as_int64()) << key;
+      EXPECT_EQ(from_report.at(std::string(s.at("id").as_string())), sha) << "--json gives the manifest's digest";
+      const auto sidecar = download(key + ".sha256", scratch_ / fmt::format("shard-{}.sha256", shards));
+      EXPECT_EQ(read_file(sidecar), fmt::format("{} {}\n", sha, fs::file_size(zip))) << key;
+    }
+  }
+  EXPECT_EQ(shards, 3u);
+}
+
+TEST_F(pack_cli, digests_come_from_the_manifest_the_local_cache_or_the_sidecars_and_a_zip_without_one_goes_up_again) {
+  const std::set<std::string> all{"workspace", "alpha", "beta"};
+  auto first = pack();
+  EXPECT_EQ(layers_with(first, "uploaded"), all);
+  const auto manifest = stored_manifest(first);
+  const auto digests = report_digests(first);
+  ASSERT_EQ(digests.size(), 3u);
+  const auto cache_file = state_ / "cache" / "ferry" / "zip-digests";
+  ASSERT_TRUE(fs::exists(cache_file));
+  const std::string manifest_key(first.at("manifest").as_string().subview(std::string_view("s3://packs/").size()));
+
+  // Warm: the stored manifest, digests and all, and nothing uploaded.
+  auto warm = pack();
+  EXPECT_TRUE(warm.at("manifest_present").as_bool());
+  EXPECT_EQ(warm.at("uploaded_shards").as_int64(), 0);
+  EXPECT_EQ(report_digests(warm), digests);
+
+  // No local cache and no manifest: every digest from the zips' sidecars, still nothing uploaded.
+  fs::remove(cache_file);
+  remove(manifest_key);
+  auto from_sidecars = pack();
+  EXPECT_FALSE(from_sidecars.at("manifest_present").as_bool());
+  EXPECT_EQ(from_sidecars.at("uploaded_shards").as_int64(), 0);
+  EXPECT_EQ(report_digests(from_sidecars), digests);
+  EXPECT_EQ(stored_manifest(from_sidecars), manifest);
+  EXPECT_TRUE(fs::exists(cache_file)) << "what the sidecars said is cached again";
+
+  // One sidecar gone (as if an older ferry stored the zip), and no local cache: that shard goes up again.
+  fs::remove(cache_file);
+  remove(manifest_key);
+  remove(shard_key(first, prefix_, "alpha") + ".sha256");
+  auto resent = pack();
+  EXPECT_EQ(layers_with(resent, "uploaded"), std::set<std::string>{"alpha"});
+  EXPECT_EQ(resent.at("uploaded_shards").as_int64(), 1);
+  EXPECT_EQ(stored_manifest(resent), manifest);
+  download(shard_key(first, prefix_, "alpha") + ".sha256", scratch_ / "alpha.sha256");
+
+  // A zip gone: uploaded again although the local cache knows its digest.
+  remove(manifest_key);
+  remove(shard_key(first, prefix_, "workspace"));
+  auto again = pack();
+  EXPECT_EQ(layers_with(again, "uploaded"), std::set<std::string>{"workspace"});
+  EXPECT_EQ(stored_manifest(again), manifest);
 }
 
 TEST_F(pack_cli, one_tree_at_two_paths_gives_identical_zip_bytes) {
