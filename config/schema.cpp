@@ -412,8 +412,16 @@ const std::vector<key_spec>& table() {
       // agent
       key<&S::agent, &agent_settings::concurrency>("agent.concurrency", "4", "tasks per node in ferry map"),
       key<&S::agent, &agent_settings::retries>("agent.retries", "2", "retries of a failed task on another node"),
+      key<&S::agent, &agent_settings::task_output_limit>("agent.task_output_limit", R"("64MiB")",
+          "stdout and stderr kept of each map task; a task that writes more fails"),
       key<&S::agent, &agent_settings::shutdown_grace>("agent.shutdown_grace", R"("5s")",
           "after Ctrl-C, how long steps may clean up before they are cut off"),
+      key<&S::agent, &agent_settings::download_timeout>("agent.download_timeout", R"("30m")",
+          "deadline for a node to download one layer shard from storage, per attempt"),
+      key<&S::agent, &agent_settings::download_parallelism>("agent.download_parallelism", "4",
+          "layers one node downloads at once"),
+      key<&S::agent, &agent_settings::cache_lock_timeout>("agent.cache_lock_timeout", R"("30m")",
+          "how long a node waits while another ferry run materialises layers into the same cache"),
       // ec2
       key<&S::ec2, &ec2_settings::region>("ec2.region", R"("")",
           "EC2 region; empty: AWS_REGION, AWS_DEFAULT_REGION, the profile, then us-east-1"),

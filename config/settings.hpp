@@ -100,7 +100,12 @@ struct ssh_settings {
 struct agent_settings {
   int concurrency = 0;  // tasks per node in `ferry map`
   int retries = 0;      // attempts per task beyond the first
+  byte_size task_output_limit;  // stdout and stderr kept per map task
   duration shutdown_grace{};
+  // Materialising layers on a node (agent/materialise.hpp).
+  duration download_timeout{};    // curl's deadline for one layer shard, per attempt
+  int download_parallelism = 0;   // layers one node downloads at once
+  duration cache_lock_timeout{};  // how long a node waits for another run's lock on its layer cache
 };
 
 // The ec2 node provider. A node_spec's unset fields (0, false, no type) fall back to these.

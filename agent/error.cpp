@@ -1,0 +1,36 @@
+#include "agent/error.hpp"
+
+namespace ferry::agent {
+namespace {
+
+class category_impl final : public boost::system::error_category {
+ public:
+  const char* name() const noexcept override { return "ferry.agent"; }
+  std::string message(int value) const override {
+    switch (static_cast<errc>(value)) {
+      case errc::no_storage: return "no storage configured";
+      case errc::no_nodes: return "no nodes";
+      case errc::node_lost: return "node lost";
+      case errc::bad_task_input: return "bad task input";
+      case errc::tasks_failed: return "tasks failed";
+      case errc::invalid_plan: return "invalid layer plan";
+      case errc::node_lacks_tools: return "node lacks a tool ferry needs";
+      case errc::download_failed: return "layer download failed";
+      case errc::digest_mismatch: return "downloaded layer does not match its digest";
+      case errc::unzip_failed: return "layer could not be extracted";
+      case errc::cache_lock_timeout: return "node's layer cache stayed locked by another run";
+      case errc::cache_failed: return "node's layer cache could not be written";
+      case errc::materialise_failed: return "materialising layers failed on the node";
+    }
+    return "unknown agent error";
+  }
+};
+
+}  // namespace
+
+const boost::system::error_category& category() {
+  static const category_impl instance;
+  return instance;
+}
+
+}  // namespace ferry::agent

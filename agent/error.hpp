@@ -1,0 +1,34 @@
+#pragma once
+// Failures of the agent's own work: joining packed layers and ready nodes into a run.
+#include <boost/system/error_code.hpp>
+
+#include <type_traits>
+
+namespace ferry::agent {
+
+enum class errc {
+  no_storage = 1,      // a command that ships the project has no storage.url
+  no_nodes,            // no node could be had for the work
+  node_lost,           // a node stopped answering during the work; its tasks go elsewhere
+  bad_task_input,      // a map's --range or --inputs cannot be read
+  tasks_failed,        // some map tasks failed after every retry
+
+  // Materialising layers on a node (agent/materialise.hpp).
+  invalid_plan,          // a layer id or digest is not hex, or the cache directory holds a newline
+  node_lacks_tools,      // the node has no curl, or neither unzip nor python3, or neither sha256sum nor python3
+  download_failed,       // curl could not download a layer's shard (HTTP error, timeout, unreachable storage)
+  digest_mismatch,       // a downloaded shard's SHA-256 is not the one the plan names
+  unzip_failed,          // a shard could not be extracted (a damaged zip, a full disk)
+  cache_lock_timeout,    // another run held the node's layer cache past agent.cache_lock_timeout
+  cache_failed,          // the node's layer cache could not be created or changed (permissions, disk full)
+  materialise_failed,    // the node-side script failed without saying why (its stderr is in the diagnostics)
+};
+
+const boost::system::error_category& category();
+
+inline boost::system::error_code make_error_code(errc e) { return {static_cast<int>(e), category()}; }
+
+}  // namespace ferry::agent
+
+template <>
+struct boost::system::is_error_code_enum<ferry::agent::errc> : std::true_type {};
