@@ -145,6 +145,9 @@ int run_cli(int argc, char** argv) {
   add_pack_command(app, selected);
   add_nodes_commands(app, selected);
   add_exec_command(app, selected);
+  add_run_command(app, selected);
+  add_map_command(app, selected);
+  add_warmup_command(app, selected);
   // The user's command after `--` is set aside before parsing: CLI11 would read its options as ours.
   int ours = 1;
   while (ours < argc && std::string_view(argv[ours]) != "--") ++ours;

@@ -28,13 +28,18 @@ result<std::unique_ptr<provision::provider>> provider_named(const command_contex
 
 net::ssh_peer peer_of(const provision::node& n) { return {n.id, n.host, n.port, n.user}; }
 
-provision::login_check ssh_login_check(const net::ssh_client_options& options) {
-  return [&options](tracing::action& parent, const provision::node& n,
-                    diagnostics& diag) -> boost::asio::awaitable<result<void>> {
+provision::login_check ssh_login_check(const net::ssh_client_options& options,
+                                      std::shared_ptr<net::ssh_session>* keep) {
+  return [&options, keep](tracing::action& parent, const provision::node& n,
+                          diagnostics& diag) -> boost::asio::awaitable<result<void>> {
     auto session = co_await net::ssh_connect(parent, peer_of(n), options, diag);
     if (!session) co_return session.error();
     auto ran = co_await net::run_command(parent, **session, "true", diag);
-    (*session)->close();
+    if (keep && ran && ran->exit.success()) {
+      *keep = std::move(*session);
+    } else {
+      (*session)->close();
+    }
     if (!ran) co_return ran.error();
     if (!ran->exit.success()) {
       diag.set(fmt::format("node {}: `true` ended with {}", n.id, ran->exit.describe()));

@@ -29,7 +29,9 @@ result<std::unique_ptr<provision::provider>> provider_named(const command_contex
 // How ferry's SSH client reaches a node.
 net::ssh_peer peer_of(const provision::node& n);
 
-// Readiness's last stage through ferry's own SSH client: log in and run `true`.
-provision::login_check ssh_login_check(const net::ssh_client_options& options);
+// Readiness's last stage through ferry's own SSH client: log in and run `true`. With `keep`, the session
+// of the login that succeeded is handed over there instead of closed (it lives as long as the check).
+provision::login_check ssh_login_check(const net::ssh_client_options& options,
+                                      std::shared_ptr<net::ssh_session>* keep = nullptr);
 
 }  // namespace ferry::agent

@@ -10,7 +10,7 @@
 //   ferry:provision:terminate   ends a node's provisioned time at its end (one that never ended does not)
 // Also written, and shown like any other action: ferry:provision:node (one node's life from create to
 // ready), ferry:provision:create, ferry:provision:wait_until_running, ferry:provision:wait_for_ssh,
-// ferry:agent:materialise.
+// ferry:materialise (per node) and its ferry:materialise:* steps.
 //
 // Fields:
 //   node          string (or integer) node id, in the start message of any action or in any message that

@@ -26,5 +26,8 @@ void add_storage_commands(CLI::App& app, selected_command& selected);
 void add_pack_command(CLI::App& app, selected_command& selected);
 void add_nodes_commands(CLI::App& app, selected_command& selected);
 void add_exec_command(CLI::App& app, selected_command& selected);
+void add_run_command(CLI::App& app, selected_command& selected);
+void add_map_command(CLI::App& app, selected_command& selected);
+void add_warmup_command(CLI::App& app, selected_command& selected);
 
 }  // namespace ferry::agent

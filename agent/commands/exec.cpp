@@ -7,6 +7,7 @@
 #include "agent/exit_code.hpp"
 #include "agent/node_access.hpp"
 #include "agent/node_output.hpp"
+#include "agent/task_outcome.hpp"
 #include "net/cancellation.hpp"
 #include "net/run_all.hpp"
 #include "net/ssh_exec.hpp"
@@ -16,7 +17,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <csignal>
 #include <ctime>
 
 namespace ferry::agent {
@@ -33,24 +33,6 @@ int report(tracing::action& act, const error_code& ec, const diagnostics& diag) 
   act.fail(ec, diag);
   fmt::print(stderr, "ferry: error: {}\n", describe(ec, diag));
   return ec == asio::error::operation_aborted ? exit_code::interrupted : exit_code::failure;
-}
-
-int signal_number(std::string_view name) {
-  static constexpr std::pair<std::string_view, int> known[] = {
-      {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"ILL", SIGILL},   {"TRAP", SIGTRAP},
-      {"ABRT", SIGABRT}, {"BUS", SIGBUS},   {"FPE", SIGFPE},   {"KILL", SIGKILL}, {"USR1", SIGUSR1},
-      {"SEGV", SIGSEGV}, {"USR2", SIGUSR2}, {"PIPE", SIGPIPE}, {"ALRM", SIGALRM}, {"TERM", SIGTERM}};
-  for (const auto& [n, v] : known) {
-    if (n == name) return v;
-  }
-  return 0;
-}
-
-// The exit code a shell would give for the remote command's end.
-int exit_code_of(const net::exit_info& e) {
-  if (e.status) return *e.status;
-  const int sig = signal_number(e.signal);
-  return sig ? 128 + sig : exit_code::failure;
 }
 
 result<std::vector<provision::node>> chosen_nodes(const node_access& access, const exec_args& args,

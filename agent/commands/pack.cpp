@@ -4,6 +4,7 @@
 #include "agent/commands/command.hpp"
 
 #include "agent/exit_code.hpp"
+#include "agent/pack_job.hpp"
 #include "agent/progress_bar.hpp"
 #include "net/run_all.hpp"
 #include "net/s3_session.hpp"
@@ -41,57 +42,6 @@ int report(tracing::action& act, const error_code& ec, const diagnostics& diag) 
   act.fail(ec, diag);
   fmt::print(stderr, "ferry: error: {}\n", describe(ec, diag));
   return ec == asio::error::operation_aborted ? exit_code::interrupted : exit_code::failure;
-}
-
-packaging::discover_options discover_options_for(const command_context& ctx) {
-  const auto& s = ctx.config.values;
-  packaging::discover_options o;
-  o.python = s.packaging.python;
-  o.working_dir = std::filesystem::current_path();
-  o.ship_site_packages = s.packaging.ship_site_packages;
-  o.timeout = s.packaging.discover_timeout;
-  o.cache_file = s.dirs.cache / "discovery.json";
-  return o;
-}
-
-// The shipped sys.path entries as roots to pack, in order; what cannot ship is said, never dropped quietly.
-std::vector<packaging::root_spec> roots_of(const packaging::discovery& found, std::vector<std::string>& warnings) {
-  std::vector<packaging::root_spec> roots;
-  for (const auto* e : found.shipped()) {
-    using k = packaging::discovery_entry::kind;
-    packaging::root_spec r;
-    r.path = e->path;
-    r.index = roots.size();
-    switch (e->what) {
-      case k::workspace: r.type = packaging::root_spec::kind::workspace; break;
-      case k::site_packages: r.type = packaging::root_spec::kind::site_packages; break;
-      case k::zip_file:
-        warnings.push_back(fmt::format("{}: a zip file on sys.path is not packed; unpack it into a directory",
-                                       e->path.string()));
-        continue;
-      default: r.type = packaging::root_spec::kind::other; break;
-    }
-    roots.push_back(std::move(r));
-  }
-  return roots;
-}
-
-packaging::pack_settings pack_settings_for(const command_context& ctx, const pack_args& args) {
-  const auto& s = ctx.config.values;
-  packaging::pack_settings p;
-  p.scan.ignore.excludes = s.packaging.excludes;
-  p.scan.follow_external = s.packaging.external_symlinks == "follow";
-  p.scan.large_file_warning = s.packaging.large_file_warning.bytes;
-  p.scan.shard_size = s.packaging.shard_size.bytes;
-  p.scan.threads = s.packaging.hash_threads > 0 ? static_cast<std::size_t>(s.packaging.hash_threads)
-                                                : std::max(1u, std::thread::hardware_concurrency());
-  p.zip.level = s.packaging.compression_level;
-  p.max_layer_size = s.packaging.max_layer_size.bytes;
-  p.force = args.force;
-  p.dry_run = args.dry_run || args.explain;
-  p.check_concurrency = static_cast<std::size_t>(std::max(1, s.s3.max_concurrency));
-  p.upload_concurrency = packaging::upload_workers(p.scan.threads, p.check_concurrency);
-  return p;
 }
 
 // Redraws "hashing ..." then "uploading ..." on stderr until stopped.
@@ -153,11 +103,19 @@ json::object json_report(const packaging::pack_report& r, const packaging::disco
                          const std::string& bucket, double seconds) {
   json::array layers;
   for (const auto& l : r.layers) {
-    json::array keys;
-    for (const auto& s : l.packed->shards) keys.push_back(json::string(net::to_hex(s.id)));
+    json::array shards;
+    for (const auto& s : l.packed->shards) {
+      // The digest of the stored zip, as the manifest has it; null when not known (a dry run, no storage).
+      const auto digest = r.digests.find(s.id);
+      const bool known = digest != r.digests.end();
+      shards.push_back(json::object{
+          {"id", net::to_hex(s.id)},
+          {"sha256", known ? json::value(net::to_hex(digest->second.sha256)) : json::value(nullptr)},
+          {"zip_bytes", known ? json::value(digest->second.zip_bytes) : json::value(nullptr)}});
+    }
     layers.push_back(json::object{{"name", l.packed->name}, {"root", l.packed->root_index},
                                   {"id", net::to_hex(l.packed->id)}, {"files", l.packed->files.size()},
-                                  {"bytes", l.packed->bytes}, {"shards", std::move(keys)},
+                                  {"bytes", l.packed->bytes}, {"shards", std::move(shards)},
                                   {"status", status_name(l.status)}, {"zip_bytes", l.zip_bytes}});
   }
   json::array warnings;
@@ -240,35 +198,27 @@ asio::awaitable<int> pack(command_context& ctx, const pack_args& args) {
   const auto& s = ctx.config.values;
   auto act = ctx.trace.child("ferry:pack", {{"dry_run", args.dry_run}, {"explain", args.explain}});
   diagnostics diag;
-  auto found = co_await packaging::discover(act, discover_options_for(ctx), diag);
-  if (!found) co_return report(act, found.error(), diag);
-  std::vector<std::string> warnings;
-  const auto roots = roots_of(*found, warnings);
-
-  auto settings = pack_settings_for(ctx, args);
-  std::optional<net::s3_session> session;
-  if (!s.storage.url.empty() && !args.explain) {
-    auto url = net::parse_s3_url(s.storage.url, diag);
-    if (!url) co_return report(act, url.error(), diag);
-    settings.bucket = url->bucket;
-    settings.prefix = url->key;
-    auto opened = net::open_s3_session(ctx.io, ctx.cpu, s, net::process_environment(), diag);
-    if (!opened) co_return report(act, opened.error(), diag);
-    session = std::move(*opened);
-  } else if (s.storage.url.empty() && !args.dry_run && !args.explain) {
+  if (s.storage.url.empty() && !args.dry_run && !args.explain) {
     fmt::print(stderr, "ferry: error: storage.url is not set: put storage.url = \"s3://BUCKET/PREFIX\" in ferry.toml "
                        "or set FERRY_STORAGE_URL (or pass --dry-run)\n");
     act.fail_exception("usage", "no storage.url");
     co_return exit_code::usage;
   }
+  std::optional<net::s3_session> session;
+  if (!args.explain) {
+    auto opened = open_storage(ctx, diag);
+    if (!opened) co_return report(act, opened.error(), diag);
+    session = std::move(*opened);
+  }
+  pack_request request;
+  request.dry_run = args.dry_run || args.explain;
+  request.force = args.force;
+  request.need_storage = false;
 
-  auto cache = packaging::hash_cache::load(s.dirs.cache / "hashes.bin", nullptr);
   packaging::pack_progress progress;
-  const packaging::python_info python{found->version, found->platform_tag, found->executable.string()};
-  result<packaging::pack_report> packed = error_code(asio::error::operation_aborted);
+  result<pack_outcome> packed = error_code(asio::error::operation_aborted);
   auto work = [&]() -> asio::awaitable<void> {
-    packed = co_await packaging::pack(act, ctx.cpu, session ? session->s3.get() : nullptr, roots, python, settings,
-                                      cache, &progress, diag);
+    packed = co_await run_pack(act, ctx, session ? &*session : nullptr, request, &progress, diag);
   };
   if (ctx.interactive && ctx.options.verbosity >= 0 && !args.json_output) {
     pack_view view(ctx.io, progress);
@@ -283,20 +233,19 @@ asio::awaitable<int> pack(command_context& ctx, const pack_args& args) {
     co_await work();
   }
   if (!packed) co_return report(act, packed.error(), diag);
-  for (const auto& w : packed->scan.warnings) warnings.push_back(w.path + ": " + w.message);
-  for (const auto& w : warnings) fmt::print(stderr, "ferry: warning: {}\n", w);
+  for (const auto& w : packed->warnings) fmt::print(stderr, "ferry: warning: {}\n", w);
 
+  const auto& r = packed->report;
   const double seconds = std::chrono::duration<double>(clock_type::now() - start).count();
   if (args.json_output) {
-    fmt::print("{}\n", json::serialize(json_report(*packed, *found, settings.bucket, seconds)));
+    fmt::print("{}\n", json::serialize(json_report(r, packed->found, packed->settings.bucket, seconds)));
   } else if (args.explain) {
-    print_explanation(*packed, roots, args, settings);
+    print_explanation(r, packed->roots, args, packed->settings);
   } else if (ctx.options.verbosity >= 0) {
-    print_summary(*packed, *found, settings.bucket, settings.dry_run, seconds);
+    print_summary(r, packed->found, packed->settings.bucket, packed->settings.dry_run, seconds);
   }
-  act.succeed({{"layers", packed->layers.size()}, {"files", packed->scan.files},
-               {"uploaded_shards", packed->uploaded_shards}, {"uploaded_bytes", packed->uploaded_bytes},
-               {"manifest", packed->manifest_key}});
+  act.succeed({{"layers", r.layers.size()}, {"files", r.scan.files}, {"uploaded_shards", r.uploaded_shards},
+               {"uploaded_bytes", r.uploaded_bytes}, {"manifest", r.manifest_key}});
   co_return exit_code::success;
 }
 

@@ -7,6 +7,7 @@
 #include "support/temp_dir.hpp"
 
 #include "../provision/local_node_guard.hpp"
+#include "ec2_harness.hpp"
 
 #include <boost/json.hpp>
 #include <fmt/format.h>
@@ -137,60 +138,6 @@ TEST_F(nodes_cli, ctrl_c_on_exec_kills_the_remote_process_and_exits_130) {
   EXPECT_TRUE(gone) << "the remote sleep (pid " << pid << ") outlived ferry exec";
   EXPECT_EQ(run_ferry({"nodes", "down", "--all"}, o).exit_code, 0);
 }
-
-// moto's instances become real nodes: for each running instance with a private address, after a delay
-// like a booting VM's, a real sshd in a network namespace at that address, authorizing ferry's key.
-class instance_harness {
- public:
-  instance_harness(const moto_server& moto, fs::path dir, std::string public_key)
-      : moto_(moto), dir_(std::move(dir)), public_key_(std::move(public_key)), thread_([this] { loop(); }) {}
-  ~instance_harness() {
-    stop_ = true;
-    thread_.join();
-  }
-  int started() const { return started_; }
-  local_node_guard& guard() { return guard_; }
-
- private:
-  void loop() {
-    auto out = tracing::sink::discard();
-    auto root = tracing::action::start_task(*out, "test:harness");
-    std::set<std::string> seen;
-    while (!stop_) {
-      const auto r = moto_.aws({"ec2", "describe-instances", "--filters", "Name=instance-state-name,Values=running",
-                                "--query", "Reservations[].Instances[].[InstanceId,PrivateIpAddress]",
-                                "--output", "text"});
-      std::istringstream lines(r.out);
-      std::string id, ip;
-      while (lines >> id >> ip) {
-        if (!seen.insert(id).second) continue;
-        provision::local::machine_spec spec;
-        spec.id = "h" + id.substr(id.size() - 8);
-        spec.dir = dir_ / id;
-        spec.address = ip;
-        spec.authorized_key = public_key_;
-        spec.boot_delay = std::chrono::milliseconds(1500);
-        diagnostics diag;
-        auto m = run_io(provision::local::start_machine(root, spec, diag));
-        if (m) {
-          guard_.watch(*m);
-          ++started_;
-        } else {
-          ADD_FAILURE() << "harness: " << diag.message;
-        }
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    }
-  }
-
-  const moto_server& moto_;
-  fs::path dir_;
-  std::string public_key_;
-  local_node_guard guard_;
-  std::atomic<bool> stop_{false};
-  std::atomic<int> started_{0};
-  std::thread thread_;
-};
 
 TEST_F(nodes_cli, ec2_nodes_from_moto_come_up_and_readiness_finds_their_sshd) {
   moto_server moto({.auth = true});

@@ -1,0 +1,334 @@
+// `ferry map (--range A..B | --inputs FILE) [--concurrency K] [--retries R] [--output DIR] -- CMD ...{}...`:
+// one task per input, spread over the job's nodes with K at once on each. A task that exits non-zero, or
+// whose node is lost, is tried again (on another node when there is one) up to R more times; a lost node
+// is replaced while tasks wait, up to nodes.max_nodes. Each task's exit code and output are kept: JSON
+// lines on stdout, or with --output, DIR/<task>.out and .err and DIR/tasks.jsonl. A summary (done, failed,
+// retried; time per task) and the start-up breakdown end on stderr; the exit code is 0 when every task
+// succeeded.
+#include "agent/commands/command.hpp"
+
+#include "agent/error.hpp"
+#include "agent/exit_code.hpp"
+#include "agent/job.hpp"
+#include "agent/map_inputs.hpp"
+#include "agent/map_schedule.hpp"
+#include "agent/node_output.hpp"
+#include "agent/task_command.hpp"
+#include "agent/task_outcome.hpp"
+#include "net/cancellation.hpp"
+#include "net/error.hpp"
+#include "net/run_all.hpp"
+#include "net/ssh_exec.hpp"
+#include "tracing/percentiles.hpp"
+
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/json.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+
+namespace ferry::agent {
+namespace {
+
+namespace asio = boost::asio;
+namespace json = boost::json;
+
+struct map_args {
+  std::string range;
+  std::string inputs;
+  int concurrency = 0;  // 0: agent.concurrency
+  int retries = -1;     // -1: agent.retries
+  int nodes = 0;        // 0: nodes.count
+  std::string output;
+  std::vector<std::string> env;
+  std::vector<std::string> command;
+};
+
+constexpr std::size_t max_inputs = 1'000'000;
+
+int report(tracing::action& act, const error_code& ec, const diagnostics& diag) {
+  act.fail(ec, diag);
+  fmt::print(stderr, "ferry: error: {}\n", describe(ec, diag));
+  if (ec == asio::error::operation_aborted) return exit_code::interrupted;
+  return ec == errc::bad_task_input ? exit_code::usage : exit_code::failure;
+}
+
+// Everything the workers of all nodes share. All of it lives on the I/O thread.
+struct map_state {
+  map_state(asio::any_io_executor io, map_schedule s) : schedule(std::move(s)), wake(std::move(io)) {
+    wake.expires_at(asio::steady_timer::time_point::max());
+  }
+  map_schedule schedule;
+  asio::steady_timer wake;  // never expires: cancelling it wakes every waiting worker and the replacer
+  const map_args* args = nullptr;
+  env_vars vars;
+  std::size_t per_node = 1;
+  std::size_t output_limit = 0;
+  std::size_t live_nodes = 0;
+  std::size_t lost_nodes = 0;
+  bool job_over = false;
+  std::filesystem::path output;
+  std::FILE* results = nullptr;  // tasks.jsonl under --output, else stdout
+  std::vector<double> durations;
+  double submitted_at = 0;
+  double ran = 0;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+
+  void notify() { wake.cancel(); }
+  asio::awaitable<bool> wait() {  // false when cancelled
+    error_code ec;
+    co_await wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    co_return !(co_await net::cancelled());
+  }
+};
+
+void record(map_state& st, const map_task& t) {
+  json::object line{{"task", t.index},   {"input", t.input},       {"exit_code", t.exit_code},
+                    {"node", t.node},    {"attempts", t.attempts}, {"seconds", t.seconds},
+                    {"ok", t.now == map_task::state::done}};
+  if (!t.error.empty()) line["error"] = t.error;
+  if (st.output.empty()) {
+    line["stdout"] = t.out;
+    line["stderr"] = t.err;
+  } else {
+    std::ofstream(st.output / fmt::format("{}.out", t.index), std::ios::binary) << t.out;
+    std::ofstream(st.output / fmt::format("{}.err", t.index), std::ios::binary) << t.err;
+  }
+  fmt::print(st.results, "{}\n", json::serialize(line));
+  std::fflush(st.results);
+}
+
+// One attempt of task i on this node. Returns false when the node is lost.
+asio::awaitable<bool> attempt(tracing::action& job_act, job_node& jn, map_state& st, std::size_t i) {
+  auto& t = st.schedule.task(i);
+  auto task = job_act.child("ferry:agent:task", {{"node", jn.ready.node.id},
+                                                  {"submitted_at", st.submitted_at},
+                                                  {"task", i},
+                                                  {"input", t.input},
+                                                  {"attempt", t.attempts}});
+  net::collect_sink sink(st.output_limit);
+  net::exec_request request;
+  request.command = task_command(jn.env, task.serialize_task_id(), st.vars, command_for(st.args->command, t.input));
+  request.output = &sink;
+  const auto begin = std::chrono::steady_clock::now();
+  diagnostics diag;
+  auto done = co_await net::exec(task, *jn.ready.session, request, diag);
+  t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  t.out = std::move(sink.out);
+  t.err = std::move(sink.err);
+  if (done) {
+    const int code = exit_code_of(*done);
+    const auto v = st.schedule.exited(i, code);
+    if (code == 0) {
+      task.succeed({{"exit_code", 0}});
+    } else {
+      task.fail_exception("exit", fmt::format("exit code {}", code));
+    }
+    if (v != map_schedule::verdict::retry) {
+      st.durations.push_back(t.seconds);
+      record(st, t);
+    }
+    co_return true;
+  }
+  task.fail(done.error(), diag);
+  const auto why = describe(done.error(), diag);
+  const bool cancelled = co_await net::cancelled();
+  if (cancelled || done.error() == net::errc::output_too_large) {
+    st.schedule.broke(i, why);
+    record(st, t);
+    co_return !cancelled;
+  }
+  if (st.schedule.node_lost(i, fmt::format("node {}: {}", jn.ready.node.id, why)) == map_schedule::verdict::failed) {
+    record(st, t);
+  }
+  co_return false;
+}
+
+struct node_slot {
+  bool lost = false;
+};
+
+asio::awaitable<void> worker(tracing::action& job_act, job_node& jn, map_state& st, node_slot& slot) {
+  co_await net::accept_cancellation();
+  while (!st.schedule.finished() && !slot.lost) {
+    auto next = st.schedule.take(jn.ready.node.id, st.live_nodes);
+    if (!next) {
+      if (!co_await st.wait()) break;
+      continue;
+    }
+    if (!co_await attempt(job_act, jn, st, *next)) {
+      if (!slot.lost) {
+        slot.lost = true;
+        ++st.lost_nodes;
+      }
+    }
+    st.notify();
+    if (co_await net::cancelled()) break;
+  }
+}
+
+asio::awaitable<void> on_node(tracing::action& job_act, job_node& jn, map_state& st) {
+  node_slot slot;
+  ++st.live_nodes;
+  std::vector<asio::awaitable<void>> workers;
+  for (std::size_t k = 0; k < st.per_node; ++k) workers.push_back(worker(job_act, jn, st, slot));
+  co_await net::run_all(std::move(workers));
+  --st.live_nodes;
+  if (slot.lost) job_act.log("ferry:map:node_lost", {{"node", jn.ready.node.id}});
+  st.notify();
+}
+
+// Replaces lost nodes while tasks wait, one at a time, up to nodes.max_nodes in all.
+asio::awaitable<void> replacer(job& j, map_state& st, std::size_t max_nodes, std::size_t started) {
+  co_await net::accept_cancellation();
+  std::size_t replaced = 0;
+  while (!st.schedule.finished()) {
+    if (st.lost_nodes > replaced && started < max_nodes && st.schedule.waiting() > 0) {
+      ++replaced;
+      ++started;
+      co_await j.add_nodes(1);
+      continue;
+    }
+    if (st.job_over) break;
+    if (!co_await st.wait()) break;
+  }
+}
+
+asio::awaitable<void> run_job(job& j, map_state& st, std::size_t count, job_work work, diagnostics& diag,
+                              result<void>& out) {
+  co_await net::accept_cancellation();
+  out = co_await j.run(count, std::move(work), diag);
+  st.job_over = true;
+  st.notify();
+}
+
+void print_summary(const map_state& st, double seconds) {
+  const auto p = tracing::summarise(st.durations);
+  fmt::print(stderr, "ferry: map: {} tasks: {} done, {} failed, {} retried; per task p50 {:.2f} s, p99 {:.2f} s; "
+                     "{:.2f} s in all\n",
+             st.schedule.tasks().size(), st.schedule.done(), st.schedule.failed(), st.schedule.retried(), p.p50,
+             p.p99, seconds);
+}
+
+result<std::vector<std::string>> inputs_of(const map_args& args, diagnostics& diag) {
+  if (args.range.empty() == args.inputs.empty()) {
+    diag.set("give the inputs with either --range A..B or --inputs FILE");
+    return error_code(errc::bad_task_input);
+  }
+  if (!args.range.empty()) return range_inputs(args.range, max_inputs, diag);
+  return file_inputs(args.inputs, diag);
+}
+
+asio::awaitable<int> map(command_context& ctx, const map_args& args) {
+  auto& act = ctx.trace;
+  const auto& s = ctx.config.values;
+  diagnostics diag;
+  if (args.command.empty()) {
+    fmt::print(stderr, "ferry: error: give the command after --, e.g. ferry map --range 1..20 -- python job.py {{}}\n");
+    co_return exit_code::usage;
+  }
+  auto inputs = inputs_of(args, diag);
+  if (!inputs) co_return report(act, inputs.error(), diag);
+  map_state st(ctx.io, map_schedule(std::move(*inputs), args.retries >= 0 ? args.retries : s.agent.retries));
+  st.args = &args;
+  for (const auto& e : args.env) {
+    std::pair<std::string, std::string> kv;
+    std::string why;
+    if (!parse_env_var(e, kv, why)) {
+      fmt::print(stderr, "ferry: error: {}\n", why);
+      co_return exit_code::usage;
+    }
+    st.vars.push_back(std::move(kv));
+  }
+  st.output_limit = static_cast<std::size_t>(s.agent.task_output_limit.bytes);
+  st.per_node = static_cast<std::size_t>(std::max(1, args.concurrency > 0 ? args.concurrency : s.agent.concurrency));
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> results(nullptr, std::fclose);
+  st.results = stdout;
+  if (!args.output.empty()) {
+    st.output = args.output;
+    std::error_code fs_ec;
+    std::filesystem::create_directories(st.output, fs_ec);
+    results.reset(std::fopen((st.output / "tasks.jsonl").c_str(), "w"));
+    if (fs_ec || !results) {
+      diag.set(fmt::format("--output {}: cannot write there", args.output));
+      co_return report(act, errc::bad_task_input, diag);
+    }
+    st.results = results.get();
+  }
+
+  const auto tasks = st.schedule.tasks().size();
+  const auto wanted = (tasks + st.per_node - 1) / st.per_node;
+  const auto max_nodes = static_cast<std::size_t>(std::max(1, s.nodes.max_nodes));
+  const auto first = static_cast<std::size_t>(args.nodes > 0 ? args.nodes : s.nodes.count);
+  // More nodes than nodes.count only while tasks would otherwise wait for a free slot.
+  const auto count = std::max<std::size_t>(1, std::min({std::max(first, wanted), max_nodes, wanted}));
+  act.log("ferry:map:tasks", {{"tasks", tasks}, {"per_node", st.per_node}, {"nodes", count}});
+
+  job j(ctx, act);
+  if (auto opened = j.open("", diag); !opened) co_return report(act, opened.error(), diag);
+  st.submitted_at = unix_now();
+  auto work = [&act, &st](job_node& jn) { return on_node(act, jn, st); };
+  result<void> ran;
+  std::vector<asio::awaitable<void>> parts;
+  parts.push_back(run_job(j, st, count, work, diag, ran));
+  parts.push_back(replacer(j, st, max_nodes, count));
+  co_await net::run_all(std::move(parts));
+  if (co_await net::cancelled()) co_return report(act, asio::error::operation_aborted, diag);
+  if (!st.schedule.finished()) {
+    st.schedule.fail_waiting("no node was left to run it");
+    for (const auto& t : st.schedule.tasks()) {
+      if (t.now == map_task::state::failed && t.error == "no node was left to run it") record(st, t);
+    }
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - st.start).count();
+  if (!ran && st.schedule.done() == 0) co_return report(act, ran.error(), diag);
+  for (const auto& f : j.failures()) fmt::print(stderr, "ferry: warning: {}\n", f);
+  if (ctx.options.verbosity >= 0) {
+    print_summary(st, seconds);
+    fmt::print(stderr, "ferry: {}\n", startup_line(j.times(), seconds - j.times().ready));
+  }
+  if (st.schedule.failed() > 0) {
+    act.fail_exception("tasks", fmt::format("{} of {} tasks failed", st.schedule.failed(), tasks));
+    co_return exit_code::failure;
+  }
+  co_return exit_code::success;
+}
+
+}  // namespace
+
+void add_map_command(CLI::App& app, selected_command& selected) {
+  auto args = std::make_shared<map_args>();
+  auto provider = std::make_shared<std::string>();
+  auto* cmd = app.add_subcommand("map", "run a command once per input, spread over nodes");
+  cmd->add_option("--range", args->range, "inputs A..B, both included");
+  cmd->add_option("--inputs", args->inputs, "a file of inputs, one per line (- for stdin)");
+  cmd->add_option("--concurrency", args->concurrency, "tasks at once per node (agent.concurrency)")
+      ->check(CLI::Range(1, 1024));
+  cmd->add_option("--retries", args->retries, "further attempts of a failed task (agent.retries)")
+      ->check(CLI::Range(0, 100));
+  cmd->add_option("--nodes", args->nodes, "nodes to start with (nodes.count)")->check(CLI::Range(1, 1000));
+  cmd->add_option("--output", args->output, "write each task's output to DIR/<task>.out and .err");
+  cmd->add_option("--provider", *provider, "local, ssh or ec2 (nodes.provider)");
+  cmd->add_option("--env", args->env, "set NAME=VALUE in each task's environment (repeatable)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd->prefix_command();
+  cmd->allow_extras();
+  cmd->footer("  ferry map --range 1..20 -- python job.py {}");
+  cmd->callback([&selected, args, provider, cmd] {
+    args->command = cmd->remaining();
+    selected.action_type = "ferry:map";
+    selected.takes_command = true;
+    if (!provider->empty()) selected.config_flags.push_back({"nodes.provider", *provider, "--provider"});
+    selected.run = [args](command_context& ctx) {
+      if (args->command.empty()) args->command = ctx.options.command;
+      return map(ctx, *args);
+    };
+  });
+}
+
+}  // namespace ferry::agent

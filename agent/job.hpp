@@ -1,0 +1,97 @@
+#pragma once
+// One job (`ferry run`, `ferry map`, `ferry warmup`): the project is packed while nodes are provided, and
+// each node, as soon as it is ready and the layers are in storage, materialises them; then the job's own
+// work runs there. Pack and provision overlap; every node goes at its own pace.
+//
+// Trace, inside the job's action: `ferry:pack` alongside `ferry:provision` (node_pool.hpp), then per node
+// `ferry:agent:materialise` (materialise.hpp), then whatever the job's work writes (`ferry:agent:task`).
+#include "agent/command_context.hpp"
+#include "agent/materialise.hpp"
+#include "agent/node_access.hpp"
+#include "agent/node_pool.hpp"
+#include "agent/pack_job.hpp"
+#include "net/async_event.hpp"
+
+#include <boost/asio/awaitable.hpp>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ferry::agent {
+
+// What a node holds for the job, and the node itself.
+struct job_node {
+  ready_node& ready;
+  const environment& env;
+};
+
+using job_work = std::function<boost::asio::awaitable<void>(job_node&)>;
+
+// Where the start-up time went: the line every run ends with.
+struct startup_times {
+  double pack = 0;            // seconds from the start until the layers were in storage
+  std::size_t layers = 0;
+  std::size_t layers_cached = 0;  // already in storage
+  double nodes = 0;           // until the last node was ready
+  std::size_t nodes_new = 0;
+  std::size_t nodes_warm = 0;
+  double env = 0;             // the longest materialise
+  std::size_t layers_fetched = 0;  // downloads over all nodes
+  double ready = 0;           // from the start until the last node began the work
+};
+
+// "ready in 1.3 s: pack 0.4 s (12/14 cached), nodes 0.6 s (1 new), env 0.2 s (2 layers); ran 4.1 s"
+std::string startup_line(const startup_times& t, double ran);
+
+class job {
+ public:
+  job(const command_context& ctx, tracing::action& act);
+  ~job();
+
+  // Storage, ferry's key, the node registry and the provider (`provider`: "" = nodes.provider). Bad
+  // settings fail here, before anything starts.
+  result<void> open(std::string_view provider, diagnostics& diag);
+
+  // Packs while `count` nodes are provided; runs `work` on each node once its environment is in place.
+  // Fails when the pack fails, or when no node got as far as the work; nodes that failed are in
+  // failures() either way.
+  boost::asio::awaitable<result<void>> run(std::size_t count, job_work work, diagnostics& diag);
+
+  // More nodes while run() runs (a map whose tasks wait, a node lost): the same path, the same work.
+  boost::asio::awaitable<void> add_nodes(std::size_t count);
+
+  const startup_times& times() const { return times_; }
+  const std::vector<std::string>& failures() const { return failures_; }
+  const pack_outcome* packed() const { return packed_ ? &*packed_ : nullptr; }
+  std::size_t nodes_working() const { return working_; }
+
+ private:
+  boost::asio::awaitable<void> pack_step(diagnostics& diag);
+  boost::asio::awaitable<void> on_node(ready_node& node);
+  boost::asio::awaitable<void> provide(std::size_t count);
+  double since_start() const;
+
+  const command_context& ctx_;
+  tracing::action& act_;
+  std::chrono::steady_clock::time_point start_;
+  std::optional<net::s3_session> storage_;
+  std::optional<node_access> access_;
+  std::unique_ptr<provision::provider> provider_;
+  std::unique_ptr<node_pool> pool_;
+  net::async_event packed_event_;
+  std::optional<pack_outcome> packed_;
+  error_code pack_error_;
+  diagnostics pack_diag_;
+  environment_plan plan_;
+  materialise_options materialise_;
+  job_work work_;
+  std::vector<std::string> failures_;
+  startup_times times_;
+  std::size_t working_ = 0;  // nodes whose work has begun
+};
+
+}  // namespace ferry::agent

@@ -1,0 +1,178 @@
+#include "agent/node_pool.hpp"
+
+#include "net/cancellation.hpp"
+#include "net/error.hpp"
+#include "net/run_all.hpp"
+#include "net/ssh_connect.hpp"
+#include "provision/readiness.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <ctime>
+
+namespace ferry::agent {
+
+namespace asio = boost::asio;
+
+namespace {
+
+std::int64_t now_seconds() { return static_cast<std::int64_t>(std::time(nullptr)); }
+
+// Running nodes of this provider, most recently used first: the warmest caches.
+std::vector<provision::node> warm_candidates(std::vector<provision::node> all, std::string_view provider,
+                                             const std::vector<std::string>& taken) {
+  std::vector<provision::node> out;
+  for (auto& n : all) {
+    if (n.provider != provider || n.state != provision::node_state::running) continue;
+    if (std::find(taken.begin(), taken.end(), n.id) != taken.end()) continue;
+    out.push_back(std::move(n));
+  }
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return std::max(a.last_used_at, a.created_at) > std::max(b.last_used_at, b.created_at);
+  });
+  return out;
+}
+
+}  // namespace
+
+// The group action of one round of provisioning: it ends when its last node is ready or has failed,
+// while the work on the nodes goes on.
+struct node_pool::round {
+  tracing::action act;
+  std::size_t pending;
+  provision_report* report;
+
+  void one_done() {
+    if (pending > 0 && --pending == 0) {
+      act.succeed({{"warm", report->warm}, {"created", report->created}, {"failed", report->failed}});
+    }
+  }
+};
+
+node_pool::node_pool(const command_context& ctx, node_access& access, provision::provider& provider)
+    : ctx_(ctx), access_(access), provider_(provider), start_(std::chrono::steady_clock::now()) {}
+
+void node_pool::note_ready(provision_report& report) {
+  report.until_ready = std::chrono::steady_clock::now() - start_;
+}
+
+asio::awaitable<void> node_pool::mark_used(tracing::action& act, provision::node& n) {
+  n.last_used_at = now_seconds();
+  diagnostics d;
+  (void)co_await access_.registry.update(act, n, d);
+}
+
+asio::awaitable<provision_report> node_pool::run_on_nodes(tracing::action& job, std::size_t count, node_work work) {
+  start_ = std::chrono::steady_clock::now();
+  co_return co_await add_nodes(job, count, std::move(work));
+}
+
+asio::awaitable<provision_report> node_pool::add_nodes(tracing::action& job, std::size_t count, node_work work) {
+  provision_report report;
+  round r{job.child("ferry:provision", {{"count", count}, {"provider", provider_.name()}}), count,
+            &report};
+  diagnostics diag;
+  auto registry = access_.registry.load(diag);
+  std::vector<provision::node> warm;
+  if (registry) warm = warm_candidates(std::move(*registry), provider_.name(), taken_);
+  if (warm.size() > count) warm.resize(count);
+  for (const auto& n : warm) taken_.push_back(n.id);
+
+  std::vector<asio::awaitable<void>> tasks;
+  for (auto& n : warm) tasks.push_back(take_warm(r, n, work));
+  if (count > warm.size()) tasks.push_back(make_new(r, count - warm.size(), work));
+  co_await net::run_all(std::move(tasks));
+  if (!r.act.finished()) r.act.succeed({{"warm", report.warm}, {"created", report.created}, {"failed", report.failed}});
+  co_return report;
+}
+
+asio::awaitable<void> node_pool::take_warm(round& r, provision::node n, node_work& work) {
+  auto& report = *r.report;
+  auto act = r.act.child("ferry:provision:node", {{"node", n.id}, {"warm", true}});
+  diagnostics diag;
+  auto session = co_await net::ssh_connect(act, peer_of(n), access_.ssh, diag);
+  if (!session) {
+    act.fail(session.error(), diag);
+    if (co_await net::cancelled()) {
+      r.one_done();
+      co_return;
+    }
+    // A warm node that does not answer is gone (it stopped itself when idle, or its machine went away):
+    // end what is left of it and make another in its place.
+    r.act.log("ferry:provision:replace", {{"node", n.id}, {"reason", describe(session.error(), diag)}});
+    diagnostics d;
+    (void)co_await provider_.terminate(r.act, n, d);
+    (void)co_await access_.registry.remove(r.act, n.id, d);
+    co_await make_new(r, 1, work);
+    co_return;
+  }
+  co_await mark_used(act, n);
+  act.succeed();
+  ++report.warm;
+  note_ready(report);
+  r.one_done();
+  ready_node rn{std::move(n), std::move(*session), true};
+  co_await work(rn);
+  if (rn.session) rn.session->close();
+}
+
+asio::awaitable<void> node_pool::make_new(round& r, std::size_t count, node_work& work) {
+  auto& report = *r.report;
+  auto create = r.act.child("ferry:provision:create", {{"count", count}, {"provider", provider_.name()}});
+  diagnostics diag;
+  provision::node_spec spec;
+  spec.count = static_cast<int>(count);
+  auto created = co_await provider_.create(create, spec, diag);
+  if (!created) {
+    create.fail(created.error(), diag);
+    report.failed += count;
+    report.failures.push_back(fmt::format("{}: {}", provider_.name(), describe(created.error(), diag)));
+    for (std::size_t i = 0; i < count; ++i) r.one_done();
+    co_return;
+  }
+  for (auto& n : *created) {
+    taken_.push_back(n.id);
+    diagnostics d;
+    (void)co_await access_.registry.add(create, n, d);
+  }
+  create.succeed({{"nodes", created->size()}});
+  // A provider that made fewer nodes than asked leaves the rest of the round to nobody.
+  for (std::size_t i = created->size(); i < count; ++i) r.one_done();
+  std::vector<asio::awaitable<void>> tasks;
+  for (auto& n : *created) tasks.push_back(ready_new(r, n, work));
+  co_await net::run_all(std::move(tasks));
+}
+
+asio::awaitable<void> node_pool::ready_new(round& r, provision::node n, node_work& work) {
+  auto& report = *r.report;
+  auto act = r.act.child("ferry:provision:node", {{"node", n.id}, {"warm", false}});
+  diagnostics diag;
+  std::shared_ptr<net::ssh_session> session;
+  const auto login = ssh_login_check(access_.ssh, &session);
+  auto ready = co_await provision::wait_ready(act, provider_, n, login, access_.readiness, diag);
+  if (!ready || !session) {
+    const error_code ec = ready ? error_code(net::errc::session_closed) : ready.error();
+    act.fail(ec, diag);
+    ++report.failed;
+    report.failures.push_back(fmt::format("{}: {}", n.id, describe(ec, diag)));
+    // A node that never became ready is of no use to anyone later: end it now.
+    diagnostics d;
+    (void)co_await provider_.terminate(r.act, n, d);
+    (void)co_await access_.registry.remove(r.act, n.id, d);
+    r.one_done();
+    co_return;
+  }
+  n = std::move(*ready);
+  n.state = provision::node_state::running;
+  co_await mark_used(act, n);
+  act.succeed();
+  ++report.created;
+  note_ready(report);
+  r.one_done();
+  ready_node rn{std::move(n), std::move(session), false};
+  co_await work(rn);
+  if (rn.session) rn.session->close();
+}
+
+}  // namespace ferry::agent

@@ -1,0 +1,68 @@
+#pragma once
+// The nodes of one job. Warm nodes from the registry come first (those of the configured provider that
+// were running, most recently used first): each is taken as soon as an SSH session to it opens, and one
+// that does not answer is ended and forgotten. The rest are made by the provider in one call and each is
+// handed over the moment it is ready, so a job's work on one node starts while others still boot.
+//
+// Trace: `ferry:provision` holds `ferry:provision:create` (the provider's call) and one
+// `ferry:provision:node` per node (field `node`, and `warm`), which holds the readiness waits.
+#include "agent/command_context.hpp"
+#include "agent/node_access.hpp"
+#include "net/ssh_session.hpp"
+#include "provision/node.hpp"
+#include "provision/provider.hpp"
+
+#include <boost/asio/awaitable.hpp>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ferry::agent {
+
+struct ready_node {
+  provision::node node;
+  std::shared_ptr<net::ssh_session> session;
+  bool warm = false;  // from the registry, not made for this job
+};
+
+// A job's work on one node; runs in its own coroutine, as many at once as there are ready nodes.
+using node_work = std::function<boost::asio::awaitable<void>(ready_node&)>;
+
+struct provision_report {
+  std::size_t warm = 0;     // nodes taken from the registry
+  std::size_t created = 0;  // nodes made and ready
+  std::size_t failed = 0;   // nodes made that never became ready, and warm ones that did not answer
+  std::vector<std::string> failures;  // "node: why", one per failure
+  std::chrono::steady_clock::duration until_ready{};  // from the start until the last node was ready
+};
+
+class node_pool {
+ public:
+  node_pool(const command_context& ctx, node_access& access, provision::provider& provider);
+
+  // Gets `count` nodes and runs `work` on each as soon as it is ready; returns when every piece of work
+  // has returned. Nodes stay up and in the registry afterwards (the warm pool), marked as just used.
+  boost::asio::awaitable<provision_report> run_on_nodes(tracing::action& job, std::size_t count, node_work work);
+
+  // More nodes for the same job while it runs (a map whose tasks wait), with the same hand-over.
+  boost::asio::awaitable<provision_report> add_nodes(tracing::action& job, std::size_t count, node_work work);
+
+ private:
+  struct round;
+  boost::asio::awaitable<void> take_warm(round& r, provision::node n, node_work& work);
+  boost::asio::awaitable<void> make_new(round& r, std::size_t count, node_work& work);
+  boost::asio::awaitable<void> ready_new(round& r, provision::node n, node_work& work);
+  boost::asio::awaitable<void> mark_used(tracing::action& act, provision::node& n);
+  void note_ready(provision_report& report);
+
+  const command_context& ctx_;
+  node_access& access_;
+  provision::provider& provider_;
+  std::chrono::steady_clock::time_point start_;
+  std::vector<std::string> taken_;  // ids already handed over in this job
+};
+
+}  // namespace ferry::agent

@@ -1,0 +1,324 @@
+// `ferry run` and `ferry map` end to end through the ferry binary: a project with its own package and a
+// venv's site-packages, moto_server as storage (on the bridge address, where nodes reach it; signature
+// checking off, because moto fails presigned GETs while it is on), and real nodes: local ones (sshd in
+// network namespaces) and ec2 ones from moto brought up by the harness.
+#include "provision/local/network.hpp"
+#include "support/eliot.hpp"
+#include "support/moto.hpp"
+#include "support/process.hpp"
+#include "support/temp_dir.hpp"
+#include "tracing/sink.hpp"
+
+#include "../provision/io_runner.hpp"
+#include "../provision/local_node_guard.hpp"
+#include "ec2_harness.hpp"
+
+#include <boost/json.hpp>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <fstream>
+#include <thread>
+
+namespace ferry::test {
+namespace {
+
+namespace fs = std::filesystem;
+namespace json = boost::json;
+
+void write_file(const fs::path& p, const std::string& text) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p, std::ios::binary) << text;
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// The bridge must exist before moto can listen on its address; the first local node would make it too.
+bool bridge_up() {
+  auto out = tracing::sink::discard();
+  auto root = tracing::action::start_task(*out, "test:bridge");
+  diagnostics diag;
+  auto r = run_io(provision::local::ensure_bridge(root, std::chrono::seconds(30), diag));
+  if (!r) ADD_FAILURE() << diag.message;
+  return static_cast<bool>(r);
+}
+
+class run_cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "local nodes in network namespaces need root (CI runs as root)";
+    ASSERT_TRUE(bridge_up());
+    moto_.emplace(moto_options{.host = "10.200.0.1"});
+    moto_->make_bucket("ferry-run");
+    make_project();
+  }
+  void TearDown() override {
+    if (moto_) run_ferry({"nodes", "down", "--all"}, env());
+  }
+
+  // A workspace with its own package, and a venv whose site-packages holds a "third-party" package.
+  void make_project() {
+    write_file(project() / "app" / "__init__.py", "VALUE = 'from-app'\n");
+    write_file(project() / "main.py",
+               "import sys, app, thirdparty\n"
+               "print(app.VALUE, thirdparty.VALUE, sys.argv[1:])\n");
+    write_file(project() / ".gitignore", ".venv/\n");
+    ASSERT_EQ(run({"/usr/bin/python3", "-m", "venv", "--without-pip", (project() / ".venv").string()}).exit_code, 0);
+    const auto site = run({(project() / ".venv" / "bin" / "python").string(), "-c",
+                           "import sysconfig; print(sysconfig.get_paths()['purelib'])"});
+    ASSERT_EQ(site.exit_code, 0) << site.err;
+    site_ = site.out.substr(0, site.out.find('\n'));
+    write_file(fs::path(site_) / "thirdparty" / "__init__.py", "VALUE = 'from-venv'\n");
+    write_file(project() / "ferry.toml", "[packaging]\npython = \".venv/bin/python\"\n");
+  }
+
+  fs::path project() const { return home_ / "project"; }
+
+  process_options env() const {
+    process_options o;
+    for (const auto& [k, v] : moto_->process_env().env) o.env[k] = v;
+    o.unset_env = moto_->process_env().unset_env;
+    o.env["XDG_CONFIG_HOME"] = (home_ / "config").string();
+    o.env["XDG_STATE_HOME"] = (home_ / "state").string();
+    o.env["XDG_CACHE_HOME"] = (home_ / "cache").string();
+    o.env["HOME"] = home_.path().string();
+    o.env["FERRY_NODES_READY_TIMEOUT"] = "60s";
+    o.env["FERRY_STORAGE_URL"] = "s3://ferry-run/p";
+    o.unset_env.push_back("SSH_AUTH_SOCK");
+    o.cwd = project();
+    return o;
+  }
+
+  // Every action type in a trace file, in order.
+  std::vector<std::string> action_types(const fs::path& trace) const {
+    std::vector<std::string> out;
+    std::ifstream in(trace);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.empty()) continue;
+      const auto m = json::parse(line).as_object();
+      if (m.contains("action_type") && m.at("action_status").as_string() == "started") {
+        out.emplace_back(m.at("action_type").as_string());
+      }
+    }
+    return out;
+  }
+  static std::size_t count(const std::vector<std::string>& v, const std::string& what) {
+    return static_cast<std::size_t>(std::count(v.begin(), v.end(), what));
+  }
+
+  temp_dir home_;
+  local_node_guard guard_{home_ / "state" / "ferry" / "local"};
+  std::optional<moto_server> moto_;
+  std::string site_;
+};
+
+TEST_F(run_cli, run_ships_the_project_and_a_second_run_moves_nothing) {
+  auto o = env();
+  const auto trace1 = home_ / "run1.jsonl";
+  const auto first = run_ferry({"--trace", trace1.string(), "run", "--", "python3", "main.py", "a b", "$x"}, o);
+  ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
+  EXPECT_EQ(first.out, "from-app from-venv ['a b', '$x']\n");
+  EXPECT_TRUE(contains(first.err, "ready in ")) << first.err;
+  EXPECT_TRUE(contains(first.err, "(1 new)")) << first.err;
+  const auto types1 = action_types(trace1);
+  EXPECT_GE(count(types1, "ferry:materialise:download"), 2u);
+  EXPECT_EQ(count(types1, "ferry:agent:task"), 1u);
+  EXPECT_EQ(count(types1, "ferry:provision:node"), 1u);
+
+  // Nothing changed: nothing is uploaded, nothing downloaded, the node is the warm one.
+  const auto trace2 = home_ / "run2.jsonl";
+  const auto second = run_ferry({"--trace", trace2.string(), "run", "--", "python3", "main.py"}, o);
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_TRUE(contains(second.err, "nodes ")) << second.err;
+  EXPECT_TRUE(contains(second.err, "(warm)")) << second.err;
+  EXPECT_TRUE(contains(second.err, "env ")) << second.err;
+  EXPECT_TRUE(contains(second.err, "(cached)")) << second.err;
+  const auto types2 = action_types(trace2);
+  EXPECT_EQ(count(types2, "ferry:materialise:download"), 0u);
+  EXPECT_EQ(count(types2, "packaging:upload_shard") + count(types2, "s3:put_object") +
+                count(types2, "s3:create_multipart_upload"),
+            0u);
+
+  // A change to one file ships one layer, and the node sees it.
+  write_file(project() / "app" / "__init__.py", "VALUE = 'changed'\n");
+  const auto trace3 = home_ / "run3.jsonl";
+  const auto third = run_ferry({"--trace", trace3.string(), "run", "--", "python3", "main.py"}, o);
+  ASSERT_EQ(third.exit_code, 0) << third.err;
+  EXPECT_EQ(third.out, "changed from-venv []\n");
+  EXPECT_EQ(count(action_types(trace3), "ferry:materialise:download"), 1u);
+
+  // The command's exit code and signals come back.
+  EXPECT_EQ(run_ferry({"run", "--", "sh", "-c", "exit 7"}, o).exit_code, 7);
+  EXPECT_EQ(run_ferry({"run", "--", "sh", "-c", "kill -TERM $$"}, o).exit_code, 128 + SIGTERM);
+  const auto env_var = run_ferry({"run", "--env", "GREETING=hi there", "--", "sh", "-c", "echo \"$GREETING\""}, o);
+  EXPECT_EQ(env_var.out, "hi there\n") << env_var.err;
+  EXPECT_EQ(run_ferry({"run", "--env", "1BAD=x", "--", "true"}, o).exit_code, 2);
+}
+
+TEST_F(run_cli, a_python_program_continues_the_run_trace) {
+  auto o = env();
+  const auto python_trace = home_ / "python.jsonl";
+  write_file(project() / "traced.py",
+             "import os, eliot\n"
+             "eliot.to_file(open(os.environ['OUT'], 'a'))\n"
+             "with eliot.Action.continue_task(task_id=os.environ['FERRY_TASK_ID']):\n"
+             "    with eliot.start_action(action_type='user:work'):\n"
+             "        eliot.log_message(message_type='user:hello')\n");
+  const auto trace = home_ / "run.jsonl";
+  const auto r = run_ferry({"--trace", trace.string(), "run", "--env", "OUT=" + python_trace.string(), "--",
+                            "/usr/bin/python3", "traced.py"},
+                           o);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto parsed = run({"/usr/bin/python3", (fs::path(FERRY_SOURCE_DIR) / "tests/peers/eliot_check.py").string(),
+                           trace.string(), python_trace.string()});
+  ASSERT_EQ(parsed.exit_code, 0) << parsed.err;
+  const auto tasks = json::parse(parsed.out).as_array();
+  ASSERT_EQ(tasks.size(), 1u) << parsed.out;
+  EXPECT_TRUE(tasks[0].at("complete").as_bool()) << parsed.out;
+  EXPECT_EQ(tasks[0].at("root").at("action_type").as_string(), "ferry:run");
+  EXPECT_TRUE(contains(parsed.out, "\"user:work\"")) << parsed.out;
+  EXPECT_TRUE(contains(parsed.out, "\"ferry:pack\"")) << parsed.out;
+  EXPECT_TRUE(contains(parsed.out, "\"ferry:provision\"")) << parsed.out;
+}
+
+TEST_F(run_cli, map_runs_every_input_and_keeps_each_result) {
+  auto o = env();
+  const auto out_dir = home_ / "results";
+  const auto r = run_ferry({"map", "--range", "1..20", "--nodes", "2", "--concurrency", "4", "--output",
+                            out_dir.string(), "--", "sh", "-c", "echo $(( $1 * 2 )); [ $1 != 13 ] || exit 5", "_",
+                            "{}"},
+                           o);
+  EXPECT_EQ(r.exit_code, 1) << r.err;  // task 13 fails on every attempt
+  EXPECT_TRUE(contains(r.err, "20 tasks: 19 done, 1 failed")) << r.err;
+  std::ifstream in(out_dir / "tasks.jsonl");
+  std::string line;
+  std::size_t lines = 0;
+  while (std::getline(in, line)) {
+    const auto t = json::parse(line).as_object();
+    const auto index = t.at("task").as_int64();
+    const auto input = std::stoi(std::string(t.at("input").as_string()));
+    EXPECT_EQ(input, index + 1);
+    EXPECT_EQ(read_file(out_dir / fmt::format("{}.out", index)), fmt::format("{}\n", input * 2));
+    if (input == 13) {
+      EXPECT_EQ(t.at("exit_code").as_int64(), 5);
+      EXPECT_EQ(t.at("attempts").as_int64(), 3);  // agent.retries = 2
+    } else {
+      EXPECT_TRUE(t.at("ok").as_bool()) << line;
+    }
+    ++lines;
+  }
+  EXPECT_EQ(lines, 20u);
+}
+
+TEST_F(run_cli, a_node_lost_mid_map_leaves_its_tasks_to_the_others) {
+  auto o = env();
+  ASSERT_EQ(run_ferry({"nodes", "up", "2"}, o).exit_code, 0);
+  const auto marks = home_ / "marks";
+  fs::create_directories(marks);
+  const auto trace = home_ / "map.jsonl";
+  auto child = spawn_ferry({"--trace", trace.string(), "map", "--range", "1..12", "--concurrency", "2", "--", "sh",
+                            "-c", fmt::format("touch {}/$1; sleep 1; echo done $1", marks.string()), "_", "{}"},
+                           o);
+  // Once tasks run, end one node under the map.
+  for (int i = 0; i < 400 && fs::is_empty(marks); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_FALSE(fs::is_empty(marks)) << "no task ever started";
+  const auto nodes = json::parse(read_file(home_ / "state" / "ferry" / "nodes.json")).at("nodes").as_array();
+  ASSERT_EQ(nodes.size(), 2u);
+  const std::string victim(nodes[0].at("id").as_string());
+  EXPECT_EQ(run_ferry({"nodes", "down", victim}, o).exit_code, 0);
+  const auto r = child->wait();
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.err, "12 tasks: 12 done, 0 failed")) << r.err;
+  std::size_t results = 0;
+  std::istringstream lines(r.out);
+  std::string line;
+  while (std::getline(lines, line)) {
+    const auto t = json::parse(line).as_object();
+    EXPECT_TRUE(t.at("ok").as_bool()) << line;
+    ++results;
+  }
+  EXPECT_EQ(results, 12u);
+  const auto log = read_file(trace);
+  EXPECT_TRUE(contains(log, "ferry:map:node_lost")) << "the map never saw its node go";
+}
+
+TEST_F(run_cli, concurrent_runs_share_one_node_cache) {
+  auto o = env();
+  ASSERT_EQ(run_ferry({"nodes", "up", "1"}, o).exit_code, 0);
+  write_file(project() / "data" / "big.bin", std::string(4 << 20, 'x'));
+  std::vector<std::unique_ptr<child>> runs;
+  for (int i = 0; i < 3; ++i) {
+    runs.push_back(spawn_ferry({"run", "--", "python3", "-c",
+                                "import os, app, thirdparty; print(os.path.getsize('data/big.bin'))"},
+                               o));
+  }
+  for (auto& c : runs) {
+    const auto r = c->wait();
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, fmt::format("{}\n", 4 << 20)) << r.err;
+  }
+}
+
+TEST_F(run_cli, ctrl_c_stops_the_remote_command_and_closes_the_trace) {
+  auto o = env();
+  const auto pid_file = home_ / "remote.pid";
+  const auto trace = home_ / "run.jsonl";
+  auto c = spawn_ferry({"--trace", trace.string(), "run", "--", "sh", "-c",
+                        fmt::format("sleep 60 & echo $! > {}; wait", pid_file.string())},
+                       o);
+  int pid = 0;
+  for (int i = 0; i < 600 && pid == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const auto text = read_file(pid_file);
+    if (!text.empty() && text.back() == '\n') pid = std::stoi(text);
+  }
+  ASSERT_GT(pid, 0) << "the remote command never started";
+  c->signal(SIGINT);
+  const auto r = c->wait();
+  EXPECT_EQ(r.exit_code, 130) << r.err;
+  bool gone = false;
+  for (int i = 0; i < 100 && !gone; ++i) {
+    gone = ::kill(pid, 0) != 0 || contains(read_file(fmt::format("/proc/{}/stat", pid)), ") Z ");
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(gone);
+  const auto parsed = run({"/usr/bin/python3", (fs::path(FERRY_SOURCE_DIR) / "tests/peers/eliot_check.py").string(),
+                           trace.string()});
+  ASSERT_EQ(parsed.exit_code, 0) << parsed.err;
+  EXPECT_TRUE(json::parse(parsed.out).as_array().at(0).at("complete").as_bool()) << parsed.out;
+}
+
+TEST_F(run_cli, run_and_map_on_ec2_nodes_from_moto) {
+  auto o = env();
+  const auto key_dir = home_ / "config" / "ferry";
+  fs::create_directories(key_dir);
+  ASSERT_EQ(run({"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "ferry", "-f", (key_dir / "id_ed25519").string()})
+                .exit_code, 0);
+  const auto vpc = moto_->aws({"ec2", "create-vpc", "--cidr-block", "10.200.0.0/16", "--query", "Vpc.VpcId",
+                               "--output", "text"});
+  ASSERT_EQ(vpc.exit_code, 0) << vpc.err;
+  const auto subnet = moto_->aws({"ec2", "create-subnet", "--vpc-id", vpc.out.substr(0, vpc.out.find('\n')),
+                                  "--cidr-block", "10.200.250.0/24", "--query", "Subnet.SubnetId", "--output", "text"});
+  ASSERT_EQ(subnet.exit_code, 0) << subnet.err;
+  o.env["FERRY_PROVIDER"] = "ec2";
+  o.env["FERRY_EC2_AMI"] = "ami-12c6146b";
+  o.env["FERRY_EC2_SUBNET_ID"] = subnet.out.substr(0, subnet.out.find('\n'));
+  o.env["FERRY_EC2_INSTANCE_TYPE"] = "t3.micro";
+  o.env["FERRY_EC2_USER"] = "root";
+  instance_harness harness(*moto_, home_ / "instances", read_file(key_dir / "id_ed25519.pub"));
+
+  const auto r = run_ferry({"run", "--nodes", "2", "--", "python3", "main.py"}, o);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(contains(r.out, " | from-app from-venv []")) << r.out;
+  EXPECT_TRUE(contains(r.err, "(2 new)")) << r.err;
+  const auto m = run_ferry({"map", "--range", "1..6", "--", "python3", "main.py", "{}"}, o);
+  EXPECT_EQ(m.exit_code, 0) << m.err;
+  EXPECT_TRUE(contains(m.err, "6 tasks: 6 done")) << m.err;
+  EXPECT_TRUE(contains(m.err, "(warm)")) << m.err;
+  EXPECT_EQ(run_ferry({"nodes", "down", "--all"}, o).exit_code, 0);
+}
+
+}  // namespace
+}  // namespace ferry::test
