@@ -1,0 +1,1 @@
+"""The example project's own package: a little statistics over numbers."""
