@@ -214,6 +214,7 @@ TEST_F(run_cli, map_runs_every_input_and_keeps_each_result) {
 
 TEST_F(run_cli, a_node_lost_mid_map_leaves_its_tasks_to_the_others) {
   auto o = env();
+  o.env["FERRY_NODES_MAX_NODES"] = "2";  // no replacement: the other node must take the lost one's tasks
   ASSERT_EQ(run_ferry({"nodes", "up", "2"}, o).exit_code, 0);
   const auto marks = home_ / "marks";
   fs::create_directories(marks);
@@ -287,7 +288,12 @@ TEST_F(run_cli, ctrl_c_stops_the_remote_command_and_closes_the_trace) {
   const auto parsed = run({"/usr/bin/python3", (fs::path(FERRY_SOURCE_DIR) / "tests/peers/eliot_check.py").string(),
                            trace.string()});
   ASSERT_EQ(parsed.exit_code, 0) << parsed.err;
-  EXPECT_TRUE(json::parse(parsed.out).as_array().at(0).at("complete").as_bool()) << parsed.out;
+  // The run's action ends, cancelled. (Eliot calls the tree complete only when the command used the level
+  // FERRY_TASK_ID reserved for it, which `sleep` does not; a_python_program_continues_the_run_trace checks that.)
+  const auto tasks = json::parse(parsed.out).as_array();
+  ASSERT_EQ(tasks.size(), 1u) << parsed.out;
+  EXPECT_EQ(tasks[0].at("root").at("status").as_string(), "failed") << parsed.out;
+  EXPECT_EQ(tasks[0].at("root").at("reason").as_string(), "cancelled") << parsed.out;
 }
 
 TEST_F(run_cli, run_and_map_on_ec2_nodes_from_moto) {
