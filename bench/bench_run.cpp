@@ -180,7 +180,7 @@ int run(world& w) {
   });
 
   fmt::print("project: workspace + venv of real packages ({})\n",
-             output_of(fmt::format("du -sh {} | cut -f1", quote(w.project))).substr(0, 4));
+             output_of(fmt::format("du -sh {} | cut -f1 | tr -d '\\n'", quote(w.project))));
   fmt::print("cold start on 2 fresh local nodes, empty storage, empty hash cache\n");
   fmt::print("  {}\n", breakdown);
   fmt::print("  ferry pack alone {:.3f} s, ferry nodes up 2 alone {:.3f} s, env (from the run) {:.3f} s\n", pack_alone,

@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 
 namespace ferry::agent {
 namespace {
@@ -48,7 +49,7 @@ struct run_state {
   const run_args& args;
   env_vars vars;
   bool prefixed = false;
-  std::vector<node_result> results;
+  std::deque<node_result> results;  // grows while other nodes hold references to their own entries
   std::chrono::steady_clock::time_point first_start{};
   double ran = 0;
 };
