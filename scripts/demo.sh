@@ -46,8 +46,8 @@ echo "== 3. ferry run --nodes 2 -- python3 train.py   (in examples/project)"
 "$ferry" --trace "$work/run.jsonl" run --nodes 2 --env FERRY_TRACE_DIR="$work" -- python3 train.py
 
 echo
-echo "== 4. ferry map --range 1..20 -- python3 square.py {}   (results as JSON lines; the first 3 shown)"
-"$ferry" map --range 1..20 --output "$work/map" -- python3 square.py {}
+echo "== 4. ferry map --range 1..20 --concurrency 10 -- python3 square.py {}   (results as JSON lines; the first 3 shown)"
+"$ferry" map --range 1..20 --concurrency 10 --output "$work/map" -- python3 square.py {}
 head -n 3 "$work/map/tasks.jsonl"
 echo "task 20's output:"
 cat "$work/map/19.out"
