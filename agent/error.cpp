@@ -21,6 +21,7 @@ class category_impl final : public boost::system::error_category {
       case errc::cache_lock_timeout: return "node's layer cache stayed locked by another run";
       case errc::cache_failed: return "node's layer cache could not be written";
       case errc::materialise_failed: return "materialising layers failed on the node";
+      case errc::watchdog_failed: return "the node's idle watchdog could not be set up";
     }
     return "unknown agent error";
   }

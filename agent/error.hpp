@@ -22,6 +22,9 @@ enum class errc {
   cache_lock_timeout,    // another run held the node's layer cache past agent.cache_lock_timeout
   cache_failed,          // the node's layer cache could not be created or changed (permissions, disk full)
   materialise_failed,    // the node-side script failed without saying why (its stderr is in the diagnostics)
+
+  // Warm nodes (agent/node_watchdog.hpp).
+  watchdog_failed,       // a node's idle watchdog could not be installed or stopped (diagnostics say why)
 };
 
 const boost::system::error_category& category();

@@ -77,7 +77,7 @@ result<std::vector<std::string>> file_inputs(const std::filesystem::path& file, 
   return lines;
 }
 
-std::vector<std::string> command_for(const std::vector<std::string>& command, std::string_view input) {
+std::vector<std::string> task_argv(const std::vector<std::string>& command, std::string_view input) {
   std::vector<std::string> out;
   bool placed = false;
   for (const auto& word : command) {

@@ -20,6 +20,6 @@ std::vector<std::string> line_inputs(std::string_view text);
 // line_inputs of a file ("-": standard input); fails naming the file.
 result<std::vector<std::string>> file_inputs(const std::filesystem::path& file, diagnostics& diag);
 
-std::vector<std::string> command_for(const std::vector<std::string>& command, std::string_view input);
+std::vector<std::string> task_argv(const std::vector<std::string>& command, std::string_view input);
 
 }  // namespace ferry::agent

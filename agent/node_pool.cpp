@@ -1,5 +1,8 @@
 #include "agent/node_pool.hpp"
 
+#include "agent/node_watchdog.hpp"
+#include "agent/warm_nodes.hpp"
+
 #include "net/cancellation.hpp"
 #include "net/error.hpp"
 #include "net/run_all.hpp"
@@ -61,6 +64,27 @@ asio::awaitable<void> node_pool::mark_used(tracing::action& act, provision::node
   n.last_used_at = now_seconds();
   diagnostics d;
   (void)co_await access_.registry.update(act, n, d);
+}
+
+asio::awaitable<void> node_pool::join_warm_pool(tracing::action& act, provision::node& n, net::ssh_session& session) {
+  const auto& s = ctx_.config.values;
+  diagnostics d;
+  if (auto all = access_.registry.load(d)) {
+    const auto pinned = warm_nodes(*all, provider_.name(), s.nodes.min_nodes);
+    if (std::find(pinned.begin(), pinned.end(), n.id) != pinned.end()) {
+      pin(n);
+      co_return;
+    }
+  }
+  const auto settings = watchdog_settings::from(s);
+  const auto stop = provider_.self_stop_command(n);
+  if (!settings.enabled() || stop.empty()) co_return;
+  if (auto installed = co_await install_watchdog(act, session, n, stop, settings, d); installed) {
+    note_watchdog(n, &settings);
+  } else {
+    // The node works without it; it just will not stop itself. Said in the trace, not fatal to the job.
+    act.log("ferry:provision:watchdog_failed", {{"node", n.id}, {"reason", describe(installed.error(), d)}});
+  }
 }
 
 asio::awaitable<provision_report> node_pool::run_on_nodes(tracing::action& job, std::size_t count, node_work work) {
@@ -165,6 +189,8 @@ asio::awaitable<void> node_pool::ready_new(round& r, provision::node n, node_wor
   }
   n = std::move(*ready);
   n.state = provision::node_state::running;
+  co_await mark_used(act, n);
+  co_await join_warm_pool(act, n, *session);
   co_await mark_used(act, n);
   act.succeed();
   ++report.created;

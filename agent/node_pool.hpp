@@ -2,7 +2,8 @@
 // The nodes of one job. Warm nodes from the registry come first (those of the configured provider that
 // were running, most recently used first): each is taken as soon as an SSH session to it opens, and one
 // that does not answer is ended and forgotten. The rest are made by the provider in one call and each is
-// handed over the moment it is ready, so a job's work on one node starts while others still boot.
+// handed over the moment it is ready, so a job's work on one node starts while others still boot. A node
+// made here stays up afterwards as a warm node, pinned or watched (join_warm_pool).
 //
 // Trace: `ferry:provision` holds `ferry:provision:create` (the provider's call) and one
 // `ferry:provision:node` per node (field `node`, and `warm`), which holds the readiness waits.
@@ -56,6 +57,9 @@ class node_pool {
   boost::asio::awaitable<void> make_new(round& r, std::size_t count, node_work& work);
   boost::asio::awaitable<void> ready_new(round& r, provision::node n, node_work& work);
   boost::asio::awaitable<void> mark_used(tracing::action& act, provision::node& n);
+  // A node made for a job stays as a warm node: pinned while the provider has fewer than nodes.min_nodes,
+  // otherwise watched by an idle watchdog that stops it after nodes.idle_timeout (node_watchdog.hpp).
+  boost::asio::awaitable<void> join_warm_pool(tracing::action& act, provision::node& n, net::ssh_session& session);
   void note_ready(provision_report& report);
 
   const command_context& ctx_;

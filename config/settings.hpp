@@ -60,7 +60,8 @@ struct nodes_settings {
   int count = 0;
   int min_nodes = 0;
   int max_nodes = 0;
-  duration idle_timeout{};
+  duration idle_timeout{};       // a node idle this long stops itself (its watchdog); 0: never
+  duration watchdog_interval{};  // between a node watchdog's checks; at most idle_timeout
   duration ready_timeout{};
   duration poll_initial{};
   duration poll_max{};

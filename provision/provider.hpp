@@ -46,6 +46,12 @@ class provider {
 
   // Every node this provider knows of that ferry made (ec2: by tag; local: by its state dir).
   virtual asio::awaitable<result<std::vector<node>>> list(tracing::action& parent, diagnostics& diag) = 0;
+
+  // How the node ends itself when its watchdog finds it idle (nodes.idle_timeout): a line for the node's
+  // sh, run there as the login user, that stops the node for good (describe then says stopped or
+  // terminated). Empty: the node must not stop itself (a machine ferry does not own), and gets no
+  // watchdog. None by default.
+  virtual std::string self_stop_command(const node&) const { return {}; }
 };
 
 }  // namespace ferry::provision

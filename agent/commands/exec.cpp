@@ -7,6 +7,7 @@
 #include "agent/exit_code.hpp"
 #include "agent/node_access.hpp"
 #include "agent/node_output.hpp"
+#include "agent/node_watchdog.hpp"
 #include "agent/task_outcome.hpp"
 #include "net/cancellation.hpp"
 #include "net/run_all.hpp"
@@ -67,6 +68,7 @@ struct node_run {
   int code = exit_code::failure;
   error_code error;
   diagnostics diag;
+  bool unreachable = false;  // no SSH session to it
 };
 
 asio::awaitable<void> run_on(tracing::action& parent, const node_access& access, std::string command,
@@ -76,12 +78,13 @@ asio::awaitable<void> run_on(tracing::action& parent, const node_access& access,
   auto session = co_await net::ssh_connect(act, peer_of(run.node), access.ssh, run.diag);
   if (!session) {
     run.error = session.error();
+    run.unreachable = true;
     act.fail(run.error, run.diag);
     co_return;
   }
   node_output output(std::move(prefix));
   net::exec_request request;
-  request.command = std::move(command);
+  request.command = command_for(run.node, command);
   request.output = &output;
   auto done = co_await net::exec(act, **session, request, run.diag);
   output.flush();
@@ -93,6 +96,20 @@ asio::awaitable<void> run_on(tracing::action& parent, const node_access& access,
   }
   run.code = exit_code_of(*done);
   act.succeed({{"exit_code", run.code}});
+}
+
+// A node that cannot be reached may have stopped itself when idle, or ended: its provider says which.
+asio::awaitable<void> explain_unreachable(tracing::action& act, command_context& ctx, const node_access& access,
+                                          node_run& run) {
+  diagnostics d;
+  auto provider = provider_named(ctx, access, run.node.provider, d);
+  if (!provider) co_return;
+  auto now = co_await (*provider)->describe(act, run.node, d);
+  if (!now || now->state == provision::node_state::running) co_return;
+  const auto* why = now->details.if_contains("state_reason");
+  const auto reason = why && why->is_string() ? fmt::format(": {}", std::string_view(why->get_string())) : "";
+  run.diag.set(fmt::format("{}; node {} ({}) is {}{} (`ferry nodes down {}` removes it)", describe(run.error, run.diag),
+                           run.node.name, run.node.id, provision::to_string(now->state), reason, run.node.name));
 }
 
 asio::awaitable<int> exec(command_context& ctx, const exec_args& args) {
@@ -118,6 +135,11 @@ asio::awaitable<int> exec(command_context& ctx, const exec_args& args) {
     tasks.push_back(run_on(act, *access, command, std::move(prefix), runs[i]));
   }
   co_await net::run_all(std::move(tasks));
+  if (const bool interrupted = co_await net::cancelled(); !interrupted) {
+    for (auto& r : runs) {
+      if (r.unreachable) co_await explain_unreachable(act, ctx, *access, r);
+    }
+  }
   const auto now = static_cast<std::int64_t>(std::time(nullptr));
   for (auto& r : runs) {
     r.node.last_used_at = now;

@@ -13,6 +13,7 @@
 #include "agent/map_inputs.hpp"
 #include "agent/map_schedule.hpp"
 #include "agent/node_output.hpp"
+#include "agent/node_watchdog.hpp"
 #include "agent/task_command.hpp"
 #include "agent/task_outcome.hpp"
 #include "net/cancellation.hpp"
@@ -112,7 +113,8 @@ asio::awaitable<bool> attempt(tracing::action& job_act, job_node& jn, map_state&
                                                   {"attempt", t.attempts}});
   net::collect_sink sink(st.output_limit);
   net::exec_request request;
-  request.command = task_command(jn.env, task.serialize_task_id(), st.vars, command_for(st.args->command, t.input));
+  request.command = command_for(jn.ready.node, task_command(jn.env, task.serialize_task_id(), st.vars,
+                                                            task_argv(st.args->command, t.input)));
   request.output = &sink;
   const auto begin = std::chrono::steady_clock::now();
   diagnostics diag;

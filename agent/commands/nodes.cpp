@@ -3,8 +3,12 @@
 // age and idle time, and ended.
 #include "agent/commands/command.hpp"
 
+#include "agent/error.hpp"
 #include "agent/exit_code.hpp"
 #include "agent/node_access.hpp"
+#include "agent/node_watchdog.hpp"
+#include "agent/warm_nodes.hpp"
+#include "config/units.hpp"
 #include "net/cancellation.hpp"
 #include "net/run_all.hpp"
 #include "provision/error.hpp"
@@ -15,6 +19,7 @@
 #include <chrono>
 #include <ctime>
 #include <map>
+#include <set>
 
 namespace ferry::agent {
 namespace {
@@ -56,6 +61,137 @@ void print_table(const std::vector<provision::node>& nodes) {
   }
 }
 
+// One node's watchdog after `nodes up`: installed on a new node, or stopped on one pinned just now.
+struct watch_job {
+  provision::node node;
+  bool pin = false;
+  std::string stop_command;  // the provider's; empty when pinning
+  error_code error;
+  diagnostics diag;
+};
+
+asio::awaitable<void> run_watch_job(tracing::action& parent, const node_access& access,
+                                    const watchdog_settings& settings, watch_job& job) {
+  co_await net::accept_cancellation();
+  auto session = co_await net::ssh_connect(parent, peer_of(job.node), access.ssh, job.diag);
+  if (!session) {
+    job.error = session.error();
+    co_return;
+  }
+  result<void> done;
+  if (job.pin)
+    done = co_await uninstall_watchdog(parent, **session, job.node, settings.paths, job.diag);
+  else
+    done = co_await install_watchdog(parent, **session, job.node, job.stop_command, settings, job.diag);
+  (*session)->close();
+  if (!done) job.error = done.error();
+}
+
+// The registry's running nodes of provider `p`, the new ones (`ready`) as they are and the others with the
+// state `p` gives now: a node that stopped itself must not count as warm.
+asio::awaitable<result<std::vector<provision::node>>> running_nodes(tracing::action& act, const node_access& access,
+                                                                    provision::provider& p,
+                                                                    const std::set<std::string>& ready,
+                                                                    diagnostics& diag) {
+  auto all = access.registry.load(diag);
+  if (!all) co_return all.error();
+  std::vector<provision::node> out;
+  for (auto& n : *all) {
+    if (n.provider != p.name() || n.state != provision::node_state::running) continue;
+    if (!ready.contains(n.id)) {
+      diagnostics d;
+      auto now = co_await p.describe(act, n, d);
+      if (now) n.state = now->state;
+    }
+    out.push_back(std::move(n));
+  }
+  co_return out;
+}
+
+// After `nodes up`: the first nodes that make up nodes.min_nodes of this provider are pinned (an older
+// node pinned now loses its watchdog), and every other new node gets an idle watchdog that stops it after
+// nodes.idle_timeout. The outcome goes into the registry's node details.
+asio::awaitable<result<void>> watch_new_nodes(tracing::action& parent, command_context& ctx, node_access& access,
+                                              provision::provider& p,
+                                              const std::vector<provision::node>& ready, diagnostics& diag) {
+  const auto& s = ctx.config.values;
+  auto act = parent.child("ferry:nodes:watch", {{"min_nodes", s.nodes.min_nodes},
+                                                {"idle_timeout_ms", s.nodes.idle_timeout.count()}});
+  const auto settings = watchdog_settings::from(s);
+  std::set<std::string> new_ids;
+  for (const auto& n : ready) new_ids.insert(n.id);
+  auto running = co_await running_nodes(act, access, p, new_ids, diag);
+  if (!running) {
+    act.fail(running.error(), diag);
+    co_return running.error();
+  }
+  const auto warm = warm_nodes(*running, p.name(), s.nodes.min_nodes);
+  std::vector<watch_job> jobs;
+  std::vector<provision::node> changed;  // what the registry is to record
+  for (auto& n : *running) {
+    const bool keep_warm = std::find(warm.begin(), warm.end(), n.id) != warm.end();
+    if (keep_warm && !is_pinned(n)) {
+      // An older node may have a watchdog (the registry says so): it is asked to stop it.
+      const bool ask = has_watchdog(n);
+      pin(n);
+      note_watchdog(n, nullptr);
+      if (ask)
+        jobs.push_back({n, true, {}, {}, {}});
+      else
+        changed.push_back(n);
+    } else if (!keep_warm && new_ids.contains(n.id) && settings.enabled()) {
+      auto stop = p.self_stop_command(n);
+      if (!stop.empty()) jobs.push_back({n, false, std::move(stop), {}, {}});
+    }
+  }
+  std::vector<asio::awaitable<void>> tasks;
+  for (auto& job : jobs) tasks.push_back(run_watch_job(act, access, settings, job));
+  co_await net::run_all(std::move(tasks));
+  std::string failures;
+  std::size_t failed = 0;
+  for (auto& job : jobs) {
+    if (job.error) {
+      failures += fmt::format("\n  {}: {}", job.node.id, describe(job.error, job.diag));
+      ++failed;
+      continue;
+    }
+    if (!job.pin) note_watchdog(job.node, &settings);
+    changed.push_back(job.node);
+  }
+  const provision::node_registry::change record = [&changed](std::vector<provision::node>& nodes, diagnostics&) {
+    for (auto& n : nodes) {
+      for (const auto& c : changed) {
+        if (c.id == n.id) n.details = c.details;
+      }
+    }
+    return error_code();
+  };
+  if (auto r = co_await access.registry.modify(act, "watch", record, diag); !r) {
+    act.fail(r.error(), diag);
+    co_return r.error();
+  }
+  for (const auto& n : changed) {
+    if (is_pinned(n))
+      fmt::print("{} ({}) is kept warm (nodes.min_nodes = {})\n", n.name, n.id, s.nodes.min_nodes);
+    else
+      fmt::print("{} ({}) stops itself after {} idle (nodes.idle_timeout)\n", n.name, n.id,
+                 config::format_duration(s.nodes.idle_timeout));
+  }
+  if (co_await net::cancelled()) {
+    act.fail(asio::error::operation_aborted, diag);
+    co_return asio::error::operation_aborted;
+  }
+  if (!failures.empty()) {
+    diag.set(fmt::format("the idle watchdog could not be set up (or, on a node kept warm, stopped) on {} of {} "
+                         "nodes:{}",
+                         failed, jobs.size(), failures));
+    act.fail(errc::watchdog_failed, diag);
+    co_return errc::watchdog_failed;
+  }
+  act.succeed({{"pinned", warm.size()}, {"changed", changed.size()}});
+  co_return result<void>{};
+}
+
 asio::awaitable<int> up(command_context& ctx, const nodes_args& args) {
   auto act = ctx.trace.child("ferry:nodes:up", {{"count", args.count}});
   diagnostics diag;
@@ -86,11 +222,15 @@ asio::awaitable<int> up(command_context& ctx, const nodes_args& args) {
   }
   print_table(ready);
   if (co_await net::cancelled()) co_return report(act, asio::error::operation_aborted, diag);
+  diagnostics watch_diag;
+  auto watched = co_await watch_new_nodes(act, ctx, *access, **provider, ready, watch_diag);
   if (!failures.empty()) {
-    diag.set(fmt::format("{} of {} nodes are not ready (they stay in the registry: `ferry nodes down` ends them):{}",
-                         outcomes.size() - ready.size(), outcomes.size(), failures));
+    diag.set(fmt::format("{} of {} nodes are not ready (they stay in the registry: `ferry nodes down` ends them):{}{}",
+                         outcomes.size() - ready.size(), outcomes.size(), failures,
+                         watched ? "" : "\nand " + describe(watched.error(), watch_diag)));
     co_return report(act, provision::errc::ssh_not_ready_in_time, diag);
   }
+  if (!watched) co_return report(act, watched.error(), watch_diag);
   act.succeed({{"ready", ready.size()}});
   co_return exit_code::success;
 }

@@ -9,6 +9,7 @@
 #include "agent/exit_code.hpp"
 #include "agent/job.hpp"
 #include "agent/node_output.hpp"
+#include "agent/node_watchdog.hpp"
 #include "agent/task_command.hpp"
 #include "agent/task_outcome.hpp"
 #include "net/cancellation.hpp"
@@ -64,7 +65,8 @@ asio::awaitable<void> run_on(tracing::action& job_act, job_node& jn, run_state& 
                                                   {"command", net::quote_argv(state.args.command)}});
   node_output output(state.prefixed ? fmt::format("{} | ", jn.ready.node.name) : std::string());
   net::exec_request request;
-  request.command = task_command(jn.env, task.serialize_task_id(), state.vars, state.args.command);
+  request.command =
+      command_for(jn.ready.node, task_command(jn.env, task.serialize_task_id(), state.vars, state.args.command));
   request.output = &output;
   auto done = co_await net::exec(task, *jn.ready.session, request, result.diag);
   output.flush();

@@ -257,6 +257,11 @@ asio::awaitable<result<void>> ec2_provider::terminate(tracing::action& parent, c
   co_return result<void>{};
 }
 
+std::string ec2_provider::self_stop_command(const node&) const {
+  // sudo -n: a login user without passwordless sudo fails at once rather than wait for a password.
+  return "if [ \"$(id -u)\" = 0 ]; then shutdown -h now; else sudo -n shutdown -h now; fi";
+}
+
 asio::awaitable<result<std::vector<node>>> ec2_provider::list(tracing::action& parent, diagnostics& diag) {
   auto act = parent.child("ec2:list");
   const std::vector<std::string> no_ids;

@@ -11,7 +11,9 @@
 // - describe: EC2's state, mapped pending/running/stopping/stopped, and shutting-down or terminated as
 //   terminated; host is the private or public IP (ec2.address). Right after a launch, EC2 may not list
 //   an instance for a few seconds: describe then fails with node_not_found, and callers poll again.
-// - terminate: TerminateInstances; an instance EC2 no longer knows counts as terminated.
+// - terminate: TerminateInstances; an instance EC2 no longer knows counts as terminated. An instance that
+//   shuts itself down (its idle watchdog) is terminated by EC2: it launches with
+//   InstanceInitiatedShutdownBehavior=terminate.
 // - list: ferry:managed instances that are not (being) terminated.
 //
 // A node's id is its instance id; details hold instance_type, availability_zone, spot, price (USD per
@@ -59,6 +61,9 @@ class ec2_provider final : public provider {
   asio::awaitable<result<node>> describe(tracing::action& parent, const node& n, diagnostics& diag) override;
   asio::awaitable<result<void>> terminate(tracing::action& parent, const node& n, diagnostics& diag) override;
   asio::awaitable<result<std::vector<node>>> list(tracing::action& parent, diagnostics& diag) override;
+  // Shuts the machine down; instances launch with InstanceInitiatedShutdownBehavior=terminate, so an
+  // idle node ends for good and stops costing money.
+  std::string self_stop_command(const node& n) const override;
 
   // The type a spec launches as, with its price (from the catalogue unless a type is named).
   asio::awaitable<result<choice>> choose_type(tracing::action& parent, const node_spec& spec, diagnostics& diag);

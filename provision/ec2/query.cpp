@@ -98,6 +98,9 @@ query run_instances(const launch_request& launch) {
   q.add("InstanceType", launch.instance_type);
   q.add("MinCount", "1");
   q.add("MaxCount", "1");
+  // A node that shuts itself down when idle (its watchdog) is gone for good, not a stopped instance
+  // whose volumes still cost money.
+  q.add("InstanceInitiatedShutdownBehavior", "terminate");
   if (!launch.subnet_id.empty()) q.add("SubnetId", launch.subnet_id);
   add_list(q, "SecurityGroupId", launch.security_group_ids);
   if (!launch.key_name.empty()) q.add("KeyName", launch.key_name);

@@ -43,7 +43,7 @@ query import_key_pair(std::string_view key_name, std::string_view public_key);
 
 // One instance to launch. RunInstances starts exactly one (MinCount = MaxCount = 1), so that each node
 // gets its own Name and ferry:node-id tags at launch, and `client_token` makes a retried request
-// idempotent instead of launching a second machine.
+// idempotent instead of launching a second machine. A shutdown from inside the instance terminates it.
 struct launch_request {
   std::string image_id;
   std::string instance_type;

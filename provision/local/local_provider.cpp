@@ -3,6 +3,7 @@
 #include "provision/error.hpp"
 #include "provision/file_lock.hpp"
 #include "provision/local/network.hpp"
+#include "provision/local/self_stop.hpp"
 #include "provision/state_file.hpp"
 
 #include <boost/json/parse.hpp>
@@ -104,6 +105,15 @@ node with_current_state(node n) {
     case machine_status::running: n.state = node_state::running; break;
     case machine_status::booting: n.state = node_state::pending; break;
     case machine_status::gone: {
+      // Its watchdog ended it when idle: stopped, until `ferry nodes down` removes what is left.
+      error_code ec;
+      if (const auto why = read_state_file(self_stopped_marker(m.dir), ec)) {
+        n.state = node_state::stopped;
+        auto reason = *why;
+        while (!reason.empty() && reason.back() == '\n') reason.pop_back();
+        n.details["state_reason"] = reason.empty() ? "stopped itself" : reason;
+        break;
+      }
       n.state = node_state::terminated;
       const auto line = last_log_line(m);
       n.details["state_reason"] = line.empty() ? "sshd is not running" : "sshd is not running; its log ends: " + line;
@@ -233,6 +243,10 @@ asio::awaitable<result<void>> local_provider::terminate(tracing::action& parent,
   }
   act.finish(stopped, diag);
   co_return stopped;
+}
+
+std::string local_provider::self_stop_command(const node& n) const {
+  return local::self_stop_command(machine::from_json(n.details));
 }
 
 asio::awaitable<result<std::vector<node>>> local_provider::list(tracing::action& parent, diagnostics&) {

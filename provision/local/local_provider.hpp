@@ -32,6 +32,8 @@ class local_provider final : public provider {
   asio::awaitable<result<node>> describe(tracing::action& parent, const node& n, diagnostics& diag) override;
   asio::awaitable<result<void>> terminate(tracing::action& parent, const node& n, diagnostics& diag) override;
   asio::awaitable<result<std::vector<node>>> list(tracing::action& parent, diagnostics& diag) override;
+  // Ends the node's sshd and its processes from inside (see self_stop.hpp).
+  std::string self_stop_command(const node& n) const override;
 
   const local_options& options() const { return options_; }
 
@@ -43,8 +45,9 @@ class local_provider final : public provider {
   local_options options_;
 };
 
-// The node's state now, from its recorded machine and /proc; a terminated node says why in
-// details.state_reason.
+// The node's state now, from its recorded machine and /proc; a terminated or stopped node says why in
+// details.state_reason. A node whose sshd is gone is stopped when it stopped itself (self_stop.hpp),
+// else terminated.
 node with_current_state(node n);
 
 }  // namespace ferry::provision::local

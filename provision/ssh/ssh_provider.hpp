@@ -31,6 +31,8 @@ class ssh_provider final : public provider {
   asio::awaitable<result<node>> describe(tracing::action& parent, const node& n, diagnostics& diag) override;
   asio::awaitable<result<void>> terminate(tracing::action& parent, const node& n, diagnostics& diag) override;
   asio::awaitable<result<std::vector<node>>> list(tracing::action& parent, diagnostics& diag) override;
+  // None: the hosts are not ferry's to shut down, so they get no idle watchdog.
+  std::string self_stop_command(const node&) const override { return {}; }
 
   // The node a configured host becomes when claimed ("ssh-<name>", running).
   node node_for(const config::nodes_settings::ssh_host& h) const;

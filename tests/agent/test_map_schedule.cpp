@@ -44,9 +44,9 @@ TEST(map_inputs, a_missing_file_is_named) {
 }
 
 TEST(map_inputs, placeholder_is_replaced_or_input_appended) {
-  EXPECT_EQ(command_for({"python3", "job.py", "--n={}", "{}{}"}, "7"),
+  EXPECT_EQ(task_argv({"python3", "job.py", "--n={}", "{}{}"}, "7"),
             (std::vector<std::string>{"python3", "job.py", "--n=7", "77"}));
-  EXPECT_EQ(command_for({"echo", "x"}, "a b"), (std::vector<std::string>{"echo", "x", "a b"}));
+  EXPECT_EQ(task_argv({"echo", "x"}, "a b"), (std::vector<std::string>{"echo", "x", "a b"}));
 }
 
 TEST(map_schedule, tasks_go_in_order_and_finish) {

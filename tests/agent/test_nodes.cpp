@@ -4,6 +4,7 @@
 #include "provision/local/machine.hpp"
 #include "support/moto.hpp"
 #include "support/process.hpp"
+#include "support/sshd.hpp"
 #include "support/temp_dir.hpp"
 
 #include "../provision/local_node_guard.hpp"
@@ -139,6 +140,149 @@ TEST_F(nodes_cli, ctrl_c_on_exec_kills_the_remote_process_and_exits_130) {
   EXPECT_EQ(run_ferry({"nodes", "down", "--all"}, o).exit_code, 0);
 }
 
+// ---- nodes that stop themselves when idle ----
+
+class idle_nodes : public nodes_cli {
+ protected:
+  process_options idle_env() const {
+    auto o = env();
+    o.env["FERRY_NODES_IDLE_TIMEOUT"] = "3s";
+    o.env["FERRY_NODES_WATCHDOG_INTERVAL"] = "500ms";
+    return o;
+  }
+
+  // The STATE column of `ferry nodes ls` for node `id`; "" when it is not listed.
+  static std::string listed_state(const std::string& ls, const std::string& id) {
+    std::istringstream lines(ls);
+    std::string line;
+    while (std::getline(lines, line)) {
+      std::istringstream words(line);
+      std::string first, name, provider, address, state;
+      if (words >> first >> name >> provider >> address >> state && first == id) return state;
+    }
+    return "";
+  }
+
+  // Polls `ferry nodes ls` until node `id` is listed as `state`, within a bound that only a broken
+  // watchdog reaches. Returns the last listing.
+  std::string wait_for_state(const process_options& o, const std::string& id, const std::string& state) const {
+    std::string last;
+    for (int i = 0; i < 240; ++i) {
+      const auto ls = run_ferry({"nodes", "ls"}, o);
+      last = ls.out + ls.err;
+      if (listed_state(ls.out, id) == state) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+    return last;
+  }
+
+  static std::string text(const json::value& v, std::string_view key) {
+    return std::string(v.at(key).as_string());
+  }
+  static bool flag(const json::value& n, std::string_view key) {
+    const auto* v = n.at("details").as_object().if_contains(key);
+    return v && !(v->is_bool() && !v->as_bool());
+  }
+  // The node's state dir for ferry's markers and watchdog, as seen from the host.
+  static fs::path node_state_dir(const json::value& n) {
+    return fs::path(text(n.at("details"), "dir")) / "home" / ".local" / "state" / "ferry";
+  }
+};
+
+TEST_F(idle_nodes, an_idle_local_node_stops_itself_and_down_still_cleans_it_up) {
+  const auto o = idle_env();
+  const auto up = run_ferry({"nodes", "up", "1"}, o);
+  ASSERT_EQ(up.exit_code, 0) << up.out << up.err;
+  const auto nodes = registry();
+  ASSERT_EQ(nodes.size(), 1u);
+  const auto& n = nodes[0];
+  const auto id = text(n, "id"), name = text(n, "name");
+  EXPECT_TRUE(flag(n, "watchdog")) << n;
+  EXPECT_FALSE(flag(n, "pinned")) << n;
+  EXPECT_NE(up.out.find(name + " (" + id + ") stops itself after 3s idle"), std::string::npos) << up.out;
+
+  const auto ls = wait_for_state(o, id, "stopped");
+  ASSERT_EQ(listed_state(ls, id), "stopped") << ls << read_file(node_state_dir(n) / "watchdog.log");
+  const auto log = read_file(node_state_dir(n) / "watchdog.log");
+  EXPECT_NE(log.find("stopping the node"), std::string::npos) << log;
+
+  // Commands on it fail at once, naming it and saying why.
+  const auto refused = run_ferry({"exec", "--", "true"}, o);
+  EXPECT_EQ(refused.exit_code, 1) << refused.out;
+  EXPECT_NE(refused.err.find(id), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("node " + name + " (" + id + ") is stopped: stopped itself: idle for"),
+            std::string::npos)
+      << refused.err;
+
+  const auto down = run_ferry({"nodes", "down", "--all"}, o);
+  EXPECT_EQ(down.exit_code, 0) << down.err;
+  EXPECT_TRUE(registry().empty());
+  EXPECT_FALSE(fs::exists("/run/netns/" + text(n.at("details"), "netns")));
+  EXPECT_NE(run({"ip", "link", "show", text(n.at("details"), "veth")}).exit_code, 0);
+  EXPECT_FALSE(fs::exists(text(n.at("details"), "dir")));
+}
+
+TEST_F(idle_nodes, a_node_running_a_long_command_does_not_stop_until_it_ends) {
+  const auto o = idle_env();
+  ASSERT_EQ(run_ferry({"nodes", "up", "1"}, o).exit_code, 0);
+  const auto id = text(registry().at(0), "id");
+  // Longer than the idle timeout, several times over: had the node stopped, the sleep would have been
+  // killed with it.
+  const auto slept = run_ferry({"exec", "--", "sleep", "8"}, o);
+  EXPECT_EQ(slept.exit_code, 0) << slept.err;
+  const auto ls = wait_for_state(o, id, "stopped");
+  EXPECT_EQ(listed_state(ls, id), "stopped") << ls;
+  EXPECT_EQ(run_ferry({"nodes", "down", "--all"}, o).exit_code, 0);
+}
+
+TEST_F(idle_nodes, the_warm_minimum_stays_up_and_the_rest_stops) {
+  auto o = idle_env();
+  o.env["FERRY_NODES_MIN_NODES"] = "1";
+  const auto up = run_ferry({"nodes", "up", "2"}, o);
+  ASSERT_EQ(up.exit_code, 0) << up.out << up.err;
+  const auto nodes = registry();
+  ASSERT_EQ(nodes.size(), 2u);
+  // The first node keeps the minimum; the second is watched.
+  EXPECT_TRUE(flag(nodes[0], "pinned")) << nodes[0];
+  EXPECT_FALSE(flag(nodes[0], "watchdog")) << nodes[0];
+  EXPECT_FALSE(flag(nodes[1], "pinned")) << nodes[1];
+  EXPECT_TRUE(flag(nodes[1], "watchdog")) << nodes[1];
+  const auto warm = text(nodes[0], "id"), idle = text(nodes[1], "id");
+  EXPECT_NE(up.out.find("(" + warm + ") is kept warm (nodes.min_nodes = 1)"), std::string::npos) << up.out;
+
+  const auto ls = wait_for_state(o, idle, "stopped");
+  EXPECT_EQ(listed_state(ls, idle), "stopped") << ls;
+  EXPECT_EQ(listed_state(ls, warm), "running") << ls;
+  EXPECT_FALSE(fs::exists(node_state_dir(nodes[0]) / "watchdog.pid"));
+  EXPECT_EQ(run_ferry({"exec", "--nodes", warm, "--", "true"}, o).exit_code, 0);
+  EXPECT_EQ(run_ferry({"nodes", "down", "--all"}, o).exit_code, 0);
+  EXPECT_TRUE(registry().empty());
+}
+
+TEST_F(idle_nodes, an_ssh_host_gets_no_watchdog) {
+  sshd_server host;
+  const auto key_dir = home_ / "config" / "ferry";
+  fs::create_directories(key_dir);
+  ASSERT_EQ(run({"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "ferry", "-f", (key_dir / "id_ed25519").string()})
+                .exit_code, 0);
+  host.authorize(read_file(key_dir / "id_ed25519.pub"));
+  const auto config = home_ / "ferry.toml";
+  std::ofstream(config) << fmt::format("[nodes]\nprovider = \"ssh\"\nssh_hosts = [\"root@{}:{}\"]\n", host.host(),
+                                       host.port());
+  auto o = idle_env();
+  const auto up = run_ferry({"--config", config.string(), "nodes", "up", "1"}, o);
+  ASSERT_EQ(up.exit_code, 0) << up.out << up.err << host.log();
+  const auto nodes = registry();
+  ASSERT_EQ(nodes.size(), 1u);
+  EXPECT_FALSE(flag(nodes[0], "watchdog")) << nodes[0];
+  EXPECT_EQ(run_ferry({"--config", config.string(), "exec", "--", "true"}, o).exit_code, 0);
+  // Nothing of the watchdog, and no markers, on a host that is not ferry's.
+  EXPECT_FALSE(fs::exists(host.home() / ".local" / "state" / "ferry"));
+  for (const pid_t pid : host.processes())
+    EXPECT_EQ(read_file(fmt::format("/proc/{}/cmdline", pid)).find("watchdog"), std::string::npos);
+  EXPECT_EQ(run_ferry({"--config", config.string(), "nodes", "down", "--all"}, o).exit_code, 0);
+}
+
 TEST_F(nodes_cli, ec2_nodes_from_moto_come_up_and_readiness_finds_their_sshd) {
   moto_server moto({.auth = true});
   auto o = env();
@@ -162,6 +306,8 @@ TEST_F(nodes_cli, ec2_nodes_from_moto_come_up_and_readiness_finds_their_sshd) {
   o.env["FERRY_EC2_SUBNET_ID"] = subnet.out.substr(0, subnet.out.find('\n'));
   o.env["FERRY_EC2_INSTANCE_TYPE"] = "t3.micro";
   o.env["FERRY_EC2_USER"] = "root";
+  // The harness's instances are sshd on this very machine: their idle watchdog would shut it down.
+  o.env["FERRY_NODES_IDLE_TIMEOUT"] = "0";
 
   // A wrong secret is refused, and nothing starts.
   auto wrong = o;
@@ -183,6 +329,13 @@ TEST_F(nodes_cli, ec2_nodes_from_moto_come_up_and_readiness_finds_their_sshd) {
   for (const auto& n : nodes) {
     EXPECT_EQ(n.at("provider").as_string(), "ec2");
     EXPECT_EQ(std::string(n.at("host").as_string()).rfind("10.200.250.", 0), 0u) << n;
+    EXPECT_FALSE(n.at("details").as_object().contains("watchdog")) << n;
+    // A shutdown from inside (the idle watchdog's) ends the instance for good.
+    const auto behaviour = moto.aws({"ec2", "describe-instance-attribute", "--instance-id",
+                                     std::string(n.at("id").as_string()), "--attribute",
+                                     "instanceInitiatedShutdownBehavior", "--query",
+                                     "InstanceInitiatedShutdownBehavior.Value", "--output", "text"});
+    EXPECT_EQ(behaviour.out, "terminate\n") << behaviour.err;
   }
   // Each node is the sshd at its instance's address.
   const auto where = run_ferry({"exec", "--", "sh", "-c", "ip -4 -o addr show | grep -o '10\\.200\\.[0-9.]*'"}, o);

@@ -313,6 +313,8 @@ TEST_F(run_cli, run_and_map_on_ec2_nodes_from_moto) {
   o.env["FERRY_EC2_SUBNET_ID"] = subnet.out.substr(0, subnet.out.find('\n'));
   o.env["FERRY_EC2_INSTANCE_TYPE"] = "t3.micro";
   o.env["FERRY_EC2_USER"] = "root";
+  // Its "instances" are sshd on this machine: a watchdog there would shut this machine down.
+  o.env["FERRY_NODES_IDLE_TIMEOUT"] = "0";
   instance_harness harness(*moto_, home_ / "instances", read_file(key_dir / "id_ed25519.pub"));
 
   const auto r = run_ferry({"run", "--nodes", "2", "--", "python3", "main.py"}, o);

@@ -5,6 +5,7 @@
 #include "provision/error.hpp"
 
 #include "support/moto.hpp"
+#include "support/process.hpp"
 #include "support/settings.hpp"
 #include "support/temp_dir.hpp"
 #include "support/trace_root.hpp"
@@ -207,6 +208,11 @@ TEST_F(ec2_moto, three_nodes_start_in_the_subnet_tagged_and_keyed_then_terminate
     EXPECT_EQ(t["ferry:managed"], "true");
     EXPECT_TRUE(tags.contains(t["ferry:node-id"])) << t["ferry:node-id"];
     EXPECT_EQ(t["Name"], t["ferry:node-id"]);
+    // A shutdown from inside (the node's idle watchdog) terminates it.
+    EXPECT_EQ(aws_text({"ec2", "describe-instance-attribute", "--instance-id", std::string(i.at("InstanceId").as_string()),
+                        "--attribute", "instanceInitiatedShutdownBehavior", "--query",
+                        "InstanceInitiatedShutdownBehavior.Value"}),
+              "terminate");
   }
   EXPECT_EQ(aws_text({"ec2", "describe-key-pairs", "--key-names", key_name, "--query", "KeyPairs[0].KeyName"}),
             key_name);
@@ -236,6 +242,26 @@ TEST_F(ec2_moto, three_nodes_start_in_the_subnet_tagged_and_keyed_then_terminate
   ASSERT_TRUE(listed) << diag.message;
   for (const auto& id : ids) EXPECT_FALSE(ids_of(*listed).contains(id)) << id;
   for (const auto& id : ids) EXPECT_FALSE(managed_by_cli().contains(id)) << id;
+}
+
+// An idle node shuts itself down: directly as root, else through sudo, which must not ask for a password.
+TEST_F(ec2_moto, an_idle_node_shuts_itself_down_through_sudo_unless_root) {
+  auto p = provider();
+  const auto stop = p->self_stop_command(node{});
+  test::temp_dir bin;
+  for (const auto& [name, body] : {std::pair{"id", "echo \"$FAKE_UID\""}, std::pair{"sudo", "echo sudo \"$@\""},
+                                   std::pair{"shutdown", "echo shutdown \"$@\""}}) {
+    std::ofstream(bin / name) << "#!/bin/sh\n" << body << "\n";
+    std::filesystem::permissions(bin / name, std::filesystem::perms::owner_all);
+  }
+  for (const auto& [uid, expected] : {std::pair{"0", "shutdown -h now\n"}, std::pair{"1000", "sudo -n shutdown -h now\n"}}) {
+    test::process_options o;
+    o.env["PATH"] = bin.path().string();
+    o.env["FAKE_UID"] = uid;
+    const auto r = test::run({"/bin/sh", "-c", stop}, o);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, expected) << "uid " << uid;
+  }
 }
 
 TEST_F(ec2_moto, a_second_create_imports_no_key_again_and_a_spot_node_is_spot) {

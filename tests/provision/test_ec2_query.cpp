@@ -48,6 +48,7 @@ TEST(ec2_query, run_instances_launches_one_with_tags_subnet_groups_key_and_token
       {"InstanceType", "c6i.large"},
       {"MinCount", "1"},
       {"MaxCount", "1"},
+      {"InstanceInitiatedShutdownBehavior", "terminate"},
       {"SubnetId", "subnet-9"},
       {"SecurityGroupId.1", "sg-1"},
       {"SecurityGroupId.2", "sg-2"},

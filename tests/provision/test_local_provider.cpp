@@ -1,5 +1,6 @@
 // The local provider with real sshd processes: nodes in their own network namespaces on the ferry0 bridge,
 // logged into with OpenSSH's client, waited for by readiness, terminated for sure.
+#include "provision/command.hpp"
 #include "provision/error.hpp"
 #include "provision/local/process_table.hpp"
 #include "provision/node_registry.hpp"
@@ -172,6 +173,49 @@ TEST_F(local_netns, a_node_whose_sshd_was_killed_by_hand_is_terminated_and_readi
   EXPECT_TRUE(netns_exists(detail(n, "netns")));
   ASSERT_TRUE(run_io(p.terminate(trace.root(), n, diag))) << diag.message;
   EXPECT_FALSE(netns_exists(detail(n, "netns")));
+}
+
+// What a node's idle watchdog does: the self-stop command, run detached inside the node.
+TEST_F(local_netns, a_node_that_stopped_itself_is_stopped_and_terminate_still_cleans_it_up) {
+  local_provider p(options(network_mode::netns));
+  node_spec spec;
+  auto made = run_io(p.create(trace.root(), spec, diag));
+  ASSERT_TRUE(made) << diag.message;
+  const auto n = made->front();
+  ASSERT_TRUE(run_io(wait_ready(trace.root(), p, n, login, ready_options(), diag))) << diag.message;
+  const auto bg = test::ssh_exec(key.private_key, n, "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!");
+  ASSERT_EQ(bg.exit_code, 0) << bg.err;
+  const int straggler = std::stoi(bg.out);
+  const int sshd = pid_of(n);
+  const auto stop = p.self_stop_command(n);
+  ASSERT_FALSE(stop.empty());
+  // The connection running this may be ended by the command it starts: its exit is not looked at.
+  test::ssh_exec(key.private_key, n,
+                 "FERRY_STOP_REASON='stopped itself: idle in a test' setsid /bin/sh -c " + shell_quote(stop) +
+                     " </dev/null >/dev/null 2>&1 &");
+  node now = n;
+  for (int i = 0; i < 600 && now.state != node_state::stopped; ++i) {
+    auto described = run_io(p.describe(trace.root(), n, diag));
+    ASSERT_TRUE(described) << diag.message;
+    now = *described;
+    if (now.state != node_state::stopped) std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_EQ(now.state, node_state::stopped) << to_string(now.state);
+  EXPECT_EQ(detail(now, "state_reason"), "stopped itself: idle in a test");
+  EXPECT_TRUE(process_gone(sshd));
+  for (int i = 0; i < 200 && !process_gone(straggler); ++i) std::this_thread::sleep_for(50ms);
+  EXPECT_TRUE(process_gone(straggler)) << "a process the node left running outlived its stop";
+  auto listed = run_io(p.list(trace.root(), diag));
+  ASSERT_TRUE(listed);
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ(listed->front().state, node_state::stopped);
+
+  // What is left (namespace, veth, dir) goes with terminate, as for any node.
+  EXPECT_TRUE(netns_exists(detail(n, "netns")));
+  ASSERT_TRUE(run_io(p.terminate(trace.root(), n, diag))) << diag.message;
+  EXPECT_FALSE(netns_exists(detail(n, "netns")));
+  EXPECT_FALSE(link_exists(detail(n, "veth")));
+  EXPECT_FALSE(fs::exists(state / "local" / n.id));
 }
 
 TEST_F(local_netns, list_and_registry_agree_and_nodes_outlive_the_provider_object) {

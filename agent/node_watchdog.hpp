@@ -1,0 +1,88 @@
+#pragma once
+// Nodes that stop themselves when idle (nodes.idle_timeout), enforced on the node itself: a node that
+// ferry forgets about, or that outlives the workstation that made it, still ends.
+//
+// On the node, a state dir (`${XDG_STATE_HOME:-$HOME/.local/state}/ferry` by default) holds:
+// - `busy/<pid>`: one marker per command that ferry runs there through activity_wrapper, named by the
+//   pid of the process that runs the command. The marker counts while that process runs; once it is gone
+//   (the command ended, or was killed) the marker is stale, and the watchdog removes it and counts the
+//   node as used at that moment.
+// - `last-used`: its mtime is when a command last started, or was last seen to have ended.
+// - `watchdog.sh`, `watchdog.pid`, `watchdog.log`: the watchdog, a sh loop running detached in a session
+//   of its own (so that sshd ending the installing session does not end it), with no descriptor of the
+//   SSH channel (so that the channel closes). Every nodes.watchdog_interval it looks: no live marker, and
+//   `last-used` older than nodes.idle_timeout, means the node is idle, and it logs why and runs the
+//   provider's self-stop command (provision::provider::self_stop_command).
+//
+// The warm minimum (nodes.min_nodes, see warm_nodes.hpp) gets no watchdog: those nodes are pinned
+// (details.pinned) and an installed watchdog is stopped. A node with a watchdog says so in
+// details.watchdog, so that every command sent to it is wrapped (command_for).
+#include "agent/warm_nodes.hpp"
+#include "config/settings.hpp"
+#include "net/ssh_session.hpp"
+#include "provision/node.hpp"
+#include "tracing/action.hpp"
+#include "tracing/diagnostics.hpp"
+
+#include <boost/asio/awaitable.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+namespace ferry::agent {
+
+namespace asio = boost::asio;
+
+// Where the watchdog and the markers live on a node: one word for the node's sh, expanded there.
+struct watchdog_paths {
+  std::string state_dir = "\"${XDG_STATE_HOME:-$HOME/.local/state}/ferry\"";
+
+  // A fixed dir, quoted.
+  static watchdog_paths at(const std::filesystem::path& dir);
+};
+
+// `command` (a line for the node's sh) as a line that marks the node busy while the command runs: it
+// writes the marker and touches `last-used` with shell builtins alone, then execs `/bin/sh -c COMMAND`.
+// The command keeps the pid ssh_exec's wrapper reported as its process group (a signal to the group
+// reaches it as before), its exit status and exit signal come back unchanged, and it sees no trace of
+// the wrapper. The cost is one exec, no fork. Its end is noticed by the watchdog (the marker's process is
+// gone), within nodes.watchdog_interval. A marker that cannot be written never stops the command.
+std::string activity_wrapper(std::string_view command, const watchdog_paths& paths = {});
+
+struct watchdog_settings {
+  std::chrono::milliseconds idle_timeout{};  // nodes.idle_timeout; 0: never stop
+  std::chrono::milliseconds interval{};      // nodes.watchdog_interval, at most idle_timeout
+  watchdog_paths paths;
+
+  static watchdog_settings from(const config::settings& s);
+  bool enabled() const { return idle_timeout.count() > 0; }
+};
+
+// details.watchdog: ferry installed a watchdog, which reads the markers of what runs there.
+bool has_watchdog(const provision::node& n);
+// Records the watchdog (with its settings) or its absence in n.details.
+void note_watchdog(provision::node& n, const watchdog_settings* installed);
+
+// The line to send to run `command` on `n`: wrapped when n has a watchdog.
+std::string command_for(const provision::node& n, std::string_view command, const watchdog_paths& paths = {});
+
+// The watchdog's loop, as a script of its own (sans-io; the install compares it with the running one).
+std::string watchdog_script(const watchdog_settings& s, std::string_view stop_command);
+
+// Starts the watchdog on the node over one exec, or leaves it alone when the same one runs already, or
+// replaces one whose settings or stop command differ. A pinned node, an empty stop command or an idle
+// timeout of 0 means no watchdog: one running is stopped instead. Traced as "ferry:watchdog:install".
+// Fails with errc::watchdog_failed (diag naming the node and what the node said) or SSH's error.
+asio::awaitable<result<void>> install_watchdog(tracing::action& parent, net::ssh_session& session,
+                                               const provision::node& n, std::string_view stop_command,
+                                               const watchdog_settings& s, diagnostics& diag);
+
+// Stops the node's watchdog, if one runs (for a node pinned after it got one). Its markers and log stay.
+// Traced as "ferry:watchdog:uninstall".
+asio::awaitable<result<void>> uninstall_watchdog(tracing::action& parent, net::ssh_session& session,
+                                                 const provision::node& n, const watchdog_paths& paths,
+                                                 diagnostics& diag);
+
+}  // namespace ferry::agent
