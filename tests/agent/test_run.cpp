@@ -296,6 +296,41 @@ TEST_F(run_cli, ctrl_c_stops_the_remote_command_and_closes_the_trace) {
   EXPECT_EQ(tasks[0].at("root").at("reason").as_string(), "cancelled") << parsed.out;
 }
 
+TEST_F(run_cli, a_node_made_by_a_run_stops_when_idle_and_the_next_run_replaces_it) {
+  auto o = env();
+  o.env["FERRY_NODES_IDLE_TIMEOUT"] = "3s";
+  o.env["FERRY_NODES_WATCHDOG_INTERVAL"] = "500ms";
+  const auto first = run_ferry({"run", "--", "true"}, o);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  bool stopped = false;
+  for (int i = 0; i < 120 && !stopped; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    stopped = contains(run_ferry({"nodes", "ls"}, o).out, "stopped");
+  }
+  ASSERT_TRUE(stopped) << "the node never stopped itself: " << run_ferry({"nodes", "ls"}, o).out;
+  // The stopped node is ended and forgotten, and a new one takes its place.
+  const auto second = run_ferry({"run", "--", "python3", "main.py"}, o);
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_EQ(second.out, "from-app from-venv []\n");
+  EXPECT_TRUE(contains(second.err, "(1 new)")) << second.err;
+  const auto ls = run_ferry({"nodes", "ls"}, o);
+  EXPECT_FALSE(contains(ls.out, "stopped")) << ls.out;
+}
+
+TEST_F(run_cli, with_a_warm_minimum_the_node_stays_up) {
+  auto o = env();
+  o.env["FERRY_NODES_IDLE_TIMEOUT"] = "2s";
+  o.env["FERRY_NODES_WATCHDOG_INTERVAL"] = "500ms";
+  o.env["FERRY_NODES_MIN_NODES"] = "1";
+  ASSERT_EQ(run_ferry({"run", "--", "true"}, o).exit_code, 0);
+  std::this_thread::sleep_for(std::chrono::seconds(5));
+  const auto ls = run_ferry({"nodes", "ls"}, o);
+  EXPECT_TRUE(contains(ls.out, "running")) << ls.out;
+  const auto again = run_ferry({"run", "--", "true"}, o);
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_TRUE(contains(again.err, "(warm)")) << again.err;
+}
+
 TEST_F(run_cli, run_and_map_on_ec2_nodes_from_moto) {
   auto o = env();
   const auto key_dir = home_ / "config" / "ferry";
