@@ -102,6 +102,12 @@ void action::log(std::string_view message_type, fields f) {
 
 std::string action::serialize_task_id() { return tracing::serialize_task_id(uuid_, next_level()); }
 
+std::string action::hand_off_task_id() {
+  const auto level = next_level();
+  log(handoff_message_type, {{"level", static_cast<std::int64_t>(level.back())}});
+  return tracing::serialize_task_id(uuid_, level);
+}
+
 void action::end(std::string_view status, std::string_view exception, std::string_view reason, fields f) {
   if (finished_) return;
   finished_ = true;

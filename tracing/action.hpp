@@ -18,6 +18,9 @@ namespace ferry::tracing {
 class sink;
 using fields = std::initializer_list<field>;
 
+// The message hand_off_task_id writes: {"message_type": "ferry:handoff", "level": N}.
+inline constexpr std::string_view handoff_message_type = "ferry:handoff";
+
 class action {
  public:
   // The root action of a new task.
@@ -36,6 +39,11 @@ class action {
   void log(std::string_view message_type, fields f = {});
   // The id a process started now should continue (eliot's serialize_task_id); it takes one level.
   std::string serialize_task_id();
+  // serialize_task_id for a process that may never write to the trace (a user's command, which
+  // continues the task only if it uses eliot): a `ferry:handoff` message names the level it was given,
+  // so ferry's own views know an empty level there is not a lost message. (Eliot's parser, which cannot
+  // know that, calls such a tree incomplete.)
+  std::string hand_off_task_id();
 
   void succeed(fields f = {});
   // Ends as failed. operation_aborted (a cancelled coroutine) ends with reason "cancelled".

@@ -1,5 +1,7 @@
 #include "tracing/task_tree.hpp"
 
+#include "tracing/action.hpp"
+
 #include <algorithm>
 #include <unordered_map>
 
@@ -76,12 +78,24 @@ std::optional<double> tree_node::duration() const {
   return end->timestamp - start->timestamp;
 }
 
+bool tree_node::handed_off(std::uint32_t child_level) const {
+  for (const auto& [_, c] : children) {
+    if (!c->message || c->type() != handoff_message_type) continue;
+    const auto* l = c->message->fields.if_contains("level");
+    if (l && l->is_int64() && l->get_int64() == static_cast<std::int64_t>(child_level)) return true;
+  }
+  return false;
+}
+
 bool tree_node::complete() const {
   if (message) return true;
   if (!start || !end) return false;
-  // Levels are dense: between the start (1) and the end (n) every child level 2..n-1 must be present.
+  // Levels are dense: between the start (1) and the end (n) every child level 2..n-1 must be present,
+  // except one handed to another process that never wrote (a ferry:handoff message names it).
   const auto end_last = end->fields.at("task_level").get_array().back().get_int64();
-  if (static_cast<std::int64_t>(children.size()) != end_last - 2) return false;
+  for (std::int64_t l = 2; l < end_last; ++l) {
+    if (!children.contains(static_cast<std::uint32_t>(l)) && !handed_off(static_cast<std::uint32_t>(l))) return false;
+  }
   return std::all_of(children.begin(), children.end(), [](const auto& c) { return c.second->complete(); });
 }
 

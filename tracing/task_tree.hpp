@@ -27,6 +27,8 @@ struct tree_node {
   std::optional<double> end_time() const;
   std::optional<double> duration() const;
   bool complete() const;
+  // Whether a ferry:handoff message among the children names this child level (action::hand_off_task_id).
+  bool handed_off(std::uint32_t child_level) const;
   // A field of the start message, else of the end message (or of the plain message); null when absent.
   const boost::json::value* field(std::string_view key) const;
   // The level as eliot-tree writes it, "/3/2"; "/" for a task's root.

@@ -113,7 +113,7 @@ asio::awaitable<bool> attempt(tracing::action& job_act, job_node& jn, map_state&
                                                   {"attempt", t.attempts}});
   net::collect_sink sink(st.output_limit);
   net::exec_request request;
-  request.command = command_for(jn.ready.node, task_command(jn.env, task.serialize_task_id(), st.vars,
+  request.command = command_for(jn.ready.node, task_command(jn.env, task.hand_off_task_id(), st.vars,
                                                             task_argv(st.args->command, t.input)));
   request.output = &sink;
   const auto begin = std::chrono::steady_clock::now();

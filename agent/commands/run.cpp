@@ -66,7 +66,7 @@ asio::awaitable<void> run_on(tracing::action& job_act, job_node& jn, run_state& 
   node_output output(state.prefixed ? fmt::format("{} | ", jn.ready.node.name) : std::string());
   net::exec_request request;
   request.command =
-      command_for(jn.ready.node, task_command(jn.env, task.serialize_task_id(), state.vars, state.args.command));
+      command_for(jn.ready.node, task_command(jn.env, task.hand_off_task_id(), state.vars, state.args.command));
   request.output = &output;
   auto done = co_await net::exec(task, *jn.ready.session, request, result.diag);
   output.flush();

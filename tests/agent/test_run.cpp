@@ -331,6 +331,41 @@ TEST_F(run_cli, with_a_warm_minimum_the_node_stays_up) {
   EXPECT_TRUE(contains(again.err, "(warm)")) << again.err;
 }
 
+TEST_F(run_cli, trace_stats_of_a_real_run_and_map_add_up) {
+  auto o = env();
+  const auto run_trace = home_ / "run.jsonl";
+  const auto map_trace = home_ / "map.jsonl";
+  ASSERT_EQ(run_ferry({"--trace", run_trace.string(), "run", "--", "python3", "main.py"}, o).exit_code, 0);
+  const auto m = run_ferry({"--trace", map_trace.string(), "map", "--range", "1..6", "--concurrency", "2", "--", "sh",
+                            "-c", "sleep 0.2"},
+                           o);
+  ASSERT_EQ(m.exit_code, 0) << m.err;
+  const auto stats = run_ferry({"trace", "stats", "--json", run_trace.string(), map_trace.string()}, o);
+  ASSERT_EQ(stats.exit_code, 0) << stats.err;
+  const auto doc = json::parse(stats.out).as_object();
+  // Commands that do not use eliot leave their handed-off level empty; that is not a lost message.
+  EXPECT_TRUE(doc.at("incomplete_eliot_tasks").as_array().empty()) << stats.out;
+  const auto& jobs = doc.at("jobs").as_array();
+  ASSERT_EQ(jobs.size(), 2u);
+  for (const auto& jv : jobs) {
+    const auto& job = jv.as_object();
+    // The critical path covers the job exactly: its links add up to the job's duration.
+    double path = 0;
+    for (const auto& link : job.at("critical_path").as_array()) path += link.at("duration").to_number<double>();
+    EXPECT_NEAR(path, job.at("duration").to_number<double>(), 1e-6) << job.at("action_type");
+    // Busy time never exceeds provisioned time, per node and in all.
+    for (const auto& n : job.at("nodes").as_array()) {
+      EXPECT_LE(n.at("busy_seconds").to_number<double>(), n.at("provisioned_seconds").to_number<double>() + 1e-9);
+    }
+    const auto& u = job.at("utilisation").as_object();
+    EXPECT_LE(u.at("busy_node_seconds").to_number<double>(), u.at("provisioned_node_seconds").to_number<double>());
+    EXPECT_GT(u.at("busy_node_seconds").to_number<double>(), 0.0);
+    const auto expected_tasks = job.at("action_type").as_string() == "ferry:map" ? 6 : 1;
+    EXPECT_EQ(job.at("tasks").as_int64(), expected_tasks);
+    EXPECT_EQ(job.at("pending").at("count").as_int64(), expected_tasks);
+  }
+}
+
 TEST_F(run_cli, run_and_map_on_ec2_nodes_from_moto) {
   auto o = env();
   const auto key_dir = home_ / "config" / "ferry";

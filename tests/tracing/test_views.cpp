@@ -73,6 +73,23 @@ TEST(tree_view, a_gap_in_levels_makes_the_task_incomplete) {
   EXPECT_FALSE(build_task_trees(set)[0].complete());
 }
 
+TEST(tree_view, a_level_handed_off_and_never_used_is_not_a_gap) {
+  temp_dir dir;
+  diagnostics diag;
+  // Level [2] went to a command that did not use eliot; the ferry:handoff message at [3] says so.
+  const auto handoff = R"({"task_uuid":"T","task_level":[3],"timestamp":1.5,"message_type":"ferry:handoff","level":2})";
+  const auto set =
+      *read_traces({dir.write("t.jsonl", start("run", "1", 1.0) + "\n" + handoff + "\n" + end("run", "4", 2.0) + "\n")},
+                   diag);
+  EXPECT_TRUE(build_task_trees(set)[0].complete());
+  // A handoff naming another level does not excuse this gap.
+  const auto other = R"({"task_uuid":"T","task_level":[3],"timestamp":1.5,"message_type":"ferry:handoff","level":5})";
+  const auto set2 =
+      *read_traces({dir.write("t2.jsonl", start("run", "1", 1.0) + "\n" + other + "\n" + end("run", "4", 2.0) + "\n")},
+                   diag);
+  EXPECT_FALSE(build_task_trees(set2)[0].complete());
+}
+
 TEST(chrome_view, events_nest_properly_on_each_lane) {
   temp_dir dir;
   const auto set = sample(dir);
