@@ -22,6 +22,8 @@ class category_impl final : public boost::system::error_category {
       case errc::cache_failed: return "node's layer cache could not be written";
       case errc::materialise_failed: return "materialising layers failed on the node";
       case errc::watchdog_failed: return "the node's idle watchdog could not be set up";
+      case errc::bad_stage: return "bad staging request";
+      case errc::stage_failed: return "staging failed on the node";
     }
     return "unknown agent error";
   }

@@ -25,6 +25,10 @@ enum class errc {
 
   // Warm nodes (agent/node_watchdog.hpp).
   watchdog_failed,       // a node's idle watchdog could not be installed or stopped (diagnostics say why)
+
+  // Data staging (agent/stage.hpp).
+  bad_stage,             // a --stage or --stage-window that cannot work (bad spec, empty prefix, window too small)
+  stage_failed,          // a node could not stage the data (diagnostics name the object and why)
 };
 
 const boost::system::error_category& category();

@@ -67,6 +67,8 @@ class job {
   const startup_times& times() const { return times_; }
   const std::vector<std::string>& failures() const { return failures_; }
   const pack_outcome* packed() const { return packed_ ? &*packed_ : nullptr; }
+  // The storage the job packs into (open() made it).
+  net::s3_client& storage() { return *storage_->s3; }
   std::size_t nodes_working() const { return working_; }
 
  private:

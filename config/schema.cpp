@@ -424,6 +424,8 @@ const std::vector<key_spec>& table() {
           "layers one node downloads at once"),
       key<&S::agent, &agent_settings::cache_lock_timeout>("agent.cache_lock_timeout", R"("30m")",
           "how long a node waits while another ferry run materialises layers into the same cache"),
+      key<&S::agent, &agent_settings::stage_parallelism>("agent.stage_parallelism", "16",
+          "objects one node downloads at once when staging data (--stage)"),
       // ec2
       key<&S::ec2, &ec2_settings::region>("ec2.region", R"("")",
           "EC2 region; empty: AWS_REGION, AWS_DEFAULT_REGION, the profile, then us-east-1"),

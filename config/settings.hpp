@@ -107,6 +107,7 @@ struct agent_settings {
   duration download_timeout{};    // curl's deadline for one layer shard, per attempt
   int download_parallelism = 0;   // layers one node downloads at once
   duration cache_lock_timeout{};  // how long a node waits for another run's lock on its layer cache
+  int stage_parallelism = 0;      // objects one node downloads at once for --stage
 };
 
 // The ec2 node provider. A node_spec's unset fields (0, false, no type) fall back to these.

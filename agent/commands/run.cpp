@@ -6,15 +6,22 @@
 // time went.
 #include "agent/commands/command.hpp"
 
+#include "agent/error.hpp"
 #include "agent/exit_code.hpp"
 #include "agent/job.hpp"
 #include "agent/node_output.hpp"
 #include "agent/node_watchdog.hpp"
+#include "agent/stage.hpp"
 #include "agent/task_command.hpp"
 #include "agent/task_outcome.hpp"
 #include "net/cancellation.hpp"
 #include "net/ssh_exec.hpp"
 #include "net/ssh_quote.hpp"
+#include "config/units.hpp"
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
 
 #include <fmt/format.h>
 
@@ -30,6 +37,8 @@ namespace asio = boost::asio;
 struct run_args {
   int nodes = 0;  // 0: nodes.count
   std::vector<std::string> env;
+  std::vector<std::string> stages;  // s3://BUCKET/PREFIX=NODE_DIR
+  std::string stage_window;         // bytes; empty: stage everything before the command
   std::vector<std::string> command;
 };
 
@@ -49,17 +58,66 @@ struct node_result {
 struct run_state {
   const run_args& args;
   env_vars vars;
+  std::vector<stage_plan> stages;
+  stage_options staging;
   bool prefixed = false;
   std::deque<node_result> results;  // grows while other nodes hold references to their own entries
   std::chrono::steady_clock::time_point first_start{};
   double ran = 0;
 };
 
+// Every --stage of the run onto one node, one after another; the first failure ends it.
+asio::awaitable<error_code> stage_all(tracing::action& job_act, net::ssh_session& session, const run_state& state,
+                                      diagnostics& diag) {
+  co_await net::accept_cancellation();
+  for (const auto& plan : state.stages) {
+    auto staged = co_await stage(job_act, session, plan, state.staging, diag);
+    if (!staged) co_return staged.error();
+  }
+  co_return error_code{};
+}
+
+// With a window the data streams in while the command runs: the stager is started first and stopped
+// (its remote downloads killed) when the command ends, whoever ended it. It is always waited for.
+struct stager {
+  asio::cancellation_signal stop;
+  std::unique_ptr<net::async_event> done;
+  error_code error;
+  diagnostics diag;
+};
+
+void start_stager(asio::any_io_executor ex, tracing::action& job_act, net::ssh_session& session,
+                  const run_state& state, stager& s) {
+  s.done = std::make_unique<net::async_event>(ex);
+  asio::co_spawn(ex, stage_all(job_act, session, state, s.diag),
+                 asio::bind_cancellation_slot(s.stop.slot(), [&s](std::exception_ptr e, error_code ec) {
+                   s.error = e ? error_code(errc::stage_failed) : ec;
+                   if (e) s.diag.set("staging ended with an internal error");
+                   s.done->set();
+                 }));
+}
+
+asio::awaitable<void> stop_stager(stager& s) {
+  if (!s.done->is_set()) s.stop.emit(asio::cancellation_type::total);
+  // The command is over (or cancelled): nothing may cut this wait short, the stager refers to this frame.
+  co_await asio::this_coro::reset_cancellation_state();
+  while (!s.done->is_set()) (void)co_await s.done->wait();
+}
+
 asio::awaitable<void> run_on(tracing::action& job_act, job_node& jn, run_state& state) {
   const auto start = std::chrono::steady_clock::now();
   if (state.first_start == std::chrono::steady_clock::time_point{}) state.first_start = start;
   auto& result = state.results.emplace_back();
   result.node = jn.ready.node.id;
+  const bool streaming = !state.stages.empty() && state.stages.front().window > 0;
+  if (!state.stages.empty() && !streaming) {
+    if (auto ec = co_await stage_all(job_act, *jn.ready.session, state, result.diag); ec) {
+      result.error = ec;
+      co_return;
+    }
+  }
+  stager streamer;
+  if (streaming) start_stager(co_await asio::this_coro::executor, job_act, *jn.ready.session, state, streamer);
   auto task = job_act.child("ferry:agent:task", {{"node", jn.ready.node.id},
                                                   {"submitted_at", unix_now()},
                                                   {"command", net::quote_argv(state.args.command)}});
@@ -70,6 +128,16 @@ asio::awaitable<void> run_on(tracing::action& job_act, job_node& jn, run_state& 
   request.output = &output;
   auto done = co_await net::exec(task, *jn.ready.session, request, result.diag);
   output.flush();
+  if (streaming) {
+    co_await stop_stager(streamer);
+    // A stream cut short because the command ended first is the command's business; a failed one is not.
+    if (streamer.error && streamer.error != asio::error::operation_aborted && done && done->success()) {
+      result.error = streamer.error;
+      result.diag = streamer.diag;
+      task.fail(result.error, result.diag);
+      co_return;
+    }
+  }
   state.ran = std::max(state.ran, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   if (!done) {
     result.error = done.error();
@@ -115,6 +183,26 @@ asio::awaitable<int> run(command_context& ctx, const run_args& args) {
     }
     state.vars.push_back(std::move(kv));
   }
+  std::uint64_t window = 0;
+  if (!args.stage_window.empty()) {
+    const auto w = config::parse_byte_size(args.stage_window);
+    if (!w || w->bytes == 0 || args.stages.empty()) {
+      fmt::print(stderr, "ferry: error: --stage-window {}: give a size such as 512MiB, with --stage\n",
+                 args.stage_window);
+      co_return exit_code::usage;
+    }
+    window = w->bytes;
+  }
+  std::vector<stage_spec> specs;
+  for (const auto& text : args.stages) {
+    diagnostics d;
+    auto spec = parse_stage_spec(text, d);
+    if (!spec) {
+      fmt::print(stderr, "ferry: error: {}\n", d.message);
+      co_return exit_code::usage;
+    }
+    specs.push_back(std::move(*spec));
+  }
   const auto count = static_cast<std::size_t>(args.nodes > 0 ? args.nodes : ctx.config.values.nodes.count);
   state.prefixed = count > 1;
   act.log("ferry:run:command", {{"command", net::quote_argv(args.command)}, {"nodes", count}});
@@ -122,6 +210,12 @@ asio::awaitable<int> run(command_context& ctx, const run_args& args) {
   diagnostics diag;
   job j(ctx, act);
   if (auto opened = j.open("", diag); !opened) co_return report(act, opened.error(), diag);
+  state.staging = stage_options::from(ctx.config.values);
+  for (const auto& spec : specs) {
+    auto plan = co_await plan_stage(act, j.storage(), spec, window, diag);
+    if (!plan) co_return report(act, plan.error(), diag);
+    state.stages.push_back(std::move(*plan));
+  }
   auto work = [&act, &state](job_node& jn) { return run_on(act, jn, state); };
   auto ran = co_await j.run(count, work, diag);
   if (co_await net::cancelled()) co_return report(act, asio::error::operation_aborted, diag);
@@ -142,9 +236,15 @@ void add_run_command(CLI::App& app, selected_command& selected) {
   cmd->add_option("--env", args->env, "set NAME=VALUE in the command's environment (repeatable)")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd->add_option("--stage", args->stages,
+                  "copy the objects under s3://BUCKET/PREFIX to NODE_DIR on each node first (s3://B/P=NODE_DIR)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd->add_option("--stage-window", args->stage_window,
+                  "stream the staged objects alongside the command, at most this many unread bytes at once");
   cmd->prefix_command();
   cmd->allow_extras();
-  cmd->footer("  ferry run [--nodes N] [--env K=V]... -- CMD ARGS...");
+  cmd->footer("  ferry run [--nodes N] [--env K=V]... [--stage s3://B/P=DIR [--stage-window SIZE]] -- CMD ARGS...");
   cmd->callback([&selected, args, provider, cmd] {
     args->command = cmd->remaining();
     selected.action_type = "ferry:run";

@@ -17,7 +17,9 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <csignal>
+#include <random>
 #include <fstream>
 #include <thread>
 
@@ -364,6 +366,132 @@ TEST_F(run_cli, trace_stats_of_a_real_run_and_map_add_up) {
     EXPECT_EQ(job.at("tasks").as_int64(), expected_tasks);
     EXPECT_EQ(job.at("pending").at("count").as_int64(), expected_tasks);
   }
+}
+
+// ---- data staging ----
+
+// Objects of mixed sizes under s3://ferry-run/PREFIX, from files written here (some in subdirectories).
+fs::path make_objects(const moto_server& moto, const fs::path& dir, const std::string& prefix, int count,
+                      std::size_t max_size) {
+  std::mt19937 random(7);
+  for (int i = 0; i < count; ++i) {
+    const auto name = fmt::format("{}f{:03}.bin", i % 5 == 0 ? "sub/dir/" : "", i);
+    std::string bytes(random() % (max_size + 1), '\0');
+    for (auto& b : bytes) b = static_cast<char>(random());
+    write_file(dir / name, bytes);
+  }
+  const auto r = moto.aws({"s3", "cp", "--recursive", "--quiet", dir.string(), "s3://ferry-run/" + prefix});
+  if (r.exit_code != 0) ADD_FAILURE() << r.err;
+  return dir;
+}
+
+TEST_F(run_cli, stage_copies_every_object_and_a_second_run_fetches_nothing) {
+  auto o = env();
+  const auto source = make_objects(*moto_, home_ / "source", "data", 200, 200 << 10);
+  const auto staged = home_ / "staged";
+  const auto spec = "s3://ferry-run/data=" + staged.string();
+  const auto trace1 = home_ / "stage1.jsonl";
+  const auto first = run_ferry({"--trace", trace1.string(), "run", "--stage", spec, "--", "sh", "-c",
+                                "find \"$0\" -type f -not -path '*/.ferry-stage*' | wc -l", staged.string()},
+                               o);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_EQ(first.out, "200\n");
+  // Byte for byte, nothing more (the staging's own records stay in .ferry-stage).
+  const auto diff = run({"diff", "-r", "--exclude=.ferry-stage", source.string(), staged.string()});
+  EXPECT_EQ(diff.exit_code, 0) << diff.out << diff.err;
+  EXPECT_TRUE(contains(read_file(trace1), R"("fetched":200)")) << "the first run fetched every object";
+
+  const auto trace2 = home_ / "stage2.jsonl";
+  const auto second = run_ferry({"--trace", trace2.string(), "run", "--stage", spec, "--", "true"}, o);
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  const auto log = read_file(trace2);
+  EXPECT_TRUE(contains(log, R"("fetched":0,"kept":200)")) << log.substr(log.find("ferry:stage\""), 400);
+}
+
+TEST_F(run_cli, a_stage_window_streams_every_object_once_in_order_within_the_window) {
+  auto o = env();
+  constexpr int count = 40;
+  constexpr std::size_t size = 10 << 10;
+  const auto source = home_ / "source";
+  for (int i = 0; i < count; ++i) write_file(source / fmt::format("f{:03}.bin", i), std::string(size, 'a' + i % 26));
+  ASSERT_EQ(moto_->aws({"s3", "cp", "--recursive", "--quiet", source.string(), "s3://ferry-run/stream"}).exit_code, 0);
+  const auto staged = home_ / "staged";
+  const std::uint64_t window = count * size / 4;
+  // The reader takes the first file in name order, reads it slowly, deletes it, and ends at the marker.
+  write_file(project() / "reader.py",
+             "import os, sys, time\n"
+             "d = sys.argv[1]\n"
+             "while True:\n"
+             "    names = sorted(n for n in os.listdir(d) if not n.startswith('.ferry-stage'))\n"
+             "    if not names:\n"
+             "        if os.path.exists(os.path.join(d, '.ferry-stage-complete')): break\n"
+             "        time.sleep(0.01); continue\n"
+             "    p = os.path.join(d, names[0])\n"
+             "    data = open(p, 'rb').read(); time.sleep(0.02)\n"
+             "    os.remove(p)\n"
+             "    print(names[0], len(data), flush=True)\n");
+  std::atomic<bool> running{true};
+  std::atomic<std::uint64_t> most{0};
+  std::thread watcher([&] {
+    while (running) {
+      std::uint64_t held = 0;
+      std::error_code ec;
+      for (const auto& e : fs::directory_iterator(staged, ec)) {
+        if (e.path().filename().string().starts_with(".ferry-stage")) continue;
+        std::error_code size_ec;
+        const auto n = e.is_regular_file(size_ec) ? e.file_size(size_ec) : 0;
+        if (!size_ec) held += n;
+      }
+      most = std::max<std::uint64_t>(most, held);
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  });
+  const auto r = run_ferry({"run", "--stage", "s3://ferry-run/stream=" + staged.string(), "--stage-window",
+                            std::to_string(window), "--", "/usr/bin/python3", "reader.py", staged.string()},
+                           o);
+  running = false;
+  watcher.join();
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  std::string expected;
+  for (int i = 0; i < count; ++i) expected += fmt::format("f{:03}.bin {}\n", i, size);
+  EXPECT_EQ(r.out, expected);
+  EXPECT_GT(most.load(), 0u) << "the watcher never saw a staged file";
+  EXPECT_LE(most.load(), window);
+}
+
+TEST_F(run_cli, bad_staging_requests_are_refused_with_a_reason) {
+  auto o = env();
+  write_file(home_ / "one" / "big.bin", std::string(64 << 10, 'x'));
+  ASSERT_EQ(moto_->aws({"s3", "cp", "--recursive", "--quiet", (home_ / "one").string(), "s3://ferry-run/one"}).exit_code,
+            0);
+  const auto dir = (home_ / "staged").string();
+  const auto empty = run_ferry({"run", "--stage", "s3://ferry-run/nothing-here=" + dir, "--", "true"}, o);
+  EXPECT_EQ(empty.exit_code, 1);
+  EXPECT_TRUE(contains(empty.err, "no objects")) << empty.err;
+  const auto small = run_ferry({"run", "--stage", "s3://ferry-run/one=" + dir, "--stage-window", "1KiB", "--", "true"}, o);
+  EXPECT_EQ(small.exit_code, 1);
+  EXPECT_TRUE(contains(small.err, "smaller than the largest object")) << small.err;
+  const auto relative = run_ferry({"run", "--stage", "s3://ferry-run/one=relative/dir", "--", "true"}, o);
+  EXPECT_EQ(relative.exit_code, 2);
+  EXPECT_TRUE(contains(relative.err, "absolute")) << relative.err;
+  // An object that vanishes after listing: the node says which, and nothing is left under its name.
+  const auto gone_dir = home_ / "gone";
+  write_file(gone_dir / "a.bin", "a");
+  write_file(gone_dir / "b.bin", "b");
+  ASSERT_EQ(moto_->aws({"s3", "cp", "--recursive", "--quiet", gone_dir.string(), "s3://ferry-run/gone"}).exit_code, 0);
+  auto child = spawn_ferry({"run", "--stage", "s3://ferry-run/gone=" + dir + "/gone", "--stage-window", "1",
+                            "--", "sh", "-c", "sleep 3"},
+                           o);
+  // With a one-byte window b.bin waits for a.bin to be read, which never happens; meanwhile b.bin goes.
+  for (int i = 0; i < 400 && !fs::exists(fs::path(dir) / "gone" / "a.bin"); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  ASSERT_TRUE(fs::exists(fs::path(dir) / "gone" / "a.bin"));
+  ASSERT_EQ(moto_->aws({"s3", "rm", "s3://ferry-run/gone/b.bin"}).exit_code, 0);
+  fs::remove(fs::path(dir) / "gone" / "a.bin");
+  const auto gone = child->wait();
+  EXPECT_EQ(gone.exit_code, 1) << gone.err;
+  EXPECT_TRUE(contains(gone.err, "b.bin")) << gone.err;
+  EXPECT_FALSE(fs::exists(fs::path(dir) / "gone" / "b.bin"));
 }
 
 TEST_F(run_cli, run_and_map_on_ec2_nodes_from_moto) {

@@ -1,0 +1,72 @@
+#pragma once
+// Data staging (`ferry run --stage s3://BUCKET/PREFIX=NODE_DIR`): the objects under a prefix copied to a
+// node's local disk by presigned URL, before the command starts, or, with a window, alongside it: at most
+// `window` bytes of files the command has not yet read (and deleted) are on the node at any time, and
+// the next ones arrive as it deletes them, in listing order, until a marker says the stream has ended.
+// The node-side script is agent/stage_script.inc; every file is checked and renamed into place whole.
+#include "config/settings.hpp"
+#include "net/s3_client.hpp"
+#include "net/ssh_session.hpp"
+#include "tracing/action.hpp"
+
+#include <boost/asio/awaitable.hpp>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ferry::agent {
+
+namespace asio = boost::asio;
+
+// "s3://BUCKET/PREFIX=NODE_DIR"; NODE_DIR must be absolute.
+struct stage_spec {
+  std::string bucket;
+  std::string prefix;  // may be empty: the whole bucket
+  std::string node_dir;
+};
+result<stage_spec> parse_stage_spec(std::string_view text, diagnostics& diag);
+
+struct stage_object {
+  std::string path;  // under node_dir: the key without the prefix
+  std::string url;   // presigned GET, as the node reaches storage
+  std::uint64_t size = 0;
+  std::string etag;  // without quotes
+};
+
+struct stage_plan {
+  std::string source;  // "s3://BUCKET/PREFIX", for messages
+  std::string node_dir;
+  std::vector<stage_object> objects;  // in listing order
+  std::uint64_t bytes = 0;
+  std::uint64_t window = 0;  // 0: everything, before the command
+};
+
+struct stage_options {
+  config::duration connect_timeout{};
+  config::duration download_timeout{};
+  int attempts = 1;
+  int parallel = 1;
+  static stage_options from(const config::settings& s);
+};
+
+// Lists the prefix and presigns every object for the nodes. Fails on a prefix with no objects, and on a
+// window smaller than the largest object (it could never be delivered).
+asio::awaitable<result<stage_plan>> plan_stage(tracing::action& parent, net::s3_client& s3, const stage_spec& spec,
+                                               std::uint64_t window, diagnostics& diag);
+
+// The script the node runs for the plan (agent/stage_script.inc after the plan's assignments).
+std::string stage_script(const stage_plan& plan, const stage_options& options);
+
+struct stage_result {
+  std::size_t fetched = 0;
+  std::size_t kept = 0;  // already there, unchanged
+  std::uint64_t bytes = 0;
+};
+
+// Runs the plan on the node over one exec. Traced as `ferry:stage` (node, source, objects, bytes; at the end
+// fetched, kept, bytes and MB/s). Cancelling it stops the node's downloads and leaves no partial file.
+asio::awaitable<result<stage_result>> stage(tracing::action& parent, net::ssh_session& session,
+                                            const stage_plan& plan, const stage_options& options, diagnostics& diag);
+
+}  // namespace ferry::agent
