@@ -1,0 +1,180 @@
+// Data staging: 1 GiB in 1,000 objects from moto_server onto a local node, `ferry run --stage` against
+// `aws s3 cp --recursive` run on the same node against the same moto_server, side by side, each into a
+// fresh directory. ferry's figure is the staging step itself (the `ferry:stage` action's seconds, from
+// the run's trace); aws's is its own run on the node (through `ferry exec`, whose overhead is ~0.1 s).
+#include "bench/bench_support.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <regex>
+#include <stdexcept>
+#include <string>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+namespace fs = std::filesystem;
+using ferry::bench::best_of;
+using ferry::bench::quote;
+using ferry::bench::shell;
+
+namespace {
+
+constexpr int objects = 1000;
+constexpr std::uint64_t total_bytes = 1ull << 30;
+
+std::string output_of(const std::string& command) {
+  std::string out;
+  std::FILE* p = ::popen(command.c_str(), "r");
+  if (!p) throw std::runtime_error("cannot run: " + command);
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  if (::pclose(p) != 0) throw std::runtime_error("failed: " + command + "\n" + out);
+  return out;
+}
+
+std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+struct world {
+  fs::path dir = fs::temp_directory_path() / fmt::format("ferry-bench-stage-{}", ::getpid());
+  std::string ferry;
+  pid_t moto = -1;
+  std::string endpoint;
+  std::uint64_t bytes = 0;  // of the data, as made
+
+  explicit world(std::string binary) : ferry(std::move(binary)) {
+    fs::create_directories(dir / "project");
+    fs::permissions(dir, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                             fs::perms::others_read | fs::perms::others_exec);
+    for (const char* name : {"XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME"}) {
+      ::setenv(name, (dir / name).c_str(), 1);
+    }
+    ::setenv("FERRY_PROVIDER", "local", 1);
+    for (const char* v : {"AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL_S3"}) ::unsetenv(v);
+    ::setenv("AWS_ACCESS_KEY_ID", "bench", 1);
+    ::setenv("AWS_SECRET_ACCESS_KEY", "bench", 1);
+    ::setenv("AWS_DEFAULT_REGION", "us-east-1", 1);
+    ::setenv("AWS_CONFIG_FILE", "/dev/null", 1);
+    ::setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null", 1);
+    ::setenv("FERRY_STORAGE_URL", "s3://bench/project", 1);
+    // A project with nothing to ship but itself: the bench is about the data.
+    std::ofstream(dir / "project" / "ferry.toml") << "[packaging]\nship_site_packages = false\n";
+  }
+  ~world() {
+    std::system(fmt::format("{} -q nodes down --all > /dev/null 2>&1", quote(ferry)).c_str());
+    if (moto > 0) {
+      ::kill(-moto, SIGKILL);
+      ::waitpid(moto, nullptr, 0);
+    }
+    fs::remove_all(dir);
+  }
+  std::string in_project(const std::string& args) const {
+    return fmt::format("cd {} && {} {}", quote(dir / "project"), quote(ferry), args);
+  }
+};
+
+void start_moto(world& w) {
+  const auto port = first_line(output_of(
+      "python3 -c 'import socket; s = socket.socket(); s.bind((\"10.200.0.1\", 0)); print(s.getsockname()[1])'"));
+  w.endpoint = fmt::format("http://10.200.0.1:{}", port);
+  w.moto = ::fork();
+  if (w.moto == 0) {
+    ::setpgid(0, 0);
+    const auto log = (w.dir / "moto.log").string();
+    std::freopen(log.c_str(), "w", stdout);
+    std::freopen(log.c_str(), "w", stderr);
+    ::execlp("moto_server", "moto_server", "-H", "10.200.0.1", "-p", port.c_str(), nullptr);
+    ::_exit(127);
+  }
+  ::setenv("AWS_ENDPOINT_URL", w.endpoint.c_str(), 1);
+  for (int i = 0; i < 100; ++i) {
+    if (std::system(fmt::format("curl -s -o /dev/null {}", w.endpoint).c_str()) == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  shell("aws s3 mb s3://bench > /dev/null");
+}
+
+// 1,000 files of 0.5 to 1.5 MiB (1 GiB in all), uploaded once.
+void make_data(world& w) {
+  const auto data = w.dir / "data";
+  fs::create_directories(data);
+  std::mt19937_64 random(42);
+  const std::uint64_t mean = total_bytes / objects;
+  std::vector<char> buf(mean * 2);
+  for (auto& b : buf) b = static_cast<char>(random());
+  for (int i = 0; i < objects; ++i) {
+    const auto size = mean / 2 + random() % mean;
+    w.bytes += size;
+    std::ofstream(data / fmt::format("part-{:04}.bin", i), std::ios::binary)
+        .write(buf.data() + random() % mean, static_cast<std::streamsize>(size));
+  }
+  shell(fmt::format("aws s3 cp --recursive --quiet {} s3://bench/data", quote(data)));
+}
+
+double stage_seconds(const fs::path& trace) {
+  std::ifstream in(trace);
+  std::string line;
+  std::smatch m;
+  const std::regex seconds(R"re("action_type":"ferry:stage".*"seconds":([0-9.eE+-]+))re");
+  while (std::getline(in, line)) {
+    if (line.find("\"succeeded\"") != std::string::npos && std::regex_search(line, m, seconds)) return std::stod(m[1]);
+  }
+  throw std::runtime_error("no ferry:stage end in " + trace.string());
+}
+
+int run(world& w) {
+  shell(fmt::format("{} -q nodes up 1 > /dev/null", quote(w.ferry)));
+  start_moto(w);
+  make_data(w);
+  const auto aws = first_line(output_of("pyenv which aws 2>/dev/null || command -v aws"));
+  int round = 0;
+  double ferry_best = 1e9, ferry_wall = 1e9;
+  for (int i = 0; i < 2; ++i) {
+    const auto target = w.dir / fmt::format("ferry-{}", ++round);
+    const auto trace = w.dir / fmt::format("stage-{}.jsonl", round);
+    const auto start = std::chrono::steady_clock::now();
+    shell(w.in_project(fmt::format("-q --trace {} run --stage s3://bench/data={} -- true", quote(trace),
+                                   quote(target))));
+    ferry_wall = std::min(ferry_wall,
+                          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    ferry_best = std::min(ferry_best, stage_seconds(trace));
+    shell(fmt::format("du -sb --exclude=.ferry-stage {} > /dev/null", quote(target)));
+    fs::remove_all(target);
+  }
+  const double aws_best = best_of(2, [&] {
+    const auto target = w.dir / fmt::format("aws-{}", ++round);
+    shell(fmt::format("{} -q exec -- env AWS_ACCESS_KEY_ID=bench AWS_SECRET_ACCESS_KEY=bench "
+                      "AWS_DEFAULT_REGION=us-east-1 AWS_ENDPOINT_URL={} AWS_CONFIG_FILE=/dev/null "
+                      "AWS_SHARED_CREDENTIALS_FILE=/dev/null {} s3 cp --recursive --quiet s3://bench/data {}",
+                      quote(w.ferry), w.endpoint, quote(aws), quote(target)));
+    fs::remove_all(target);
+  });
+  fmt::print("staging {:.2f} GiB in {} objects from moto_server onto a local node, into a fresh directory\n",
+             static_cast<double>(w.bytes) / (1ull << 30), objects);
+  fmt::print("  ferry run --stage (the ferry:stage step)   {:7.2f} s   {:6.0f} MB/s   (whole run {:.2f} s)\n",
+             ferry_best, static_cast<double>(w.bytes) / ferry_best / 1e6, ferry_wall);
+  fmt::print("  aws s3 cp --recursive on the node          {:7.2f} s   {:6.0f} MB/s   ferry is {:.1f}x faster "
+             "(goal >= 2x)\n",
+             aws_best, static_cast<double>(w.bytes) / aws_best / 1e6, aws_best / ferry_best);
+  return 0;
+}
+
+}  // namespace
+
+int main() {
+  world w(ferry::bench::ferry_binary().string());
+  try {
+    return run(w);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "bench_stage: {}\n", e.what());
+    return 1;
+  }
+}
