@@ -23,6 +23,16 @@ long whole_seconds(config::duration d) {
   return std::max<long>(1, static_cast<long>(std::chrono::duration_cast<std::chrono::seconds>(d).count()));
 }
 
+// A value inside double quotes in a curl config file (curl -K): backslash and quote escaped.
+std::string curl_config_value(std::string_view v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out.push_back('\\');
+    out.push_back(c);
+  }
+  return out;
+}
+
 std::string unquoted(std::string etag) {
   if (etag.size() >= 2 && etag.front() == '"' && etag.back() == '"') etag = etag.substr(1, etag.size() - 2);
   return etag;
@@ -146,14 +156,18 @@ asio::awaitable<result<stage_plan>> plan_stage(tracing::action& parent, net::s3_
 
 std::string stage_script(const stage_plan& plan, const stage_options& options) {
   std::string s;
-  s += fmt::format("dir={}\nwindow={}\nparallel={}\nconnect_timeout={}\nmax_time={}\nattempts={}\ncount={}\n",
-                   net::shell_quote(plan.node_dir), plan.window ? std::to_string(plan.window) : std::string("''"),
+  s += fmt::format("dir={}\nbatch_c={}\nwindow={}\nparallel={}\nconnect_timeout={}\nmax_time={}\nattempts={}\n"
+                   "count={}\n",
+                   net::shell_quote(plan.node_dir),
+                   net::shell_quote(curl_config_value(plan.node_dir + "/.ferry-stage/tmp/batch.")) + "$$",
+                   plan.window ? std::to_string(plan.window) : std::string("''"),
                    options.parallel, whole_seconds(options.connect_timeout), whole_seconds(options.download_timeout),
                    std::max(0, options.attempts - 1), plan.objects.size());
   for (std::size_t i = 0; i < plan.objects.size(); ++i) {
     const auto& o = plan.objects[i];
-    s += fmt::format("p_{0}={1} s_{0}={2} e_{0}={3} u_{0}={4}\n", i, net::shell_quote(o.path), o.size,
-                     net::shell_quote(o.etag), net::shell_quote(o.url));
+    s += fmt::format("p_{0}={1} c_{0}={2} s_{0}={3} e_{0}={4} u_{0}={5}\n", i, net::shell_quote(o.path),
+                     net::shell_quote(curl_config_value(o.path)), o.size, net::shell_quote(o.etag),
+                     net::shell_quote(o.url));
   }
   s += script_body;
   return s;

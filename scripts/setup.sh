@@ -11,7 +11,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-eliot
   openssh-server openssh-client iproute2 procps psmisc curl zip unzip ca-certificates
-  pssh parallel chromium
+  pssh parallel chromium awscli
 )
 
 missing=()
