@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <unordered_map>
 #include <chrono>
 
 namespace ferry::agent {
@@ -152,6 +153,41 @@ asio::awaitable<result<stage_plan>> plan_stage(tracing::action& parent, net::s3_
   }
   act.succeed({{"objects", plan.objects.size()}, {"bytes", plan.bytes}});
   co_return plan;
+}
+
+result<void> order_stage(stage_plan& plan, std::string_view prefix, std::string_view order_text,
+                         std::string_view file, diagnostics& diag) {
+  std::unordered_map<std::string_view, std::size_t> index;
+  for (std::size_t i = 0; i < plan.objects.size(); ++i) index.emplace(plan.objects[i].path, i);
+  std::vector<bool> placed(plan.objects.size(), false);
+  std::vector<stage_object> ordered;
+  std::size_t line_number = 0;
+  while (!order_text.empty()) {
+    const auto nl = order_text.find('\n');
+    auto line = order_text.substr(0, nl);
+    order_text.remove_prefix(nl == std::string_view::npos ? order_text.size() : nl + 1);
+    ++line_number;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.empty()) continue;
+    if (!prefix.empty() && line.starts_with(prefix)) line.remove_prefix(prefix.size());
+    while (line.starts_with('/')) line.remove_prefix(1);
+    const auto it = index.find(line);
+    if (it == index.end()) {
+      diag.set(fmt::format("{}:{}: no object {} under {}", file, line_number, line, plan.source));
+      return error_code(errc::bad_stage);
+    }
+    if (placed[it->second]) {
+      diag.set(fmt::format("{}:{}: {} is named twice", file, line_number, line));
+      return error_code(errc::bad_stage);
+    }
+    placed[it->second] = true;
+    ordered.push_back(plan.objects[it->second]);
+  }
+  for (std::size_t i = 0; i < plan.objects.size(); ++i) {
+    if (!placed[i]) ordered.push_back(std::move(plan.objects[i]));
+  }
+  plan.objects = std::move(ordered);
+  return {};
 }
 
 std::string stage_script(const stage_plan& plan, const stage_options& options) {

@@ -55,6 +55,12 @@ struct stage_options {
 asio::awaitable<result<stage_plan>> plan_stage(tracing::action& parent, net::s3_client& s3, const stage_spec& spec,
                                                std::uint64_t window, diagnostics& diag);
 
+// Puts the objects named in `order_text` (one per line: a key, or a path under the prefix) first, in that
+// order; the rest follow in listing order. `file` names the text in errors: a line naming no object, or
+// one named twice, fails as "FILE:LINE: ...".
+result<void> order_stage(stage_plan& plan, std::string_view prefix, std::string_view order_text,
+                         std::string_view file, diagnostics& diag);
+
 // The script the node runs for the plan (agent/stage_script.inc after the plan's assignments).
 std::string stage_script(const stage_plan& plan, const stage_options& options);
 

@@ -28,6 +28,8 @@
 #include <algorithm>
 #include <chrono>
 #include <deque>
+#include <fstream>
+#include <sstream>
 
 namespace ferry::agent {
 namespace {
@@ -39,6 +41,7 @@ struct run_args {
   std::vector<std::string> env;
   std::vector<std::string> stages;  // s3://BUCKET/PREFIX=NODE_DIR
   std::string stage_window;         // bytes; empty: stage everything before the command
+  std::string stage_order;          // a file naming the objects in the order to deliver them
   std::vector<std::string> command;
 };
 
@@ -65,6 +68,17 @@ struct run_state {
   std::chrono::steady_clock::time_point first_start{};
   double ran = 0;
 };
+
+result<std::string> read_order_file(const std::string& file, diagnostics& diag) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) {
+    diag.set(fmt::format("--stage-order {}: cannot be read", file));
+    return error_code(errc::bad_stage);
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return std::move(text).str();
+}
 
 // Every --stage of the run onto one node, one after another; the first failure ends it.
 asio::awaitable<error_code> stage_all(tracing::action& job_act, net::ssh_session& session, const run_state& state,
@@ -193,6 +207,10 @@ asio::awaitable<int> run(command_context& ctx, const run_args& args) {
     }
     window = w->bytes;
   }
+  if (!args.stage_order.empty() && args.stages.empty()) {
+    fmt::print(stderr, "ferry: error: --stage-order {} needs a --stage\n", args.stage_order);
+    co_return exit_code::usage;
+  }
   std::vector<stage_spec> specs;
   for (const auto& text : args.stages) {
     diagnostics d;
@@ -214,6 +232,13 @@ asio::awaitable<int> run(command_context& ctx, const run_args& args) {
   for (const auto& spec : specs) {
     auto plan = co_await plan_stage(act, j.storage(), spec, window, diag);
     if (!plan) co_return report(act, plan.error(), diag);
+    if (!args.stage_order.empty()) {
+      auto text = read_order_file(args.stage_order, diag);
+      if (!text) co_return report(act, text.error(), diag);
+      if (auto ordered = order_stage(*plan, spec.prefix, *text, args.stage_order, diag); !ordered) {
+        co_return report(act, ordered.error(), diag);
+      }
+    }
     state.stages.push_back(std::move(*plan));
   }
   auto work = [&act, &state](job_node& jn) { return run_on(act, jn, state); };
@@ -242,6 +267,9 @@ void add_run_command(CLI::App& app, selected_command& selected) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("--stage-window", args->stage_window,
                   "stream the staged objects alongside the command, at most this many unread bytes at once");
+  cmd->add_option("--stage-order", args->stage_order,
+                  "a file naming the staged objects (keys or paths under the prefix), one per line, in the order "
+                  "to deliver them; the rest follow in listing order");
   cmd->prefix_command();
   cmd->allow_extras();
   cmd->footer("  ferry run [--nodes N] [--env K=V]... [--stage s3://B/P=DIR [--stage-window SIZE]] -- CMD ARGS...");

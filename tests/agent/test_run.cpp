@@ -459,6 +459,37 @@ TEST_F(run_cli, a_stage_window_streams_every_object_once_in_order_within_the_win
   EXPECT_LE(most.load(), window);
 }
 
+TEST_F(run_cli, a_stage_order_file_sets_the_order_of_delivery) {
+  auto o = env();
+  const auto source = home_ / "source";
+  for (int i = 0; i < 6; ++i) write_file(source / fmt::format("f{}.bin", i), std::string(1000, 'x'));
+  ASSERT_EQ(moto_->aws({"s3", "cp", "--recursive", "--quiet", source.string(), "s3://ferry-run/ordered"}).exit_code, 0);
+  write_file(home_ / "order.txt", "f4.bin\nordered/f1.bin\nf5.bin\n");
+  const auto staged = home_ / "staged";
+  // A window of one object: one file at a time, so the reader sees the delivery order.
+  write_file(project() / "reader.py",
+             "import os, sys, time\n"
+             "d = sys.argv[1]\n"
+             "while True:\n"
+             "    names = [n for n in os.listdir(d) if not n.startswith('.ferry-stage')]\n"
+             "    if not names:\n"
+             "        if os.path.exists(os.path.join(d, '.ferry-stage-complete')): break\n"
+             "        time.sleep(0.01); continue\n"
+             "    os.remove(os.path.join(d, names[0])); print(names[0], flush=True)\n");
+  const auto r = run_ferry({"run", "--stage", "s3://ferry-run/ordered=" + staged.string(), "--stage-window", "1000",
+                            "--stage-order", (home_ / "order.txt").string(), "--", "/usr/bin/python3", "reader.py",
+                            staged.string()},
+                           o);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "f4.bin\nf1.bin\nf5.bin\nf0.bin\nf2.bin\nf3.bin\n");
+  write_file(home_ / "bad-order.txt", "f1.bin\nnope.bin\n");
+  const auto bad = run_ferry({"run", "--stage", "s3://ferry-run/ordered=" + staged.string(), "--stage-order",
+                              (home_ / "bad-order.txt").string(), "--", "true"},
+                             o);
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_TRUE(contains(bad.err, "bad-order.txt:2: no object nope.bin")) << bad.err;
+}
+
 TEST_F(run_cli, bad_staging_requests_are_refused_with_a_reason) {
   auto o = env();
   write_file(home_ / "one" / "big.bin", std::string(64 << 10, 'x'));
