@@ -490,6 +490,27 @@ TEST_F(run_cli, a_stage_order_file_sets_the_order_of_delivery) {
   EXPECT_TRUE(contains(bad.err, "bad-order.txt:2: no object nope.bin")) << bad.err;
 }
 
+TEST_F(run_cli, a_full_disk_is_named_and_leaves_nothing_under_a_final_name) {
+  auto o = env();
+  // A 64 KiB tmpfs as the node's disk, mounted before the node starts so that its mount namespace has it.
+  const auto small = home_ / "small";
+  fs::create_directories(small);
+  ASSERT_EQ(run({"mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", small.string()}).exit_code, 0);
+  struct unmount {
+    fs::path p;
+    ~unmount() { run({"umount", "-l", p.string()}); }
+  } cleanup{small};
+  write_file(home_ / "big" / "big.bin", std::string(256 << 10, 'x'));
+  write_file(home_ / "big" / "small.bin", "s");
+  ASSERT_EQ(moto_->aws({"s3", "cp", "--recursive", "--quiet", (home_ / "big").string(), "s3://ferry-run/big"}).exit_code,
+            0);
+  const auto r = run_ferry({"run", "--stage", "s3://ferry-run/big=" + (small / "data").string(), "--", "true"}, o);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(contains(r.err, "disk full")) << r.err;
+  EXPECT_FALSE(fs::exists(small / "data" / "big.bin"));
+  EXPECT_FALSE(fs::exists(small / "data" / "small.bin"));
+}
+
 TEST_F(run_cli, bad_staging_requests_are_refused_with_a_reason) {
   auto o = env();
   write_file(home_ / "one" / "big.bin", std::string(64 << 10, 'x'));
