@@ -35,6 +35,15 @@ bool parse_env_var(std::string_view text, std::pair<std::string, std::string>& o
   return true;
 }
 
+bool parse_env_vars(const std::vector<std::string>& texts, env_vars& out, std::string& why) {
+  for (const auto& text : texts) {
+    std::pair<std::string, std::string> kv;
+    if (!parse_env_var(text, kv, why)) return false;
+    out.push_back(std::move(kv));
+  }
+  return true;
+}
+
 std::string task_command(const environment& env, std::string_view task_id, const env_vars& vars,
                          const std::vector<std::string>& argv) {
   std::string python_path;

@@ -16,6 +16,8 @@ using env_vars = std::vector<std::pair<std::string, std::string>>;
 
 // "K=V" -> {K, V}; false (and `why`) for a malformed one: no '=' or a name that is not a shell name.
 bool parse_env_var(std::string_view text, std::pair<std::string, std::string>& out, std::string& why);
+// Every --env of a command; false (and `why`, naming the first bad one) when one is malformed.
+bool parse_env_vars(const std::vector<std::string>& texts, env_vars& out, std::string& why);
 
 std::string task_command(const environment& env, std::string_view task_id, const env_vars& vars,
                          const std::vector<std::string>& argv);

@@ -26,23 +26,13 @@
 
 namespace fs = std::filesystem;
 using ferry::bench::best_of;
+using ferry::bench::output_of;
 using ferry::bench::quote;
 using ferry::bench::shell;
 
 namespace {
 
 constexpr int warm_nodes = 4;
-
-std::string output_of(const std::string& command) {
-  std::string out;
-  std::FILE* p = ::popen(command.c_str(), "r");
-  if (!p) throw std::runtime_error("cannot run: " + command);
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  if (::pclose(p) != 0) throw std::runtime_error("failed: " + command + "\n" + out);
-  return out;
-}
 
 struct world {
   fs::path dir = fs::temp_directory_path() / fmt::format("ferry-bench-run-{}", ::getpid());

@@ -22,6 +22,7 @@
 
 namespace fs = std::filesystem;
 using ferry::bench::best_of;
+using ferry::bench::output_of;
 using ferry::bench::quote;
 using ferry::bench::shell;
 
@@ -29,17 +30,6 @@ namespace {
 
 constexpr int objects = 1000;
 constexpr std::uint64_t total_bytes = 1ull << 30;
-
-std::string output_of(const std::string& command) {
-  std::string out;
-  std::FILE* p = ::popen(command.c_str(), "r");
-  if (!p) throw std::runtime_error("cannot run: " + command);
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  if (::pclose(p) != 0) throw std::runtime_error("failed: " + command + "\n" + out);
-  return out;
-}
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 

@@ -3,6 +3,7 @@
 // the shell, and finding the ferry binary in the same build tree.
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -27,6 +28,17 @@ inline void shell(const std::string& command) {
   if (std::system(command.c_str()) != 0) throw std::runtime_error("failed: " + command);
 }
 
+// A command's stdout; a failing command ends the bench, with what it printed.
+inline std::string output_of(const std::string& command) {
+  std::string out;
+  std::FILE* p = ::popen(command.c_str(), "r");
+  if (!p) throw std::runtime_error("cannot run: " + command);
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  if (::pclose(p) != 0) throw std::runtime_error("failed: " + command + "\n" + out);
+  return out;
+}
 // A path or word in single quotes for sh (the benches' own paths hold no single quote).
 inline std::string quote(const std::string& s) { return "'" + s + "'"; }
 inline std::string quote(const std::filesystem::path& p) { return quote(p.string()); }

@@ -237,14 +237,9 @@ asio::awaitable<int> map(command_context& ctx, const map_args& args) {
   if (!inputs) co_return report(act, inputs.error(), diag);
   map_state st(ctx.io, map_schedule(std::move(*inputs), args.retries >= 0 ? args.retries : s.agent.retries));
   st.args = &args;
-  for (const auto& e : args.env) {
-    std::pair<std::string, std::string> kv;
-    std::string why;
-    if (!parse_env_var(e, kv, why)) {
-      fmt::print(stderr, "ferry: error: {}\n", why);
-      co_return exit_code::usage;
-    }
-    st.vars.push_back(std::move(kv));
+  if (std::string why; !parse_env_vars(args.env, st.vars, why)) {
+    fmt::print(stderr, "ferry: error: {}\n", why);
+    co_return exit_code::usage;
   }
   st.output_limit = static_cast<std::size_t>(s.agent.task_output_limit.bytes);
   st.per_node = static_cast<std::size_t>(std::max(1, args.concurrency > 0 ? args.concurrency : s.agent.concurrency));

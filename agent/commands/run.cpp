@@ -188,14 +188,9 @@ asio::awaitable<int> run(command_context& ctx, const run_args& args) {
     co_return exit_code::usage;
   }
   run_state state{args};
-  for (const auto& e : args.env) {
-    std::pair<std::string, std::string> kv;
-    std::string why;
-    if (!parse_env_var(e, kv, why)) {
-      fmt::print(stderr, "ferry: error: {}\n", why);
-      co_return exit_code::usage;
-    }
-    state.vars.push_back(std::move(kv));
+  if (std::string why; !parse_env_vars(args.env, state.vars, why)) {
+    fmt::print(stderr, "ferry: error: {}\n", why);
+    co_return exit_code::usage;
   }
   std::uint64_t window = 0;
   if (!args.stage_window.empty()) {
