@@ -75,15 +75,17 @@ asio::awaitable<result<std::string>> run_on_node(tracing::action& act, net::ssh_
 watchdog_paths watchdog_paths::at(const std::filesystem::path& dir) { return {net::shell_quote(dir.string())}; }
 
 std::string activity_wrapper(std::string_view command, const watchdog_paths& paths) {
-  // $$ is the shell that ssh_exec's wrapper execs, the process group's leader; the exec keeps its pid.
-  // `true >file` rather than `: >file`: a failed redirection of a special builtin such as `:` would end
-  // the shell, and the command must run whatever becomes of its marker.
+  // $$ is the shell sshd started, the process group's leader (ssh_exec's wrapper runs the lines it is
+  // given in that shell). `true >file` rather than `: >file`: a failed redirection of a special builtin
+  // such as `:` would end the shell, and the command must run whatever becomes of its marker.
   return fmt::format(
-      "d={}\n"
-      "{{ true >\"$d/busy/$$\" && true >\"$d/last-used\"; }} 2>/dev/null || "
-      "{{ mkdir -p \"$d/busy\" && true >\"$d/busy/$$\" && true >\"$d/last-used\"; }} 2>/dev/null\n"
-      "exec /bin/sh -c -- {}",
-      paths.state_dir, net::shell_quote(command));
+      "ferry_state={}\n"
+      "{{ true >\"$ferry_state/busy/$$\" && true >\"$ferry_state/last-used\"; }} 2>/dev/null || "
+      "{{ mkdir -p \"$ferry_state/busy\" && true >\"$ferry_state/busy/$$\" && "
+      "true >\"$ferry_state/last-used\"; }} 2>/dev/null\n"
+      "unset ferry_state\n"
+      "{}",
+      paths.state_dir, command);
 }
 
 watchdog_settings watchdog_settings::from(const config::settings& s) {

@@ -43,12 +43,13 @@ struct watchdog_paths {
   static watchdog_paths at(const std::filesystem::path& dir);
 };
 
-// `command` (a line for the node's sh) as a line that marks the node busy while the command runs: it
-// writes the marker and touches `last-used` with shell builtins alone, then execs `/bin/sh -c COMMAND`.
-// The command keeps the pid ssh_exec's wrapper reported as its process group (a signal to the group
-// reaches it as before), its exit status and exit signal come back unchanged, and it sees no trace of
-// the wrapper. The cost is one exec, no fork. Its end is noticed by the watchdog (the marker's process is
-// gone), within nodes.watchdog_interval. A marker that cannot be written never stops the command.
+// `command` (lines for the node's shell) preceded by lines that mark the node busy while the command
+// runs: they write the marker and touch `last-used` with shell builtins alone, then leave the command to
+// the same shell. The command runs as the process ssh_exec's wrapper reported as its process group (a
+// signal to the group reaches it as before), its exit status and exit signal come back unchanged, and it
+// sees no variable of the wrapper. The cost is a few builtins: no fork, no exec. Its end is noticed by the
+// watchdog (the marker's process is gone), within nodes.watchdog_interval. A marker that cannot be
+// written never stops the command.
 std::string activity_wrapper(std::string_view command, const watchdog_paths& paths = {});
 
 struct watchdog_settings {

@@ -96,11 +96,13 @@ std::string exit_info::describe() const {
 }
 
 std::string wrap_in_process_group(std::string_view command) {
-  const auto leader = "printf 'ferry-exec-pgid=%s\\n' \"$$\" && exec /bin/sh -c -- " + shell_quote(command);
+  // The command follows as lines of its own, for the shell sshd started: no exec of another shell,
+  // and the shell execs a final simple command itself, as it does for plain ssh.
+  const auto leader = "printf 'ferry-exec-pgid=%s\\n' \"$$\"\n" + std::string(command);
   // Field 5 of /proc/$$/stat is the process group; the name in field 2 of a shell holds no blank.
-  return "if read -r ferry_p ferry_c ferry_s ferry_pp ferry_g ferry_rest </proc/$$/stat 2>/dev/null && "
-         "[ \"$ferry_g\" = \"$$\" ]; then " +
-         leader + "; else exec setsid -w /bin/sh -c -- " + shell_quote(leader) + "; fi";
+  return "read -r ferry_p ferry_c ferry_s ferry_pp ferry_g ferry_rest </proc/$$/stat 2>/dev/null && "
+         "[ \"$ferry_g\" = \"$$\" ] || exec setsid -w /bin/sh -c -- " +
+         shell_quote(leader) + "\nunset ferry_p ferry_c ferry_s ferry_pp ferry_g ferry_rest; " + leader;
 }
 
 asio::awaitable<result<exit_info>> exec(tracing::action& parent, ssh_session& session, const exec_request& request,

@@ -3,16 +3,19 @@
 // stderr to a sink and its stdin from a source, with bounded memory (net/ssh_streams.hpp), and ending
 // with the command's exit status or the signal that killed it.
 //
-// Commands are lines for the remote POSIX sh (quote_argv in net/ssh_quote.hpp builds one from an argv).
+// Commands are lines for the login shell sshd starts, as with ssh, which must be a POSIX shell
+// (quote_argv in net/ssh_quote.hpp builds one from an argv).
 //
 // Cancellation kills the remote process group. sshd starts every command in a new session, so the
 // login shell that runs it leads a process group of its own. ferry runs the command through a small
 // wrapper that checks this (and otherwise starts a group with setsid), prints the group's id as the
-// first line of stdout (ferry takes that line out again) and execs `/bin/sh -c COMMAND`, so the command
-// keeps the pid sshd waits on and its exit status and exit signal come back unchanged. When exec is
-// cancelled (per-operation cancellation or total cancellation), or its sink or source fails, ferry runs
-// `kill -s TERM -- -PGID` on another channel of the same session, waits up to ssh.kill_grace for the
-// group to go, then sends KILL, and only then returns. Neither closing the channel nor SSH's "signal"
+// first line of stdout (ferry takes that line out again) and then runs the command's own lines in the
+// same shell. No other shell is started (a shell costs the node as much as the rest of a short command),
+// a final simple command is exec'd by the shell as ssh's would be, and its exit status and exit signal
+// come back as they would through ssh. When exec is cancelled (per-operation cancellation or total
+// cancellation), or its sink or source fails, ferry runs `kill -s TERM -- -PGID` on another channel of
+// the same session, waits up to ssh.kill_grace for the group to go, then sends KILL, and only then
+// returns. Neither closing the channel nor SSH's "signal"
 // request would do: sshd leaves commands without a terminal running when their channel closes, and
 // delivers a signal request (if at all) to the login shell alone, not to the processes it started.
 // A command that starts processes in process groups of their own takes those out of ferry's reach.
