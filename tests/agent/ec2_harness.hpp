@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <map>
 #include <filesystem>
 #include <set>
 #include <sstream>
@@ -72,5 +73,29 @@ class instance_harness {
   std::thread thread_;
 };
 
+
+// A VPC on 10.200.0.0/16 with one subnet, made through moto's own API, and the environment that points
+// ferry's ec2 provider at it. The id is empty (and the test failed) when moto refused either.
+inline std::string make_ec2_subnet(const moto_server& moto) {
+  const auto first_line = [](const std::string& s) { return s.substr(0, s.find('\n')); };
+  const auto vpc = moto.aws({"ec2", "create-vpc", "--cidr-block", "10.200.0.0/16", "--query", "Vpc.VpcId",
+                             "--output", "text"});
+  EXPECT_EQ(vpc.exit_code, 0) << vpc.err;
+  if (vpc.exit_code != 0) return {};
+  const auto subnet = moto.aws({"ec2", "create-subnet", "--vpc-id", first_line(vpc.out), "--cidr-block",
+                                "10.200.250.0/24", "--query", "Subnet.SubnetId", "--output", "text"});
+  EXPECT_EQ(subnet.exit_code, 0) << subnet.err;
+  return subnet.exit_code == 0 ? first_line(subnet.out) : std::string();
+}
+
+inline void use_ec2_provider(std::map<std::string, std::string>& env, const std::string& subnet_id) {
+  env["FERRY_PROVIDER"] = "ec2";
+  env["FERRY_EC2_AMI"] = "ami-12c6146b";
+  env["FERRY_EC2_SUBNET_ID"] = subnet_id;
+  env["FERRY_EC2_INSTANCE_TYPE"] = "t3.micro";
+  env["FERRY_EC2_USER"] = "root";
+  // The harness's instances are sshd on this very machine: their idle watchdog would shut it down.
+  env["FERRY_NODES_IDLE_TIMEOUT"] = "0";
+}
 
 }  // namespace ferry::test

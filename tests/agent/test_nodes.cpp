@@ -294,20 +294,9 @@ TEST_F(nodes_cli, ec2_nodes_from_moto_come_up_and_readiness_finds_their_sshd) {
                 .exit_code, 0);
   const auto public_key = read_file(key_dir / "id_ed25519.pub");
 
-  const auto vpc = moto.aws({"ec2", "create-vpc", "--cidr-block", "10.200.0.0/16", "--query", "Vpc.VpcId",
-                             "--output", "text"});
-  ASSERT_EQ(vpc.exit_code, 0) << vpc.err;
-  std::string vpc_id = vpc.out.substr(0, vpc.out.find('\n'));
-  const auto subnet = moto.aws({"ec2", "create-subnet", "--vpc-id", vpc_id, "--cidr-block", "10.200.250.0/24",
-                                "--query", "Subnet.SubnetId", "--output", "text"});
-  ASSERT_EQ(subnet.exit_code, 0) << subnet.err;
-  o.env["FERRY_PROVIDER"] = "ec2";
-  o.env["FERRY_EC2_AMI"] = "ami-12c6146b";
-  o.env["FERRY_EC2_SUBNET_ID"] = subnet.out.substr(0, subnet.out.find('\n'));
-  o.env["FERRY_EC2_INSTANCE_TYPE"] = "t3.micro";
-  o.env["FERRY_EC2_USER"] = "root";
-  // The harness's instances are sshd on this very machine: their idle watchdog would shut it down.
-  o.env["FERRY_NODES_IDLE_TIMEOUT"] = "0";
+  const auto subnet_id = make_ec2_subnet(moto);
+  ASSERT_FALSE(subnet_id.empty());
+  use_ec2_provider(o.env, subnet_id);
 
   // A wrong secret is refused, and nothing starts.
   auto wrong = o;

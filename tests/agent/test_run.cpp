@@ -552,19 +552,9 @@ TEST_F(run_cli, run_and_map_on_ec2_nodes_from_moto) {
   fs::create_directories(key_dir);
   ASSERT_EQ(run({"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "ferry", "-f", (key_dir / "id_ed25519").string()})
                 .exit_code, 0);
-  const auto vpc = moto_->aws({"ec2", "create-vpc", "--cidr-block", "10.200.0.0/16", "--query", "Vpc.VpcId",
-                               "--output", "text"});
-  ASSERT_EQ(vpc.exit_code, 0) << vpc.err;
-  const auto subnet = moto_->aws({"ec2", "create-subnet", "--vpc-id", vpc.out.substr(0, vpc.out.find('\n')),
-                                  "--cidr-block", "10.200.250.0/24", "--query", "Subnet.SubnetId", "--output", "text"});
-  ASSERT_EQ(subnet.exit_code, 0) << subnet.err;
-  o.env["FERRY_PROVIDER"] = "ec2";
-  o.env["FERRY_EC2_AMI"] = "ami-12c6146b";
-  o.env["FERRY_EC2_SUBNET_ID"] = subnet.out.substr(0, subnet.out.find('\n'));
-  o.env["FERRY_EC2_INSTANCE_TYPE"] = "t3.micro";
-  o.env["FERRY_EC2_USER"] = "root";
-  // Its "instances" are sshd on this machine: a watchdog there would shut this machine down.
-  o.env["FERRY_NODES_IDLE_TIMEOUT"] = "0";
+  const auto subnet_id = make_ec2_subnet(*moto_);
+  ASSERT_FALSE(subnet_id.empty());
+  use_ec2_provider(o.env, subnet_id);
   instance_harness harness(*moto_, home_ / "instances", read_file(key_dir / "id_ed25519.pub"));
 
   const auto r = run_ferry({"run", "--nodes", "2", "--", "python3", "main.py"}, o);
