@@ -239,6 +239,18 @@ struct auth_outcome {
   std::string unusable;   // why a key could not even be offered
 };
 
+// Takes a method's answer into `out`; true when it ended the login: logged in, or failed outright.
+bool ended_login(const result<int>& rc, std::string method, auth_outcome& out) {
+  if (!rc) {
+    out.error = rc.error();
+    return true;
+  }
+  if (*rc != SSH_AUTH_SUCCESS) return false;
+  out.success = true;
+  out.method = std::move(method);
+  return true;
+}
+
 asio::awaitable<void> login_with_key(tcp::socket& socket, ssh_session_struct* s, const ssh_client_options& o,
                                      clock::time_point deadline, tracing::action& act, auth_outcome& out) {
   diagnostics key_diag;
@@ -261,15 +273,7 @@ asio::awaitable<void> login_with_key(tcp::socket& socket, ssh_session_struct* s,
   act.log("ssh:auth_attempt", {{"method", "publickey"}, {"key_file", file.string()}, {"fingerprint", fingerprint}});
   const auto step = [s, k = key->get()] { return ssh_userauth_publickey(s, nullptr, k); };
   auto rc = co_await try_method(socket, s, deadline, step);
-  if (!rc) {
-    out.error = rc.error();
-    co_return;
-  }
-  if (*rc == SSH_AUTH_SUCCESS) {
-    out.success = true;
-    out.method = "publickey " + fingerprint;
-    co_return;
-  }
+  if (ended_login(rc, "publickey " + fingerprint, out)) co_return;
   out.refused = fmt::format("the key {} ({})", file.string(), fingerprint);
 }
 
@@ -280,15 +284,7 @@ asio::awaitable<void> login_with_agent(tcp::socket& socket, ssh_session_struct* 
   act.log("ssh:auth_attempt", {{"method", "agent"}, {"socket", agent}});
   const auto step = [s] { return ssh_userauth_agent(s, nullptr); };
   auto rc = co_await try_method(socket, s, deadline, step);
-  if (!rc) {
-    out.error = rc.error();
-    co_return;
-  }
-  if (*rc == SSH_AUTH_SUCCESS) {
-    out.success = true;
-    out.method = "agent";
-    co_return;
-  }
+  if (ended_login(rc, "agent", out)) co_return;
   out.refused += fmt::format("{}the keys of ssh-agent ({})", out.refused.empty() ? "" : " and ", agent);
 }
 
