@@ -3,6 +3,7 @@
 // the command's own (128 + N when a signal N ended it), or the first failing node's. Ctrl-C kills the
 // remote process groups, then ferry exits with 130.
 #include "agent/commands/command.hpp"
+#include "agent/commands/report.hpp"
 
 #include "agent/exit_code.hpp"
 #include "agent/node_access.hpp"
@@ -29,12 +30,6 @@ struct exec_args {
   std::vector<std::string> nodes;  // ids or names; none: every running node
   std::vector<std::string> command;
 };
-
-int report(tracing::action& act, const error_code& ec, const diagnostics& diag) {
-  act.fail(ec, diag);
-  fmt::print(stderr, "ferry: error: {}\n", describe(ec, diag));
-  return ec == asio::error::operation_aborted ? exit_code::interrupted : exit_code::failure;
-}
 
 result<std::vector<provision::node>> chosen_nodes(const node_access& access, const exec_args& args,
                                                   diagnostics& diag) {

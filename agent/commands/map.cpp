@@ -6,6 +6,7 @@
 // retried; time per task) and the start-up breakdown end on stderr; the exit code is 0 when every task
 // succeeded.
 #include "agent/commands/command.hpp"
+#include "agent/commands/report.hpp"
 
 #include "agent/error.hpp"
 #include "agent/exit_code.hpp"
@@ -51,11 +52,9 @@ struct map_args {
 
 constexpr std::size_t max_inputs = 1'000'000;
 
-int report(tracing::action& act, const error_code& ec, const diagnostics& diag) {
-  act.fail(ec, diag);
-  fmt::print(stderr, "ferry: error: {}\n", describe(ec, diag));
-  if (ec == asio::error::operation_aborted) return exit_code::interrupted;
-  return ec == errc::bad_task_input ? exit_code::usage : exit_code::failure;
+// Tasks that cannot be read or expanded are a usage error, as a bad flag is.
+int fail_map(tracing::action& act, const error_code& ec, const diagnostics& diag) {
+  return report(act, ec, diag, ec == errc::bad_task_input ? exit_code::usage : exit_code::failure);
 }
 
 // Everything the workers of all nodes share. All of it lives on the I/O thread.
@@ -234,7 +233,7 @@ asio::awaitable<int> map(command_context& ctx, const map_args& args) {
     co_return exit_code::usage;
   }
   auto inputs = inputs_of(args, diag);
-  if (!inputs) co_return report(act, inputs.error(), diag);
+  if (!inputs) co_return fail_map(act, inputs.error(), diag);
   map_state st(ctx.io, map_schedule(std::move(*inputs), args.retries >= 0 ? args.retries : s.agent.retries));
   st.args = &args;
   if (std::string why; !parse_env_vars(args.env, st.vars, why)) {
@@ -252,7 +251,7 @@ asio::awaitable<int> map(command_context& ctx, const map_args& args) {
     results.reset(std::fopen((st.output / "tasks.jsonl").c_str(), "w"));
     if (fs_ec || !results) {
       diag.set(fmt::format("--output {}: cannot write there", args.output));
-      co_return report(act, errc::bad_task_input, diag);
+      co_return fail_map(act, errc::bad_task_input, diag);
     }
     st.results = results.get();
   }
@@ -266,7 +265,7 @@ asio::awaitable<int> map(command_context& ctx, const map_args& args) {
   act.log("ferry:map:tasks", {{"tasks", tasks}, {"per_node", st.per_node}, {"nodes", count}});
 
   job j(ctx, act);
-  if (auto opened = j.open("", diag); !opened) co_return report(act, opened.error(), diag);
+  if (auto opened = j.open("", diag); !opened) co_return fail_map(act, opened.error(), diag);
   st.submitted_at = unix_now();
   auto work = [&act, &st](job_node& jn) { return on_node(act, jn, st); };
   result<void> ran;
@@ -274,7 +273,7 @@ asio::awaitable<int> map(command_context& ctx, const map_args& args) {
   parts.push_back(run_job(j, st, count, work, diag, ran));
   parts.push_back(replacer(j, st, max_nodes, count));
   co_await net::run_all(std::move(parts));
-  if (co_await net::cancelled()) co_return report(act, asio::error::operation_aborted, diag);
+  if (co_await net::cancelled()) co_return fail_map(act, asio::error::operation_aborted, diag);
   if (!st.schedule.finished()) {
     st.schedule.fail_waiting("no node was left to run it");
     for (const auto& t : st.schedule.tasks()) {
@@ -282,7 +281,7 @@ asio::awaitable<int> map(command_context& ctx, const map_args& args) {
     }
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - st.start).count();
-  if (!ran && st.schedule.done() == 0) co_return report(act, ran.error(), diag);
+  if (!ran && st.schedule.done() == 0) co_return fail_map(act, ran.error(), diag);
   for (const auto& f : j.failures()) fmt::print(stderr, "ferry: warning: {}\n", f);
   if (ctx.options.verbosity >= 0) {
     print_summary(st, seconds);

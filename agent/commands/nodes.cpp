@@ -2,6 +2,7 @@
 // command over SSH, recorded in the registry so that later commands reuse them, listed with their state,
 // age and idle time, and ended.
 #include "agent/commands/command.hpp"
+#include "agent/commands/report.hpp"
 
 #include "agent/error.hpp"
 #include "agent/exit_code.hpp"
@@ -31,12 +32,6 @@ struct nodes_args {
   std::vector<std::string> names;
   bool all = false;
 };
-
-int report(tracing::action& act, const error_code& ec, const diagnostics& diag) {
-  act.fail(ec, diag);
-  fmt::print(stderr, "ferry: error: {}\n", describe(ec, diag));
-  return ec == asio::error::operation_aborted ? exit_code::interrupted : exit_code::failure;
-}
 
 std::int64_t now_seconds() { return static_cast<std::int64_t>(std::time(nullptr)); }
 

@@ -2,6 +2,7 @@
 // ones storage lacks there, with a manifest. `--explain` says why paths are in or out and what is big;
 // `--dry-run` checks storage but uploads nothing; `--json` prints the report for programs.
 #include "agent/commands/command.hpp"
+#include "agent/commands/report.hpp"
 
 #include "agent/exit_code.hpp"
 #include "agent/pack_job.hpp"
@@ -37,12 +38,6 @@ struct pack_args {
   bool json_output = false;
   bool force = false;
 };
-
-int report(tracing::action& act, const error_code& ec, const diagnostics& diag) {
-  act.fail(ec, diag);
-  fmt::print(stderr, "ferry: error: {}\n", describe(ec, diag));
-  return ec == asio::error::operation_aborted ? exit_code::interrupted : exit_code::failure;
-}
 
 // Redraws "hashing ..." then "uploading ..." on stderr until stopped.
 class pack_view {

@@ -5,6 +5,7 @@
 // remote process groups, aborts uploads and exits 130. The last line on stderr says where the start-up
 // time went.
 #include "agent/commands/command.hpp"
+#include "agent/commands/report.hpp"
 
 #include "agent/error.hpp"
 #include "agent/exit_code.hpp"
@@ -44,12 +45,6 @@ struct run_args {
   std::string stage_order;          // a file naming the objects in the order to deliver them
   std::vector<std::string> command;
 };
-
-int report(tracing::action& act, const error_code& ec, const diagnostics& diag) {
-  act.fail(ec, diag);
-  fmt::print(stderr, "ferry: error: {}\n", describe(ec, diag));
-  return ec == asio::error::operation_aborted ? exit_code::interrupted : exit_code::failure;
-}
 
 struct node_result {
   std::string node;

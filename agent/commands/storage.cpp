@@ -1,5 +1,6 @@
 // `ferry storage ls|cp|rm`: a person's view of the bucket ferry uses, through the same client.
 #include "agent/commands/command.hpp"
+#include "agent/commands/report.hpp"
 
 #include "agent/exit_code.hpp"
 #include "agent/progress_bar.hpp"
@@ -26,12 +27,6 @@ struct storage_args {
   bool for_nodes = false;
   std::string expires = "1h";
 };
-
-int report(tracing::action& act, const error_code& ec, const diagnostics& diag) {
-  act.fail(ec, diag);
-  fmt::print(stderr, "ferry: error: {}\n", describe(ec, diag));
-  return ec == asio::error::operation_aborted ? exit_code::interrupted : exit_code::failure;
-}
 
 // The configured S3, endpoint and credentials found the AWS way.
 result<net::s3_session> open_session(command_context& ctx, diagnostics& diag) {

@@ -1,6 +1,7 @@
 // `ferry warmup [--nodes N]`: the current project packed and its layers materialised on the warm nodes
 // (every running node of the provider, and at least nodes.min_nodes), so the next run starts at once.
 #include "agent/commands/command.hpp"
+#include "agent/commands/report.hpp"
 
 #include "agent/exit_code.hpp"
 #include "agent/job.hpp"
@@ -18,12 +19,6 @@ namespace asio = boost::asio;
 struct warmup_args {
   int nodes = 0;
 };
-
-int report(tracing::action& act, const error_code& ec, const diagnostics& diag) {
-  act.fail(ec, diag);
-  fmt::print(stderr, "ferry: error: {}\n", describe(ec, diag));
-  return ec == asio::error::operation_aborted ? exit_code::interrupted : exit_code::failure;
-}
 
 // Every running node of the configured provider, and nodes.min_nodes at least (one at least).
 std::size_t warm_count(const command_context& ctx, const warmup_args& args) {

@@ -1,0 +1,22 @@
+#pragma once
+// How a command ends on an expected failure: its root action fails with the error, the human text goes to
+// stderr, and the exit code says what happened (interrupted when the error is the cancellation of Ctrl-C).
+#include "agent/exit_code.hpp"
+#include "tracing/action.hpp"
+#include "tracing/diagnostics.hpp"
+
+#include <boost/asio/error.hpp>
+#include <fmt/format.h>
+
+#include <cstdio>
+
+namespace ferry::agent {
+
+inline int report(tracing::action& act, const error_code& ec, const diagnostics& diag,
+                  int code = exit_code::failure) {
+  act.fail(ec, diag);
+  fmt::print(stderr, "ferry: error: {}\n", describe(ec, diag));
+  return ec == boost::asio::error::operation_aborted ? exit_code::interrupted : code;
+}
+
+}  // namespace ferry::agent
