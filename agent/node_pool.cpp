@@ -189,6 +189,8 @@ asio::awaitable<void> node_pool::ready_new(round& r, provision::node n, node_wor
   }
   n = std::move(*ready);
   n.state = provision::node_state::running;
+  // Recorded as running before it asks the warm pool: nodes that come up together then each see the
+  // others, and agree on which of them nodes.min_nodes pins. The second write keeps what joining added.
   co_await mark_used(act, n);
   co_await join_warm_pool(act, n, *session);
   co_await mark_used(act, n);
