@@ -4,6 +4,7 @@
 #include "net/cancellation.hpp"
 #include "net/child_process.hpp"
 
+#include "support/process.hpp"
 #include "support/temp_dir.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -28,24 +29,9 @@ namespace {
 namespace asio = boost::asio;
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
+using test::dead_or_zombie;
+using test::read_pid;
 using test::temp_dir;
-
-pid_t read_pid(const fs::path& file) {
-  std::ifstream in(file);
-  pid_t pid = 0;
-  in >> pid;
-  return pid;
-}
-
-// Dead: no such process, or a zombie (then dead, and its parent's to reap: PID 1 here reaps no orphans).
-bool dead_or_zombie(pid_t pid) {
-  if (::kill(pid, 0) != 0) return errno == ESRCH;
-  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
-  std::string line;
-  std::getline(stat, line);
-  const auto close = line.rfind(')');
-  return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z';
-}
 
 // Whether `pid` is gone entirely: not even a zombie is left of it.
 bool reaped(pid_t pid) { return ::kill(pid, 0) == -1 && errno == ESRCH; }

@@ -41,6 +41,8 @@ namespace fs = std::filesystem;
 namespace json = boost::json;
 using namespace std::chrono_literals;
 using kind = discovery_entry::kind;
+using test::dead_or_zombie;
+using test::read_pid;
 using test::temp_dir;
 
 // ---- helpers ---------------------------------------------------------------------------------------------
@@ -87,23 +89,6 @@ void backdate(const fs::path& p, std::chrono::seconds by = 3600s) {
   const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(when.time_since_epoch()).count();
   const timespec times[2] = {{0, UTIME_OMIT}, {static_cast<time_t>(ns / 1'000'000'000), ns % 1'000'000'000}};
   ASSERT_EQ(::utimensat(AT_FDCWD, p.c_str(), times, AT_SYMLINK_NOFOLLOW), 0) << p;
-}
-
-pid_t read_pid(const fs::path& file) {
-  std::ifstream in(file);
-  pid_t pid = 0;
-  in >> pid;
-  return pid;
-}
-
-// Dead: no such process, or a zombie (then dead, and its parent's to reap).
-bool dead_or_zombie(pid_t pid) {
-  if (::kill(pid, 0) != 0) return errno == ESRCH;
-  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
-  std::string line;
-  std::getline(stat, line);
-  const auto close = line.rfind(')');
-  return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z';
 }
 
 std::string python_version(const std::string& python, const fs::path& cwd) {

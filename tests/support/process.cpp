@@ -1,6 +1,7 @@
 #include "support/process.hpp"
 
 #include <cerrno>
+#include <fstream>
 #include <fcntl.h>
 #include <cstring>
 #include <csignal>
@@ -134,6 +135,22 @@ process_result run_ferry(const std::vector<std::string>& args, const process_opt
   std::vector<std::string> argv{FERRY_BINARY};
   argv.insert(argv.end(), args.begin(), args.end());
   return run(argv, options);
+}
+
+pid_t read_pid(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  pid_t pid = 0;
+  in >> pid;
+  return pid;
+}
+
+bool dead_or_zombie(pid_t pid) {
+  if (::kill(pid, 0) != 0) return errno == ESRCH;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const auto close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z';
 }
 
 }  // namespace ferry::test

@@ -50,6 +50,12 @@ std::unique_ptr<child> spawn_ferry(const std::vector<std::string>& args, const p
 // Runs the ferry binary under test.
 process_result run_ferry(const std::vector<std::string>& args, const process_options& options = {});
 
+// The pid a test's script wrote to `file` (0 when there is none).
+pid_t read_pid(const std::filesystem::path& file);
+
+// Dead: no such process, or a zombie (then dead, and its parent's to reap: PID 1 here reaps no orphans).
+bool dead_or_zombie(pid_t pid);
+
 // The python3 that ships Debian's python3-eliot.
 inline const char* system_python = "/usr/bin/python3";
 
