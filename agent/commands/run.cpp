@@ -95,13 +95,19 @@ struct stager {
   diagnostics diag;
 };
 
+// A stream that fails is said at once, not only when the command ends (which may be hours later): the
+// command goes on, and the run still ends with the staging error.
 void start_stager(asio::any_io_executor ex, tracing::action& job_act, net::ssh_session& session,
                   const run_state& state, stager& s) {
   s.done = std::make_unique<net::async_event>(ex);
+  auto node = session.peer().node;
   asio::co_spawn(ex, stage_all(job_act, session, state, s.diag),
-                 asio::bind_cancellation_slot(s.stop.slot(), [&s](std::exception_ptr e, error_code ec) {
+                 asio::bind_cancellation_slot(s.stop.slot(), [&s, node](std::exception_ptr e, error_code ec) {
                    s.error = e ? error_code(errc::stage_failed) : ec;
                    if (e) s.diag.set("staging ended with an internal error");
+                   if (s.error && s.error != asio::error::operation_aborted)
+                     fmt::print(stderr, "ferry: staging onto {} failed while the command runs: {}\n", node,
+                                describe(s.error, s.diag));
                    s.done->set();
                  }));
 }

@@ -532,7 +532,7 @@ TEST_F(run_cli, bad_staging_requests_are_refused_with_a_reason) {
   write_file(gone_dir / "b.bin", "b");
   ASSERT_EQ(moto_->aws({"s3", "cp", "--recursive", "--quiet", gone_dir.string(), "s3://ferry-run/gone"}).exit_code, 0);
   auto child = spawn_ferry({"run", "--stage", "s3://ferry-run/gone=" + dir + "/gone", "--stage-window", "1",
-                            "--", "sh", "-c", "sleep 3"},
+                            "--", "sh", "-c", "sleep 3; echo command-ended >&2"},
                            o);
   // With a one-byte window b.bin waits for a.bin to be read, which never happens; meanwhile b.bin goes.
   for (int i = 0; i < 400 && !fs::exists(fs::path(dir) / "gone" / "a.bin"); ++i)
@@ -543,6 +543,12 @@ TEST_F(run_cli, bad_staging_requests_are_refused_with_a_reason) {
   const auto gone = child->wait();
   EXPECT_EQ(gone.exit_code, 1) << gone.err;
   EXPECT_TRUE(contains(gone.err, "b.bin")) << gone.err;
+  // Said while the command still ran, not only once it had ended.
+  const auto said = gone.err.find("failed while the command runs");
+  ASSERT_NE(said, std::string::npos) << gone.err;
+  const auto ended = gone.err.find("command-ended");
+  ASSERT_NE(ended, std::string::npos) << gone.err;
+  EXPECT_LT(said, ended) << gone.err;
   EXPECT_FALSE(fs::exists(fs::path(dir) / "gone" / "b.bin"));
 }
 
