@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -38,7 +39,20 @@ std::string detail(const node& n, std::string_view key) {
 
 int pid_of(const node& n) { return static_cast<int>(n.details.at("pid").to_number<std::int64_t>()); }
 
-class local_netns : public test::local_fixture {};
+class local_netns : public test::local_fixture {
+ protected:
+  // One node made by `p` with sshd answering and a login working; nullopt (the test failed) when not.
+  std::optional<node> one_ready_node(local_provider& p) {
+    node_spec spec;
+    auto made = run_io(p.create(trace.root(), spec, diag));
+    EXPECT_TRUE(made) << diag.message;
+    if (!made || made->empty()) return std::nullopt;
+    auto ready = run_io(wait_ready(trace.root(), p, made->front(), login, ready_options(), diag));
+    EXPECT_TRUE(ready) << diag.message;
+    if (!ready) return std::nullopt;
+    return made->front();
+  }
+};
 
 TEST_F(local_netns, two_nodes_each_in_its_own_namespace_reachable_fresh_and_ready) {
   local_provider p(options(network_mode::netns));
@@ -94,12 +108,9 @@ TEST_F(local_netns, two_nodes_each_in_its_own_namespace_reachable_fresh_and_read
 
 TEST_F(local_netns, terminate_ends_sshd_sessions_namespace_veth_and_dir) {
   local_provider p(options(network_mode::netns));
-  node_spec spec;
-  auto made = run_io(p.create(trace.root(), spec, diag));
-  ASSERT_TRUE(made) << diag.message;
-  const auto n = made->front();
-  ASSERT_TRUE(run_io(wait_ready(trace.root(), p, n, login, ready_options(), diag)))
-      << diag.message;
+  const auto made = one_ready_node(p);
+  ASSERT_TRUE(made);
+  const auto n = *made;
   // A process that left the ssh session (its own session, like a daemon): terminate must end it too.
   const auto bg = test::ssh_exec(key.private_key, n, "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!");
   ASSERT_EQ(bg.exit_code, 0) << bg.err;
@@ -148,12 +159,9 @@ TEST_F(local_netns, boot_delay_keeps_a_node_pending_and_readiness_waits_for_it) 
 
 TEST_F(local_netns, a_node_whose_sshd_was_killed_by_hand_is_terminated_and_readiness_says_so_at_once) {
   local_provider p(options(network_mode::netns));
-  node_spec spec;
-  auto made = run_io(p.create(trace.root(), spec, diag));
-  ASSERT_TRUE(made) << diag.message;
-  const auto n = made->front();
-  ASSERT_TRUE(run_io(wait_ready(trace.root(), p, n, login, ready_options(), diag)))
-      << diag.message;
+  const auto made = one_ready_node(p);
+  ASSERT_TRUE(made);
+  const auto n = *made;
   ASSERT_EQ(::kill(pid_of(n), SIGKILL), 0);
   for (int i = 0; i < 100 && !process_gone(pid_of(n)); ++i) std::this_thread::sleep_for(10ms);
 
@@ -178,11 +186,9 @@ TEST_F(local_netns, a_node_whose_sshd_was_killed_by_hand_is_terminated_and_readi
 // What a node's idle watchdog does: the self-stop command, run detached inside the node.
 TEST_F(local_netns, a_node_that_stopped_itself_is_stopped_and_terminate_still_cleans_it_up) {
   local_provider p(options(network_mode::netns));
-  node_spec spec;
-  auto made = run_io(p.create(trace.root(), spec, diag));
-  ASSERT_TRUE(made) << diag.message;
-  const auto n = made->front();
-  ASSERT_TRUE(run_io(wait_ready(trace.root(), p, n, login, ready_options(), diag))) << diag.message;
+  const auto made = one_ready_node(p);
+  ASSERT_TRUE(made);
+  const auto n = *made;
   const auto bg = test::ssh_exec(key.private_key, n, "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!");
   ASSERT_EQ(bg.exit_code, 0) << bg.err;
   const int straggler = std::stoi(bg.out);
