@@ -8,6 +8,7 @@
 // machine's site-packages (botocore, boto3, s3transfer, urllib3, jmespath, dateutil, yaml: about 38 MB).
 // moto_server is the storage, on the bridge address where nodes reach it.
 #include "bench/bench_support.hpp"
+#include "bench/bench_world.hpp"
 
 #include <fmt/format.h>
 
@@ -34,34 +35,13 @@ namespace {
 
 constexpr int warm_nodes = 4;
 
-struct world {
-  fs::path dir = fs::temp_directory_path() / fmt::format("ferry-bench-run-{}", ::getpid());
+struct world : ferry::bench::node_world {
   fs::path project = dir / "project";
-  std::string ferry;
-  pid_t moto = -1;
   int prefix = 0;
 
-  explicit world(std::string binary) : ferry(std::move(binary)) {
+  explicit world(std::string binary) : node_world("run", std::move(binary)) {
     fs::create_directories(project);
-    for (const char* name : {"XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME"}) {
-      ::setenv(name, (dir / name).c_str(), 1);
-    }
-    ::setenv("FERRY_PROVIDER", "local", 1);
     ::setenv("FERRY_NODES_MAX_NODES", "8", 1);
-    for (const char* v : {"AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL_S3"}) ::unsetenv(v);
-    ::setenv("AWS_ACCESS_KEY_ID", "bench", 1);
-    ::setenv("AWS_SECRET_ACCESS_KEY", "bench", 1);
-    ::setenv("AWS_DEFAULT_REGION", "us-east-1", 1);
-    ::setenv("AWS_CONFIG_FILE", "/dev/null", 1);
-    ::setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null", 1);
-  }
-  ~world() {
-    std::system(fmt::format("{} -q nodes down --all > /dev/null 2>&1", quote(ferry)).c_str());
-    if (moto > 0) {
-      ::kill(-moto, SIGKILL);
-      ::waitpid(moto, nullptr, 0);
-    }
-    fs::remove_all(dir);
   }
 
   std::string ferry_in_project(const std::string& args) const {
@@ -89,28 +69,6 @@ void make_project(world& w) {
   }
 }
 
-void start_moto(world& w) {
-  const auto port = output_of("python3 -c 'import socket; s = socket.socket(); s.bind((\"10.200.0.1\", 0)); "
-                              "print(s.getsockname()[1])'");
-  const auto endpoint = fmt::format("http://10.200.0.1:{}", port.substr(0, port.find('\n')));
-  w.moto = ::fork();
-  if (w.moto == 0) {
-    ::setpgid(0, 0);
-    const auto log = (w.dir / "moto.log").string();
-    std::freopen(log.c_str(), "w", stdout);
-    std::freopen(log.c_str(), "w", stderr);
-    const auto p = port.substr(0, port.find('\n'));
-    ::execlp("moto_server", "moto_server", "-H", "10.200.0.1", "-p", p.c_str(), nullptr);
-    ::_exit(127);
-  }
-  ::setenv("AWS_ENDPOINT_URL", endpoint.c_str(), 1);
-  for (int i = 0; i < 100; ++i) {
-    if (std::system(fmt::format("curl -s -o /dev/null {}", endpoint).c_str()) == 0) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  shell("aws s3 mb s3://bench > /dev/null");
-}
-
 double field(const std::string& line, const std::string& name) {
   std::smatch m;
   if (!std::regex_search(line, m, std::regex(name + " ([0-9.]+) s"))) throw std::runtime_error("no " + name + " in: " + line);
@@ -122,7 +80,7 @@ int run(world& w) {
   // The first node makes the bridge that moto listens on.
   shell(fmt::format("{} -q nodes up 1 > /dev/null && {} -q nodes down --all > /dev/null", quote(w.ferry),
                     quote(w.ferry)));
-  start_moto(w);
+  w.start_moto();
 
   // Each part of a cold start alone.
   const double nodes_alone = best_of(2, [&] {

@@ -3,6 +3,7 @@
 // fresh directory. ferry's figure is the staging step itself (the `ferry:stage` action's seconds, from
 // the run's trace); aws's (Debian's awscli) is its own run on the node, through `ferry exec` (~0.1 s more).
 #include "bench/bench_support.hpp"
+#include "bench/bench_world.hpp"
 
 #include <fmt/format.h>
 
@@ -22,6 +23,7 @@
 
 namespace fs = std::filesystem;
 using ferry::bench::best_of;
+using ferry::bench::first_line;
 using ferry::bench::output_of;
 using ferry::bench::quote;
 using ferry::bench::shell;
@@ -31,66 +33,19 @@ namespace {
 constexpr int objects = 1000;
 constexpr std::uint64_t total_bytes = 1ull << 30;
 
-std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
-
-struct world {
-  fs::path dir = fs::temp_directory_path() / fmt::format("ferry-bench-stage-{}", ::getpid());
-  std::string ferry;
-  pid_t moto = -1;
-  std::string endpoint;
+struct world : ferry::bench::node_world {
   std::uint64_t bytes = 0;  // of the data, as made
 
-  explicit world(std::string binary) : ferry(std::move(binary)) {
+  explicit world(std::string binary) : node_world("stage", std::move(binary)) {
     fs::create_directories(dir / "project");
-    fs::permissions(dir, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
-                             fs::perms::others_read | fs::perms::others_exec);
-    for (const char* name : {"XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME"}) {
-      ::setenv(name, (dir / name).c_str(), 1);
-    }
-    ::setenv("FERRY_PROVIDER", "local", 1);
-    for (const char* v : {"AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL_S3"}) ::unsetenv(v);
-    ::setenv("AWS_ACCESS_KEY_ID", "bench", 1);
-    ::setenv("AWS_SECRET_ACCESS_KEY", "bench", 1);
-    ::setenv("AWS_DEFAULT_REGION", "us-east-1", 1);
-    ::setenv("AWS_CONFIG_FILE", "/dev/null", 1);
-    ::setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null", 1);
     ::setenv("FERRY_STORAGE_URL", "s3://bench/project", 1);
     // A project with nothing to ship but itself: the bench is about the data.
     std::ofstream(dir / "project" / "ferry.toml") << "[packaging]\nship_site_packages = false\n";
-  }
-  ~world() {
-    std::system(fmt::format("{} -q nodes down --all > /dev/null 2>&1", quote(ferry)).c_str());
-    if (moto > 0) {
-      ::kill(-moto, SIGKILL);
-      ::waitpid(moto, nullptr, 0);
-    }
-    fs::remove_all(dir);
   }
   std::string in_project(const std::string& args) const {
     return fmt::format("cd {} && {} {}", quote(dir / "project"), quote(ferry), args);
   }
 };
-
-void start_moto(world& w) {
-  const auto port = first_line(output_of(
-      "python3 -c 'import socket; s = socket.socket(); s.bind((\"10.200.0.1\", 0)); print(s.getsockname()[1])'"));
-  w.endpoint = fmt::format("http://10.200.0.1:{}", port);
-  w.moto = ::fork();
-  if (w.moto == 0) {
-    ::setpgid(0, 0);
-    const auto log = (w.dir / "moto.log").string();
-    std::freopen(log.c_str(), "w", stdout);
-    std::freopen(log.c_str(), "w", stderr);
-    ::execlp("moto_server", "moto_server", "-H", "10.200.0.1", "-p", port.c_str(), nullptr);
-    ::_exit(127);
-  }
-  ::setenv("AWS_ENDPOINT_URL", w.endpoint.c_str(), 1);
-  for (int i = 0; i < 100; ++i) {
-    if (std::system(fmt::format("curl -s -o /dev/null {}", w.endpoint).c_str()) == 0) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  shell("aws s3 mb s3://bench > /dev/null");
-}
 
 // 1,000 files of 0.5 to 1.5 MiB (1 GiB in all), uploaded once.
 void make_data(world& w) {
@@ -122,7 +77,7 @@ double stage_seconds(const fs::path& trace) {
 
 int run(world& w) {
   shell(fmt::format("{} -q nodes up 1 > /dev/null", quote(w.ferry)));
-  start_moto(w);
+  w.start_moto();
   make_data(w);
   // Debian's aws CLI (setup.sh installs awscli): a node sees the system's /usr, not this user's home.
   const std::string aws = "/usr/bin/aws";

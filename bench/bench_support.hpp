@@ -40,6 +40,9 @@ inline std::string output_of(const std::string& command) {
   return out;
 }
 // A path or word in single quotes for sh (the benches' own paths hold no single quote).
+// Up to the first newline: a command's one-line answer.
+inline std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
 inline std::string quote(const std::string& s) { return "'" + s + "'"; }
 inline std::string quote(const std::filesystem::path& p) { return quote(p.string()); }
 
