@@ -46,7 +46,7 @@ void http_client::give_back(host& h, std::unique_ptr<http_connection> connection
 }
 
 asio::awaitable<result<http_response>> http_client::send(const origin& to, const http_request& request,
-                                                         const body_sink* sink, diagnostics& diag) {
+                                                         response_sink sink, diagnostics& diag) {
   auto& h = host_for(to);
   error_code ec;
   co_await h.slots.async_send(error_code{}, asio::redirect_error(asio::use_awaitable, ec));

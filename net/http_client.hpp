@@ -30,6 +30,10 @@ class http_client {
 
   // Sends one request to `to`. With a sink the response body streams there, else into response.body.
   asio::awaitable<result<http_response>> send(const origin& to, const http_request& request, const body_sink* sink,
+                                              diagnostics& diag) {
+    return send(to, request, response_sink{sink, nullptr}, diag);
+  }
+  asio::awaitable<result<http_response>> send(const origin& to, const http_request& request, response_sink sink,
                                               diagnostics& diag);
 
   const http_client_settings& settings() const { return settings_; }

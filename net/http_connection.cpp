@@ -137,7 +137,7 @@ asio::awaitable<result<std::unique_ptr<http_connection>>> http_connection::open(
   co_return std::unique_ptr<http_connection>(new http_connection(to, std::move(stream), timeouts));
 }
 
-asio::awaitable<result<http_response>> http_connection::exchange(const http_request& request, const body_sink* sink,
+asio::awaitable<result<http_response>> http_connection::exchange(const http_request& request, response_sink sink,
                                                                  std::size_t max_collected, diagnostics& diag) {
   reusable_ = false;
   got_response_ = false;
@@ -173,7 +173,7 @@ asio::awaitable<error_code> http_connection::send_body(Stream& stream, const req
 
 template <class Stream>
 asio::awaitable<result<http_response>> http_connection::exchange_on(Stream& stream, const http_request& request,
-                                                                    const body_sink* sink, std::size_t max_collected,
+                                                                    response_sink sink, std::size_t max_collected,
                                                                     diagnostics& diag) {
   http::request<http::empty_body> head{request.method, request.target, 11};
   for (const auto& field : request.headers) head.set(field.name_string(), field.value());
@@ -200,7 +200,7 @@ asio::awaitable<result<http_response>> http_connection::exchange_on(Stream& stre
   response.status = parser.get().result_int();
   response.headers = parser.get().base();
   // Only a successful body streams to the sink; an error's body is the explanation, read whole.
-  if (response.status / 100 != 2) sink = nullptr;
+  if (response.status / 100 != 2) sink = {};
   body_target target{sink, max_collected, response};
   const auto length = parser.content_length();
   if (!parser.is_done() && length && !parser.chunked())
@@ -214,15 +214,17 @@ asio::awaitable<result<http_response>> http_connection::exchange_on(Stream& stre
   co_return response;
 }
 
-error_code http_connection::deliver(std::span<const char> bytes, body_target& target, diagnostics& diag) {
+asio::awaitable<error_code> http_connection::deliver(std::span<const char> bytes, body_target& target,
+                                                     diagnostics& diag) {
   target.response.body_bytes += bytes.size();
-  if (target.sink) return (*target.sink)(bytes);
+  if (target.sink.sync) co_return (*target.sink.sync)(bytes);
+  if (target.sink.async) co_return co_await (*target.sink.async)(bytes);
   if (target.response.body.size() + bytes.size() > target.max_collected) {
     diag.set(fmt::format("response from {} is over {} bytes", origin_.key(), target.max_collected));
-    return make_error_code(errc::body_too_large);
+    co_return make_error_code(errc::body_too_large);
   }
   target.response.body.append(bytes.data(), bytes.size());
-  return {};
+  co_return error_code{};
 }
 
 // With a Content-Length, the body is read straight from the stream into our chunk, in reads as large
@@ -233,7 +235,7 @@ asio::awaitable<error_code> http_connection::read_sized_body(Stream& stream, std
   const auto buffered = std::min<std::uint64_t>(length, buffer_.size());
   if (buffered > 0) {
     const auto* data = static_cast<const char*>(buffer_.data().data());
-    if (auto ec = deliver({data, static_cast<std::size_t>(buffered)}, target, diag)) co_return ec;
+    if (auto ec = co_await deliver({data, static_cast<std::size_t>(buffered)}, target, diag)) co_return ec;
     buffer_.consume(static_cast<std::size_t>(buffered));
   }
   for (std::uint64_t left = length - buffered; left > 0;) {
@@ -243,7 +245,7 @@ asio::awaitable<error_code> http_connection::read_sized_body(Stream& stream, std
     const auto n = co_await stream.async_read_some(asio::buffer(chunk_.data(), want),
                                                    asio::redirect_error(asio::use_awaitable, ec));
     if (ec) co_return classify_transport_error(ec, "reading the response body from", origin_, diag);
-    if (auto sink_ec = deliver({chunk_.data(), n}, target, diag)) co_return sink_ec;
+    if (auto sink_ec = co_await deliver({chunk_.data(), n}, target, diag)) co_return sink_ec;
     left -= n;
   }
   co_return error_code{};
@@ -262,7 +264,7 @@ asio::awaitable<error_code> http_connection::read_parsed_body(Stream& stream,
     co_await http::async_read(stream, buffer_, parser, asio::redirect_error(asio::use_awaitable, ec));
     if (ec == http::error::need_buffer) ec = {};
     if (ec) co_return classify_transport_error(ec, "reading the response body from", origin_, diag);
-    if (auto sink_ec = deliver({chunk_.data(), chunk_.size() - parser.get().body().size}, target, diag))
+    if (auto sink_ec = co_await deliver({chunk_.data(), chunk_.size() - parser.get().body().size}, target, diag))
       co_return sink_ec;
   }
   co_return error_code{};

@@ -43,6 +43,10 @@ class http_connection {
   // Sends the request and receives the response. With a sink, the body goes there; without one it is
   // collected into the response, up to `max_collected` bytes.
   asio::awaitable<result<http_response>> exchange(const http_request& request, const body_sink* sink,
+                                                  std::size_t max_collected, diagnostics& diag) {
+    return exchange(request, response_sink{sink, nullptr}, max_collected, diag);
+  }
+  asio::awaitable<result<http_response>> exchange(const http_request& request, response_sink sink,
                                                   std::size_t max_collected, diagnostics& diag);
 
   // The server allows another request, and the last exchange completed cleanly.
@@ -57,7 +61,7 @@ class http_connection {
 
   template <class Stream>
   asio::awaitable<result<http_response>> exchange_on(Stream& stream, const http_request& request,
-                                                     const body_sink* sink, std::size_t max_collected,
+                                                     response_sink sink, std::size_t max_collected,
                                                      diagnostics& diag);
   template <class Stream>
   asio::awaitable<error_code> send_body(Stream& stream, const request_body& body);
@@ -66,11 +70,11 @@ class http_connection {
 
   // Where a response body goes: the sink, or the response itself up to a cap.
   struct body_target {
-    const body_sink* sink;
+    response_sink sink;
     std::size_t max_collected;
     http_response& response;
   };
-  error_code deliver(std::span<const char> bytes, body_target& target, diagnostics& diag);
+  asio::awaitable<error_code> deliver(std::span<const char> bytes, body_target& target, diagnostics& diag);
   template <class Stream>
   asio::awaitable<error_code> read_sized_body(Stream& stream, std::uint64_t length, body_target& target,
                                               diagnostics& diag);

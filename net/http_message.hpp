@@ -2,6 +2,7 @@
 // What an HTTP exchange sends and receives. Bodies stream: a request body is borrowed memory or a
 // region of a file, read as it is sent; a response body goes to a sink chunk by chunk, or, for the
 // small XML answers of S3 and EC2, into a string with a size cap. No object is ever held whole.
+#include <boost/asio/awaitable.hpp>
 #include <boost/beast/http/fields.hpp>
 #include <boost/beast/http/verb.hpp>
 #include <boost/system/error_code.hpp>
@@ -51,6 +52,17 @@ std::uint64_t body_size(const request_body& body);
 
 // Receives a response body chunk by chunk; an error stops the transfer.
 using body_sink = std::function<boost::system::error_code(std::span<const char> chunk)>;
+// The same, for a receiver that waits (hands chunks to a CPU pool): the next read starts only when it
+// is done with this chunk, so a slow receiver slows the download instead of piling up memory.
+using async_body_sink =
+    std::function<boost::asio::awaitable<boost::system::error_code>(std::span<const char> chunk)>;
+
+// Where a successful response body goes: at most one of the two; neither collects it into the response.
+struct response_sink {
+  const body_sink* sync = nullptr;
+  const async_body_sink* async = nullptr;
+  bool empty() const { return !sync && !async; }
+};
 
 struct http_response {
   unsigned status = 0;

@@ -33,12 +33,12 @@ bool is_retryable(const error_code& ec);
 std::chrono::milliseconds backoff_delay(const config::retry_settings& policy, int next);
 
 // Runs `attempt(action&, attempt_info&)` -> awaitable<result<T>> until it succeeds, fails with an error
-// that is not retryable, or the attempts run out. Each attempt is a child action `action_type` of
+// that `retryable` rejects, or the attempts run out. Each attempt is a child action `action_type` of
 // `parent` with field "attempt". The last attempt's diagnostics end up in `diag`.
-template <class T, class Attempt>
+template <class T, class Attempt, class Retryable>
 boost::asio::awaitable<result<T>> with_retry(tracing::action& parent, std::string_view action_type,
                                              const config::retry_settings& policy, Attempt attempt,
-                                             diagnostics& diag) {
+                                             Retryable retryable, diagnostics& diag) {
   const int max_attempts = std::max(1, policy.max_attempts);
   for (int n = 1;; ++n) {
     if (n > 1 && co_await cancelled()) co_return error_code(boost::asio::error::operation_aborted);
@@ -51,7 +51,7 @@ boost::asio::awaitable<result<T>> with_retry(tracing::action& parent, std::strin
       co_return r;
     }
     diag = std::move(info.diag);
-    if (n == max_attempts || !is_retryable(r.error())) {
+    if (n == max_attempts || !retryable(r.error())) {
       act.fail(r.error(), diag);
       co_return r;
     }
@@ -63,6 +63,15 @@ boost::asio::awaitable<result<T>> with_retry(tracing::action& parent, std::strin
     co_await timer.async_wait(boost::asio::redirect_error(boost::asio::use_awaitable, ec));
     if (ec) co_return ec;  // cancelled while waiting
   }
+}
+
+// The same with is_retryable as the predicate.
+template <class T, class Attempt>
+boost::asio::awaitable<result<T>> with_retry(tracing::action& parent, std::string_view action_type,
+                                             const config::retry_settings& policy, Attempt attempt,
+                                             diagnostics& diag) {
+  return with_retry<T>(parent, action_type, policy, std::move(attempt),
+                       [](const error_code& ec) { return is_retryable(ec); }, diag);
 }
 
 }  // namespace ferry::net

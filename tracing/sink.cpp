@@ -35,6 +35,10 @@ result<std::unique_ptr<sink>> sink::open(const std::filesystem::path& path, diag
   return std::unique_ptr<sink>(new sink(fd, path));
 }
 
+std::unique_ptr<sink> sink::adopt(int fd, std::filesystem::path label) {
+  return std::unique_ptr<sink>(new sink(fd, std::move(label)));
+}
+
 std::unique_ptr<sink> sink::discard() { return std::unique_ptr<sink>(new sink(-1, {})); }
 
 sink::sink(int fd, std::filesystem::path path) : fd_(fd), path_(std::move(path)) {

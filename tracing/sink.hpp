@@ -18,6 +18,8 @@ class sink {
  public:
   // Appends to `path` (created with mode 0600: traces may name private hosts and paths).
   static result<std::unique_ptr<sink>> open(const std::filesystem::path& path, diagnostics& diag);
+  // Writes to an open descriptor it then owns (a pipe: a node program's stdout); `label` names it.
+  static std::unique_ptr<sink> adopt(int fd, std::filesystem::path label);
   // Formats nothing to disk: for measuring the cost of tracing itself.
   static std::unique_ptr<sink> discard();
 
