@@ -1,0 +1,140 @@
+#include "agent/node/layer_writer.hpp"
+
+#include "agent/node/entry_name.hpp"
+#include "agent/node/error.hpp"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+namespace ferry::agent::node {
+namespace {
+
+constexpr std::size_t max_link_target = 4096;
+
+mode_t file_mode(const zip_entry& e) {
+  const mode_t bits = e.mode & 0777;  // no set-id or sticky bits from a download
+  return bits ? bits : 0644;
+}
+
+}  // namespace
+
+layer_writer::layer_writer(int root, std::string root_path, std::string layer, std::uint64_t layer_bytes)
+    : root_(root), root_path_(std::move(root_path)), layer_(std::move(layer)), layer_bytes_(layer_bytes) {}
+
+error_code layer_writer::hostile(std::string_view name, std::string_view why, diagnostics& diag) {
+  diag.set(fmt::format("layer {} holds the entry '{}', which {}: refused", layer_, name, why));
+  return make_error_code(errc::hostile_entry);
+}
+
+error_code layer_writer::io_failure(int err, std::string_view doing, std::string_view name, diagnostics& diag) {
+  if (err == ENOSPC || err == EDQUOT) {
+    struct statvfs fs {};
+    const auto free = ::fstatvfs(root_, &fs) == 0 ? std::uint64_t(fs.f_bavail) * fs.f_frsize : 0;
+    diag.set(fmt::format("no space left in {}: layer {} needs {} more bytes, {} are free", root_path_, layer_,
+                         layer_bytes_ > bytes_written_ ? layer_bytes_ - bytes_written_ : 0, free));
+    return make_error_code(errc::disk_full);
+  }
+  diag.set(fmt::format("layer {}: {} '{}' in {}: {}", layer_, doing, name, root_path_, std::strerror(err)));
+  return make_error_code(errc::cache_failed);
+}
+
+result<int> layer_writer::open_dirs(const std::vector<std::string_view>& dirs, std::string_view name,
+                                    diagnostics& diag) {
+  std::size_t keep = 0;
+  while (keep < open_.size() && keep < dirs.size() && open_[keep].first == dirs[keep]) ++keep;
+  open_.resize(keep);
+  for (std::size_t i = keep; i < dirs.size(); ++i) {
+    const int parent = i == 0 ? root_ : open_[i - 1].second.get();
+    const std::string part(dirs[i]);
+    if (::mkdirat(parent, part.c_str(), 0755) != 0 && errno != EEXIST)
+      return io_failure(errno, "creating the directory of", name, diag);
+    packaging::unique_fd fd(::openat(parent, part.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (fd.get() < 0) {
+      if (errno == ELOOP || errno == ENOTDIR) return hostile(name, "passes through a symlink or a file", diag);
+      return io_failure(errno, "opening the directory of", name, diag);
+    }
+    open_.emplace_back(part, std::move(fd));
+  }
+  return dirs.empty() ? root_ : open_.back().second.get();
+}
+
+result<void> layer_writer::begin(const zip_entry& entry, diagnostics& diag) {
+  auto path = split_entry_name(entry.name, layer_, diag);
+  if (!path) return path.error();
+  entry_ = &entry;
+  link_target_.clear();
+  if (path->directory) {
+    auto dirs = path->dirs;
+    dirs.push_back(path->leaf);
+    auto fd = open_dirs(dirs, entry.name, diag);
+    if (!fd) return fd.error();
+    if (entry.mode & 0777) ::fchmod(*fd, (entry.mode & 0777) | 0700);
+    parent_ = -1;
+    return {};
+  }
+  auto parent = open_dirs(path->dirs, entry.name, diag);
+  if (!parent) return parent.error();
+  parent_ = *parent;
+  leaf_.assign(path->leaf);
+  if (entry.is_symlink()) {
+    if (entry.size > max_link_target) return hostile(entry.name, "is a symlink with an overlong target", diag);
+    return {};
+  }
+  if (!S_ISREG(entry.mode) && entry.mode != 0 && (entry.mode & S_IFMT) != 0)
+    return hostile(entry.name, "is neither a file, a directory nor a symlink", diag);
+  file_ = packaging::unique_fd(
+      ::openat(parent_, leaf_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (file_.get() < 0) {
+    if (errno == EEXIST) return hostile(entry.name, "is there twice (or a symlink holds its name)", diag);
+    return io_failure(errno, "creating", entry.name, diag);
+  }
+  return {};
+}
+
+result<void> layer_writer::data(std::string_view bytes, diagnostics& diag) {
+  if (!entry_ || parent_ < 0) return {};  // a directory's content: nothing
+  if (entry_->is_symlink()) {
+    link_target_.append(bytes);
+    return {};
+  }
+  while (!bytes.empty()) {
+    const auto n = ::write(file_.get(), bytes.data(), bytes.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return io_failure(errno, "writing", entry_->name, diag);
+    }
+    bytes.remove_prefix(static_cast<std::size_t>(n));
+    bytes_written_ += static_cast<std::uint64_t>(n);
+  }
+  return {};
+}
+
+result<void> layer_writer::end(diagnostics& diag) {
+  const auto* e = std::exchange(entry_, nullptr);
+  if (!e || parent_ < 0) return {};
+  if (e->is_symlink()) {
+    auto path = split_entry_name(e->name, layer_, diag);
+    if (!path) return path.error();
+    if (link_target_.find('\0') != std::string::npos || !link_stays_inside(*path, link_target_))
+      return hostile(e->name, fmt::format("is a symlink to '{}', outside the layer", link_target_), diag);
+    if (::symlinkat(link_target_.c_str(), parent_, leaf_.c_str()) != 0) {
+      if (errno == EEXIST) return hostile(e->name, "is there twice", diag);
+      return io_failure(errno, "creating the symlink", e->name, diag);
+    }
+    bytes_written_ += link_target_.size();
+    ++files_written_;
+    return {};
+  }
+  if (::fchmod(file_.get(), file_mode(*e)) != 0) return io_failure(errno, "setting the mode of", e->name, diag);
+  if (::close(file_.release()) != 0) return io_failure(errno, "closing", e->name, diag);
+  ++files_written_;
+  return {};
+}
+
+}  // namespace ferry::agent::node

@@ -1,0 +1,50 @@
+#pragma once
+// Writes a zip's entries into a layer's directory, confined to it: every directory on the way is created
+// or opened relative to its parent's descriptor with O_NOFOLLOW, so an entry can never pass through a
+// symlink (one made by an earlier entry or another shard of the layer) to land outside; files are created
+// with O_EXCL, so an entry cannot overwrite another. Symlinks are made only with relative targets that stay
+// inside the layer. Modes come from the zip, without set-id bits.
+//
+// A full disk is errc::disk_full naming the layer's directory and the bytes still needed.
+#include "agent/node/zip_stream.hpp"
+#include "packaging/unique_fd.hpp"
+
+#include <string>
+#include <vector>
+
+namespace ferry::agent::node {
+
+class layer_writer final : public entry_sink {
+ public:
+  // `root` is the layer's (temporary) directory, open; `root_path` and `layer` name it in messages;
+  // `layer_bytes` is what the whole layer holds, for the message of a full disk.
+  layer_writer(int root, std::string root_path, std::string layer, std::uint64_t layer_bytes);
+
+  result<void> begin(const zip_entry& entry, diagnostics& diag) override;
+  result<void> data(std::string_view bytes, diagnostics& diag) override;
+  result<void> end(diagnostics& diag) override;
+
+  std::uint64_t bytes_written() const { return bytes_written_; }
+  std::uint64_t files_written() const { return files_written_; }
+
+ private:
+  // Opens (creating what is missing) the directories `dirs` below the root; the descriptor of the last.
+  result<int> open_dirs(const std::vector<std::string_view>& dirs, std::string_view name, diagnostics& diag);
+  error_code io_failure(int err, std::string_view doing, std::string_view name, diagnostics& diag);
+  error_code hostile(std::string_view name, std::string_view why, diagnostics& diag);
+
+  int root_;
+  std::string root_path_;
+  std::string layer_;
+  std::uint64_t layer_bytes_;
+  std::vector<std::pair<std::string, packaging::unique_fd>> open_;  // the directories of the last entry
+  const zip_entry* entry_ = nullptr;
+  int parent_ = -1;
+  std::string leaf_;
+  packaging::unique_fd file_;
+  std::string link_target_;
+  std::uint64_t bytes_written_ = 0;
+  std::uint64_t files_written_ = 0;
+};
+
+}  // namespace ferry::agent::node

@@ -1,0 +1,175 @@
+// ferry-node: the node half of the agent. One static program that ferry puts on each node (checked by
+// its SHA-256, kept in the node's cache under that digest), so a node needs nothing installed but `sh` to
+// start it. It reads a JSON plan on stdin and writes Eliot messages on stdout that continue ferry's task.
+//
+//   ferry-node materialise         the plan's layers into the node's layer cache (materialise_layers.hpp)
+//   ferry-node install SHA256 PATH this very file, checked to hash to SHA256, renamed to PATH
+//   ferry-node version
+//
+// Exit codes: 0 done, 1 failed (the reason on stderr and in the trace), 2 bad usage or plan, 130 stopped
+// by a signal (TERM, INT or HUP: the work is cancelled and every action still ends, as cancelled).
+#include "agent/node/action_types.hpp"
+#include "agent/node/error.hpp"
+#include "agent/node/materialise_layers.hpp"
+#include "net/cancellation.hpp"
+#include "net/digest.hpp"
+#include "net/tls_context.hpp"
+#include "tracing/sink.hpp"
+#include "tracing/task_id.hpp"
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/json/array.hpp>
+#include <boost/json/value.hpp>
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <unistd.h>
+
+namespace {
+
+namespace asio = boost::asio;
+namespace node = ferry::agent::node;
+using ferry::diagnostics;
+using ferry::error_code;
+using ferry::result;
+
+constexpr std::size_t max_plan = 256 << 20;
+
+std::string read_stdin() {
+  std::string text;
+  char buffer[1 << 16];
+  for (;;) {
+    const auto n = ::read(0, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    text.append(buffer, static_cast<std::size_t>(n));
+    if (text.size() > max_plan) break;
+  }
+  return text;
+}
+
+int say(int code, const std::string& text) {
+  std::fprintf(stderr, "ferry-node: %s\n", text.c_str());
+  return code;
+}
+
+// Hashes this program's own file and renames it to `target` when it is the build ferry sent. A copy cut
+// short by a dropped connection does not reach this point (it would not run); one damaged otherwise does,
+// and removes itself.
+int install(const std::string& expected, const std::string& target) {
+  const int fd = ::open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return say(1, fmt::format("cannot read /proc/self/exe: {}", std::strerror(errno)));
+  ferry::net::sha256_stream hash;
+  char buffer[1 << 16];
+  for (;;) {
+    const auto n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    hash.update(reinterpret_cast<const unsigned char*>(buffer), static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  char self[4096] = {};
+  const auto length = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (length <= 0) return say(1, "cannot find this program's own path");
+  const auto got = ferry::net::to_hex(hash.finish());
+  if (got != expected) {
+    ::unlink(self);
+    return say(1, fmt::format("the program arrived with the SHA-256 {}, not {}: removed", got, expected));
+  }
+  if (::rename(self, target.c_str()) != 0)
+    return say(1, fmt::format("cannot rename {} to {}: {}", self, target, std::strerror(errno)));
+  return 0;
+}
+
+ferry::tracing::action root_action(ferry::tracing::sink& out, const std::string& task_id, std::size_t layers) {
+  diagnostics ignored;
+  if (auto parent = ferry::tracing::parse_task_id(task_id, ignored))
+    return ferry::tracing::action::continue_task(out, *parent, node::action_types::materialise, {{"layers", layers}});
+  return ferry::tracing::action::start_task(out, node::action_types::materialise, {{"layers", layers}});
+}
+
+int materialise() {
+  const auto text = read_stdin();
+  diagnostics diag;
+  auto plan = node::parse_plan(text, diag);
+  if (!plan) return say(2, ferry::describe(plan.error(), diag));
+  auto out = ferry::tracing::sink::adopt(::dup(1), "stdout");
+  auto act = root_action(*out, plan->task_id, plan->layers.size());
+
+  asio::io_context io(1);
+  ferry::net::cpu_pool pool;
+  auto tls = ferry::net::make_tls_context("", diag);
+  if (!tls) return say(1, ferry::describe(tls.error(), diag));
+  ferry::net::http_client_settings http_settings;
+  http_settings.timeouts.connect = std::chrono::milliseconds(plan->limits.connect_timeout_ms);
+  http_settings.timeouts.read = std::chrono::milliseconds(plan->limits.read_timeout_ms);
+  http_settings.timeouts.write = std::chrono::milliseconds(plan->limits.read_timeout_ms);
+  http_settings.max_connections_per_host = std::max(1, plan->limits.parallelism);
+  http_settings.max_collected_body = 8 << 20;
+  ferry::net::http_client http(io.get_executor(), http_settings, *tls);
+  node::fetch_context ctx{http, pool, plan->limits};
+
+  asio::cancellation_signal stop;
+  asio::signal_set signals(io, SIGTERM, SIGINT, SIGHUP);
+  bool stopped = false;
+  signals.async_wait([&](const error_code& ec, int) {
+    if (ec) return;
+    stopped = true;
+    // Everything stops: the process is on its way out, so nothing need stay usable (terminal).
+    stop.emit(asio::cancellation_type::terminal);
+  });
+
+  std::optional<result<node::materialised>> outcome;
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        co_await ferry::net::accept_cancellation();
+        outcome = co_await node::materialise_layers(act, ctx, *plan, diag);
+        signals.cancel();
+      },
+      asio::bind_cancellation_slot(stop.slot(), asio::detached));
+  io.run();
+
+  const auto& got = *outcome;
+  if (!got) {
+    act.fail(got.error(), diag);
+    out->flush();
+    if (stopped) return 130;
+    return say(1, ferry::describe(got.error(), diag));
+  }
+  boost::json::array path;
+  for (const auto& p : got->python_path) path.emplace_back(p);
+  const boost::json::value python_path(std::move(path));
+  act.succeed({{"cache_dir", got->cache_dir},
+               {"workdir", got->workdir},
+               {"python_path", python_path},
+               {"layers_cached", got->layers_cached},
+               {"layers_fetched", got->layers_fetched},
+               {"bytes_fetched", got->bytes_fetched},
+               {"layers_evicted", got->layers_evicted}});
+  out->flush();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::signal(SIGPIPE, SIG_IGN);
+  const std::string command = argc > 1 ? argv[1] : "";
+  if (command == "materialise" && argc == 2) return materialise();
+  if (command == "install" && argc == 4) return install(argv[2], argv[3]);
+  if (command == "version" && argc == 2) {
+    std::printf("ferry-node %s\n", FERRY_VERSION);
+    return 0;
+  }
+  return say(2, "usage: ferry-node materialise < PLAN | install SHA256 PATH | version");
+}

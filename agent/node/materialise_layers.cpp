@@ -1,0 +1,287 @@
+#include "agent/node/materialise_layers.hpp"
+
+#include "agent/node/action_types.hpp"
+#include "agent/node/error.hpp"
+#include "agent/node/layer_cache.hpp"
+#include "net/cancellation.hpp"
+#include "net/retry.hpp"
+#include "net/run_all.hpp"
+
+#include <boost/asio/experimental/channel.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+namespace ferry::agent::node {
+namespace {
+
+using slots_channel = asio::experimental::channel<void(error_code)>;
+
+// A slot of the plan's download parallelism, given back on every way out.
+class slot {
+ public:
+  static asio::awaitable<result<slot>> take(slots_channel& slots) {
+    error_code ec;
+    co_await slots.async_send(error_code{}, asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) co_return net::as_cancellation(ec);
+    co_return slot(slots);
+  }
+  slot(slot&& other) noexcept : slots_(std::exchange(other.slots_, nullptr)) {}
+  slot& operator=(slot&&) = delete;
+  ~slot() {
+    if (slots_) slots_->try_receive([](error_code) {});
+  }
+
+ private:
+  explicit slot(slots_channel& slots) : slots_(&slots) {}
+  slots_channel* slots_;
+};
+
+struct shared_state {
+  // A constructor, not braces: GCC 12 destroys a temporary twice when a coroutine aggregate-initialises
+  // from it.
+  shared_state(fetch_context& c, const layer_cache& lc, asio::any_io_executor io)
+      : ctx(c), cache(lc), slots(io, static_cast<std::size_t>(std::max(1, c.limits.parallelism))) {}
+
+  fetch_context& ctx;
+  const layer_cache& cache;
+  slots_channel slots;
+  bool stop = false;  // a layer failed for good: start nothing new
+};
+
+struct layer_result {
+  bool cached = false;
+  std::uint64_t downloaded = 0;
+};
+
+std::uint64_t content_of(const layer_source& layer) {
+  std::uint64_t total = 0;
+  for (const auto& s : layer.shards) total += s.content;
+  return total;
+}
+
+// Waits for the layer's lock, polling with a growing pause, up to the plan's lock timeout.
+asio::awaitable<result<packaging::unique_fd>> lock_layer(tracing::action& parent, shared_state& s,
+                                                         const layer_source& layer, diagnostics& diag) {
+  auto lock = s.cache.try_lock(layer.id, diag);
+  if (!lock || lock->get() >= 0) co_return lock;
+  auto act = parent.child(action_types::lock, {{"layer", layer.id}});
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(s.ctx.limits.lock_timeout_ms);
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  auto pause = std::chrono::milliseconds(5);
+  for (;;) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      diag.set(fmt::format("layer {} stayed locked by another run for {} ms ({})", layer.name,
+                           s.ctx.limits.lock_timeout_ms, s.cache.layer_dir(layer.id) + ".lock"));
+      const auto ec = make_error_code(errc::lock_timeout);
+      act.fail(ec, diag);
+      co_return ec;
+    }
+    timer.expires_after(pause);
+    error_code ec;
+    co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) {
+      act.fail(ec, diag);
+      co_return ec;
+    }
+    pause = std::min(pause * 2, std::chrono::milliseconds(200));
+    lock = s.cache.try_lock(layer.id, diag);
+    if (!lock) {
+      act.fail(lock.error(), diag);
+      co_return lock;
+    }
+    if (lock->get() >= 0) {
+      act.succeed();
+      co_return lock;
+    }
+  }
+}
+
+result<void> check_space(const layer_cache& cache, const layer_source& layer, diagnostics& diag) {
+  struct statvfs fs {};
+  const auto dir = cache.dir() + "/layers";
+  if (::statvfs(dir.c_str(), &fs) != 0) return {};
+  const auto free = std::uint64_t(fs.f_bavail) * fs.f_frsize;
+  const auto needed = content_of(layer);
+  if (needed <= free) return {};
+  diag.set(fmt::format("no space left in {}: layer {} needs {} bytes, {} are free", dir, layer.name, needed, free));
+  return make_error_code(errc::disk_full);
+}
+
+// One shard of a layer's attempt, once a download slot is free; its error, if any, in `out`.
+asio::awaitable<void> fetch_one(tracing::action& act, shared_state& s, const layer_source& layer, std::size_t i,
+                                layer_writer& writer, diagnostics& d, error_code& out, std::uint64_t& total_downloaded) {
+  co_await net::accept_cancellation();
+  auto taken = co_await slot::take(s.slots);
+  if (!taken) {
+    out = taken.error();
+    co_return;
+  }
+  if (s.stop) {
+    out = asio::error::operation_aborted;
+    co_return;
+  }
+  const auto& shard = layer.shards[i];
+  auto shard_act = act.child(action_types::shard, {{"shard", i + 1}, {"bytes", shard.bytes}});
+  const auto label = fmt::format("layer {} ({}, shard {} of {})", layer.name, layer.id.substr(0, 12), i + 1,
+                                 layer.shards.size());
+  auto got = co_await fetch_shard(s.ctx, shard, label, writer, d);
+  if (!got) {
+    out = got.error();
+    shard_act.fail(out, d);
+    co_return;
+  }
+  total_downloaded += got->downloaded;
+  shard_act.succeed({{"downloaded", got->downloaded}, {"entries", got->entries}});
+}
+
+// One try at a layer: every shard into a fresh temporary directory, which becomes the layer when all
+// succeeded and is removed otherwise.
+asio::awaitable<result<std::uint64_t>> attempt_layer(tracing::action& act, shared_state& s, const layer_source& layer,
+                                                     diagnostics& diag) {
+  auto temp = s.cache.make_temp(layer.id, diag);
+  if (!temp) co_return temp.error();
+  packaging::unique_fd root(::open(temp->c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  const auto total = content_of(layer);
+  std::vector<std::unique_ptr<layer_writer>> writers;
+  std::vector<diagnostics> diags(layer.shards.size());
+  std::vector<error_code> errors(layer.shards.size());
+  std::uint64_t downloaded = 0;
+  std::vector<asio::awaitable<void>> work;
+  for (std::size_t i = 0; i < layer.shards.size(); ++i) {
+    writers.push_back(std::make_unique<layer_writer>(root.get(), *temp, layer.name, total));
+    work.push_back(fetch_one(act, s, layer, i, *writers.back(), diags[i], errors[i], downloaded));
+  }
+  co_await net::run_all(std::move(work));
+  std::uint64_t written = 0;
+  for (const auto& w : writers) written += w->bytes_written();
+  root = packaging::unique_fd();
+  for (std::size_t i = 0; i < errors.size(); ++i) {
+    if (!errors[i]) continue;
+    s.cache.remove(*temp);
+    diag = std::move(diags[i]);
+    co_return errors[i];
+  }
+  if (auto r = s.cache.commit(layer.id, *temp, written, diag); !r) {
+    s.cache.remove(*temp);
+    co_return r.error();
+  }
+  co_return downloaded;
+}
+
+bool worth_retrying(const error_code& ec) {
+  // A cut download shows as a short body; a damaged transfer as a bad digest or zip. Each may pass on
+  // another try; what the plan or the disk decided will not.
+  return net::is_retryable(ec) || ec == make_error_code(errc::download_failed) ||
+         ec == make_error_code(errc::digest_mismatch) || ec == make_error_code(errc::bad_zip);
+}
+
+asio::awaitable<result<layer_result>> materialise_layer(tracing::action& parent, shared_state& s,
+                                                        const layer_source& layer, diagnostics& diag) {
+  auto act = parent.child(action_types::layer, {{"layer", layer.id}, {"name", layer.name}});
+  auto finish = [&](const error_code& ec) {
+    act.fail(ec, diag);
+    return result<layer_result>(boost::system::in_place_error, ec);
+  };
+  if (s.cache.cached(layer.id)) {
+    s.cache.touch(layer.id);
+    act.succeed({{"cached", true}});
+    co_return layer_result{true, 0};
+  }
+  auto lock = co_await lock_layer(act, s, layer, diag);
+  if (!lock) co_return finish(lock.error());
+  if (s.cache.cached(layer.id)) {  // another run made it while we waited
+    s.cache.touch(layer.id);
+    act.succeed({{"cached", true}});
+    co_return layer_result{true, 0};
+  }
+  if (auto r = check_space(s.cache, layer, diag); !r) co_return finish(r.error());
+  const config::retry_settings policy{s.ctx.limits.attempts, std::chrono::milliseconds(s.ctx.limits.retry_base_ms),
+                                      std::chrono::milliseconds(s.ctx.limits.retry_max_ms)};
+  auto got = co_await net::with_retry<std::uint64_t>(
+      act, action_types::attempt, policy,
+      [&](tracing::action& try_act, net::attempt_info& info) { return attempt_layer(try_act, s, layer, info.diag); },
+      [&](const error_code& ec) { return !s.stop && worth_retrying(ec); }, diag);
+  if (!got) co_return finish(got.error());
+  const auto downloaded = *got;
+  act.succeed({{"cached", false}, {"downloaded", downloaded}});
+  co_return layer_result{false, downloaded};
+}
+
+asio::awaitable<void> materialise_one(tracing::action& act, shared_state& s, const layer_source& layer,
+                                      result<layer_result>& out, diagnostics& d) {
+  co_await net::accept_cancellation();
+  out = co_await materialise_layer(act, s, layer, d);
+  if (!out) s.stop = true;  // a layer failed for good: no new shard starts
+}
+
+}  // namespace
+
+asio::awaitable<result<materialised>> materialise_layers(tracing::action& act, fetch_context& ctx,
+                                                          const environment_plan& plan, diagnostics& diag) {
+  auto cache = layer_cache::open(plan.cache_dir, diag);
+  if (!cache) co_return cache.error();
+  act.log(action_types::cache, {{"cache_dir", cache->dir()}});
+  shared_state s(ctx, *cache, co_await asio::this_coro::executor);
+  // Each id once: equal ids are equal contents (two empty sys.path directories, say).
+  std::vector<const layer_source*> unique;
+  std::set<std::string> ids;
+  for (const auto& l : plan.layers)
+    if (ids.insert(l.id).second) unique.push_back(&l);
+  std::vector<result<layer_result>> results(unique.size(), result<layer_result>(layer_result{}));
+  std::vector<diagnostics> diags(unique.size());
+  std::vector<asio::awaitable<void>> work;
+  for (std::size_t i = 0; i < unique.size(); ++i) {
+    work.push_back(materialise_one(act, s, *unique[i], results[i], diags[i]));
+  }
+  co_await net::run_all(std::move(work));
+  materialised m;
+  m.cache_dir = cache->dir();
+  // The first failure in plan order that is not merely the others stopping for it.
+  std::optional<std::size_t> failed;
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    if (results[i]) continue;
+    if (!failed || (results[*failed].error() == asio::error::operation_aborted &&
+                    results[i].error() != asio::error::operation_aborted))
+      failed = i;
+  }
+  if (failed) {
+    diag = std::move(diags[*failed]);
+    co_return results[*failed].error();
+  }
+  for (const auto& r : results) {
+    if (r->cached) {
+      ++m.layers_cached;
+    } else {
+      ++m.layers_fetched;
+      m.bytes_fetched += r->downloaded;
+    }
+  }
+  for (const auto& l : plan.layers) m.python_path.push_back(cache->layer_dir(l.id));
+  if (plan.workspace) {
+    m.workdir = cache->layer_dir(plan.layers[*plan.workspace].id);
+  } else {
+    // A command without a workspace runs in an empty directory of the cache, never in a layer.
+    m.workdir = cache->dir() + "/empty";
+    if (::mkdir(m.workdir.c_str(), 0755) != 0 && errno != EEXIST) {
+      diag.set(fmt::format("cannot create {}: {}", m.workdir, std::strerror(errno)));
+      co_return make_error_code(errc::cache_failed);
+    }
+  }
+  for (const auto& e : cache->evict(plan.cache_cap, ids)) {
+    act.log(action_types::evicted, {{"layer", e.id}, {"disk_bytes", e.disk_bytes}});
+    ++m.layers_evicted;
+  }
+  co_return m;
+}
+
+}  // namespace ferry::agent::node

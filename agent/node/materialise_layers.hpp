@@ -1,0 +1,31 @@
+#pragma once
+// The node program's materialise: makes a plan's layers present in the node's layer cache. Every layer
+// goes at once, each under its own lock; its shards download `limits.parallelism` at a time across the
+// whole plan, each streamed, hashed and extracted straight into the layer's temporary directory
+// (shard_fetch.hpp); a layer whose shards all succeeded is renamed into place, then marked. A failed
+// attempt at a layer (a cut download, a 5xx) throws its directory away and tries again through the retry
+// helper; once a layer has failed for good, no new shard starts. Least recently used layers beyond the
+// plan's cap are evicted at the end.
+#include "agent/node/plan.hpp"
+#include "agent/node/shard_fetch.hpp"
+#include "tracing/action.hpp"
+
+#include <boost/asio/awaitable.hpp>
+
+#include <string>
+#include <vector>
+
+namespace ferry::agent::node {
+
+struct materialised {
+  std::string cache_dir;
+  std::string workdir;                   // the workspace layer's directory, or empty
+  std::vector<std::string> python_path;  // the layers' directories, in plan order
+  std::size_t layers_cached = 0, layers_fetched = 0, layers_evicted = 0;
+  std::uint64_t bytes_fetched = 0;
+};
+
+asio::awaitable<result<materialised>> materialise_layers(tracing::action& act, fetch_context& ctx,
+                                                          const environment_plan& plan, diagnostics& diag);
+
+}  // namespace ferry::agent::node

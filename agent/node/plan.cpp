@@ -1,0 +1,185 @@
+#include "agent/node/plan.hpp"
+
+#include "agent/node/error.hpp"
+
+#include <boost/json.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+
+namespace ferry::agent::node {
+namespace {
+
+namespace json = boost::json;
+
+bool is_hex(std::string_view text) {
+  return !text.empty() && std::all_of(text.begin(), text.end(), [](unsigned char c) { return std::isxdigit(c); });
+}
+
+bool one_line(std::string_view text) {
+  return text.find_first_of(std::string_view("\0\n\r", 3)) == std::string_view::npos;
+}
+
+error_code bad(diagnostics& diag, std::string text) {
+  diag.set(std::move(text));
+  return make_error_code(errc::bad_plan);
+}
+
+// Reading with a named field in every error: the plan is ferry's own, so a fault here is a bug or a
+// mismatched build, and the message must say which.
+struct reader {
+  const json::object& o;
+  std::string_view where;
+  diagnostics& diag;
+  error_code ec;
+
+  const json::value* get(std::string_view key) {
+    const auto* v = o.if_contains(key);
+    if (!v && !ec) ec = bad(diag, fmt::format("the plan's {} lacks '{}'", where, key));
+    return v;
+  }
+  std::string text(std::string_view key) {
+    const auto* v = get(key);
+    if (!v) return {};
+    if (!v->is_string()) {
+      if (!ec) ec = bad(diag, fmt::format("the plan's {}.{} is not a string", where, key));
+      return {};
+    }
+    return std::string(v->get_string());
+  }
+  std::uint64_t number(std::string_view key) {
+    const auto* v = get(key);
+    if (!v) return 0;
+    if (v->is_uint64()) return v->get_uint64();
+    if (v->is_int64() && v->get_int64() >= 0) return static_cast<std::uint64_t>(v->get_int64());
+    if (!ec) ec = bad(diag, fmt::format("the plan's {}.{} is not a count", where, key));
+    return 0;
+  }
+  std::uint64_t number_or(std::string_view key, std::uint64_t fallback) {
+    return o.contains(key) ? number(key) : fallback;
+  }
+  const json::array* array(std::string_view key) {
+    const auto* v = get(key);
+    if (v && !v->is_array()) {
+      if (!ec) ec = bad(diag, fmt::format("the plan's {}.{} is not a list", where, key));
+      return nullptr;
+    }
+    return v ? &v->get_array() : nullptr;
+  }
+};
+
+const json::object* object_of(const json::value& v) { return v.is_object() ? &v.get_object() : nullptr; }
+
+}  // namespace
+
+result<void> check_plan(const environment_plan& plan, diagnostics& diag) {
+  for (const auto& layer : plan.layers) {
+    if (!is_hex(layer.id) || layer.id.size() > 128)
+      return bad(diag, fmt::format("layer {} has the id '{}', which is not hex", layer.name, layer.id));
+    for (std::size_t i = 0; i < layer.shards.size(); ++i) {
+      const auto& s = layer.shards[i];
+      if (s.sha256.size() != 64 || !is_hex(s.sha256))
+        return bad(diag, fmt::format("shard {} of layer {} has the digest '{}', which is not a hex SHA-256", i + 1,
+                                     layer.name, s.sha256));
+      if (s.url.empty() || !one_line(s.url))
+        return bad(diag, fmt::format("shard {} of layer {} has an empty URL or one with a line break", i + 1,
+                                     layer.name));
+    }
+  }
+  if (plan.workspace && *plan.workspace >= plan.layers.size())
+    return bad(diag, fmt::format("the workspace is layer {} of a plan of {}", *plan.workspace + 1, plan.layers.size()));
+  if (!one_line(plan.cache_dir))
+    return bad(diag, fmt::format("the node's cache directory '{}' holds a line break", plan.cache_dir));
+  return {};
+}
+
+std::string plan_json(const environment_plan& plan) {
+  json::object o;
+  json::array layers;
+  for (const auto& l : plan.layers) {
+    json::array shards;
+    for (const auto& s : l.shards)
+      shards.push_back(json::object{{"url", s.url}, {"sha256", s.sha256}, {"bytes", s.bytes},
+                                    {"files", s.files}, {"content", s.content}});
+    layers.push_back(json::object{{"id", l.id}, {"name", l.name}, {"shards", std::move(shards)}});
+  }
+  o["layers"] = std::move(layers);
+  if (plan.workspace) o["workspace"] = *plan.workspace;
+  o["cache_dir"] = plan.cache_dir;
+  o["cache_cap"] = plan.cache_cap;
+  o["task_id"] = plan.task_id;
+  const auto& m = plan.limits;
+  o["limits"] = json::object{{"connect_timeout_ms", m.connect_timeout_ms},
+                             {"read_timeout_ms", m.read_timeout_ms},
+                             {"lock_timeout_ms", m.lock_timeout_ms},
+                             {"attempts", m.attempts},
+                             {"retry_base_ms", m.retry_base_ms},
+                             {"retry_max_ms", m.retry_max_ms},
+                             {"parallelism", m.parallelism},
+                             {"range_size", m.range_size},
+                             {"max_shard_content", m.max_shard_content}};
+  return json::serialize(o);
+}
+
+result<environment_plan> parse_plan(std::string_view text, diagnostics& diag) {
+  json::error_code jec;
+  const auto doc = json::parse(text, jec);
+  if (jec) return bad(diag, fmt::format("the plan is not JSON: {}", jec.message()));
+  const auto* top = object_of(doc);
+  if (!top) return bad(diag, "the plan is not a JSON object");
+  environment_plan plan;
+  reader r{*top, "top", diag, {}};
+  plan.cache_dir = r.text("cache_dir");
+  plan.cache_cap = r.number("cache_cap");
+  plan.task_id = r.text("task_id");
+  if (top->contains("workspace")) plan.workspace = static_cast<std::size_t>(r.number("workspace"));
+  if (const auto* limits = top->if_contains("limits"); limits && object_of(*limits)) {
+    reader m{*object_of(*limits), "limits", diag, {}};
+    auto& l = plan.limits;
+    l.connect_timeout_ms = static_cast<std::int64_t>(m.number_or("connect_timeout_ms", l.connect_timeout_ms));
+    l.read_timeout_ms = static_cast<std::int64_t>(m.number_or("read_timeout_ms", l.read_timeout_ms));
+    l.lock_timeout_ms = static_cast<std::int64_t>(m.number_or("lock_timeout_ms", l.lock_timeout_ms));
+    l.attempts = static_cast<int>(std::clamp<std::uint64_t>(m.number_or("attempts", l.attempts), 1, 100));
+    l.retry_base_ms = static_cast<std::int64_t>(m.number_or("retry_base_ms", l.retry_base_ms));
+    l.retry_max_ms = static_cast<std::int64_t>(m.number_or("retry_max_ms", l.retry_max_ms));
+    l.parallelism = static_cast<int>(std::clamp<std::uint64_t>(m.number_or("parallelism", l.parallelism), 1, 256));
+    l.range_size = std::max<std::uint64_t>(m.number_or("range_size", l.range_size), 64 << 10);
+    l.max_shard_content = m.number_or("max_shard_content", l.max_shard_content);
+    if (m.ec) return m.ec;
+  }
+  const auto* layers = r.array("layers");
+  if (r.ec) return r.ec;
+  for (std::size_t i = 0; i < layers->size(); ++i) {
+    const auto* lo = object_of((*layers)[i]);
+    if (!lo) return bad(diag, fmt::format("the plan's layer {} is not an object", i + 1));
+    const auto where = fmt::format("layer {}", i + 1);
+    reader lr{*lo, where, diag, {}};
+    layer_source layer;
+    layer.id = lr.text("id");
+    layer.name = lr.text("name");
+    const auto* shards = lr.array("shards");
+    if (lr.ec) return lr.ec;
+    for (std::size_t j = 0; j < shards->size(); ++j) {
+      const auto* so = object_of((*shards)[j]);
+      if (!so) return bad(diag, fmt::format("the plan's {} shard {} is not an object", where, j + 1));
+      const auto swhere = fmt::format("layer {} shard {}", i + 1, j + 1);
+      reader sr{*so, swhere, diag, {}};
+      shard_source s;
+      s.url = sr.text("url");
+      s.sha256 = sr.text("sha256");
+      s.bytes = sr.number("bytes");
+      s.files = sr.number_or("files", 0);
+      s.content = sr.number_or("content", 0);
+      if (sr.ec) return sr.ec;
+      for (auto& c : s.sha256) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      layer.shards.push_back(std::move(s));
+    }
+    plan.layers.push_back(std::move(layer));
+  }
+  if (r.ec) return r.ec;
+  if (auto checked = check_plan(plan, diag); !checked) return checked.error();
+  return plan;
+}
+
+}  // namespace ferry::agent::node

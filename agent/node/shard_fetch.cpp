@@ -1,0 +1,244 @@
+#include "agent/node/shard_fetch.hpp"
+
+#include "agent/node/error.hpp"
+#include "net/digest.hpp"
+#include "net/error.hpp"
+
+#include <fmt/format.h>
+
+#include <charconv>
+
+namespace ferry::agent::node {
+namespace {
+
+// A shard up to this size comes whole in one GET: two round trips cost more than the bytes.
+constexpr std::uint64_t whole_limit = 1 << 20;
+
+error_code fail(errc code, diagnostics& diag, std::string text) {
+  diag.set(std::move(text));
+  return make_error_code(code);
+}
+
+// An HTTP status as net's codes, so the retry predicate knows 5xx and 429 from 403 and 404.
+error_code status_error(unsigned status, std::string_view layer, diagnostics& diag) {
+  diag.set(fmt::format("downloading {}: storage answered HTTP {}", layer, status));
+  if (status == 429 || status == 503) return net::make_error_code(net::errc::throttled);
+  if (status >= 500) return net::make_error_code(net::errc::server_error);
+  if (status == 403) return net::make_error_code(net::errc::access_denied);
+  if (status == 404) return net::make_error_code(net::errc::no_such_key);
+  return net::make_error_code(net::errc::http_status);
+}
+
+class shard_reader {
+ public:
+  shard_reader(fetch_context& ctx, const shard_source& shard, std::string_view layer, layer_writer& writer,
+               url_parts url)
+      : ctx_(ctx), shard_(shard), layer_(layer), writer_(writer), url_(std::move(url)) {}
+
+  asio::awaitable<result<shard_outcome>> run(diagnostics& diag) {
+    if (shard_.bytes < 22) co_return fail(errc::bad_zip, diag, fmt::format("{} is {} bytes: too short for a zip", layer_, shard_.bytes));
+    if (shard_.bytes <= whole_limit) co_return co_await whole(diag);
+    co_return co_await ranged(diag);
+  }
+
+ private:
+  // GETs bytes [first, last] (all when `last` is 0) into `out`, or streams them to `sink`.
+  asio::awaitable<result<void>> get(std::uint64_t first, std::uint64_t last, std::string* out,
+                                    const net::async_body_sink* sink, diagnostics& diag) {
+    net::http_request request;
+    request.target = url_.target;
+    request.headers.set(net::http::field::host, url_.host_header);
+    const bool ranged = last != 0;
+    if (ranged) request.headers.set(net::http::field::range, fmt::format("bytes={}-{}", first, last));
+    auto response = co_await ctx_.http.send(url_.to, request, net::response_sink{nullptr, sink}, diag);
+    if (!response) co_return response.error();
+    if (response->status != (ranged ? 206u : 200u)) {
+      if (response->status / 100 == 2)
+        co_return fail(errc::download_failed, diag,
+                       fmt::format("downloading {}: storage answered {} to a {}request", layer_,
+                                   response->status, ranged ? "ranged " : ""));
+      co_return status_error(response->status, layer_, diag);
+    }
+    const auto want = ranged ? last - first + 1 : shard_.bytes;
+    if (response->body_bytes != want)
+      co_return fail(errc::download_failed, diag,
+                     fmt::format("downloading {}: {} bytes came, {} were asked for", layer_,
+                                 response->body_bytes, want));
+    downloaded_ += response->body_bytes;
+    if (out) *out = std::move(response->body);
+    co_return result<void>{};
+  }
+
+  result<void> read_directory(std::string_view tail_bytes, diagnostics& diag) {
+    auto tail = parse_tail(tail_bytes, shard_.bytes, diag);
+    if (!tail) return tail.error();
+    tail_ = *tail;
+    return {};
+  }
+
+  // The directory's entries, checked against what the manifest says the shard holds.
+  result<void> take_entries(std::string_view directory, diagnostics& diag) {
+    auto entries = parse_directory(directory, tail_, diag);
+    if (!entries) return entries.error();
+    std::uint64_t files = 0, content = 0;
+    for (const auto& e : *entries) {
+      if (e.is_directory()) continue;
+      ++files;
+      content += e.size;
+    }
+    const bool said = shard_.files != 0 || shard_.content != 0;
+    if (said && (files > shard_.files || content > shard_.content))
+      return fail(errc::over_manifest, diag,
+                  fmt::format("{} holds {} files of {} bytes; its manifest says {} files of {} bytes",
+                              layer_, files, content, shard_.files, shard_.content));
+    if (ctx_.limits.max_shard_content && content > ctx_.limits.max_shard_content)
+      return fail(errc::over_manifest, diag,
+                  fmt::format("{} expands to {} bytes, over the cap of {} (agent.max_shard_content)", layer_, content,
+                              ctx_.limits.max_shard_content));
+    entries_ = entries->size();
+    stream_.emplace(std::move(*entries), tail_.directory_offset);
+    return {};
+  }
+
+  result<void> check_digest(diagnostics& diag) {
+    const auto got = net::to_hex(hash_.finish());
+    if (got != shard_.sha256)
+      return fail(errc::digest_mismatch, diag,
+                  fmt::format("{} has the SHA-256 {}, not the {} its manifest names", layer_, got,
+                              shard_.sha256));
+    return {};
+  }
+
+  asio::awaitable<result<shard_outcome>> whole(diagnostics& diag) {
+    std::string zip;
+    if (auto r = co_await get(0, 0, &zip, nullptr, diag); !r) co_return r.error();
+    auto done = co_await net::offload(ctx_.pool, [&]() -> result<void> {
+      hash_.update(zip);
+      if (auto r = check_digest(diag); !r) return r;
+      const auto tail_size = std::min<std::uint64_t>(zip.size(), tail_span);
+      if (auto r = read_directory(std::string_view(zip).substr(zip.size() - tail_size), diag); !r)
+        return r;
+      const std::string_view all(zip);
+      if (auto r = take_entries(all.substr(tail_.directory_offset, tail_.directory_size), diag); !r) return r;
+      if (auto r = stream_->feed(all.substr(0, tail_.directory_offset), writer_, diag); !r) return r;
+      return stream_->finish(diag);
+    });
+    if (!done) co_return done.error();
+    co_return shard_outcome{downloaded_, entries_};
+  }
+
+  asio::awaitable<result<shard_outcome>> ranged(diagnostics& diag) {
+    const auto size = shard_.bytes;
+    const auto tail_size = std::min<std::uint64_t>(size, tail_span);
+    const auto tail_start = size - tail_size;
+    std::string end_bytes;  // from the directory's start to the end of the zip
+    if (auto r = co_await get(tail_start, size - 1, &end_bytes, nullptr, diag); !r) co_return r.error();
+    if (auto r = read_directory(end_bytes, diag); !r) co_return r.error();
+    if (tail_.directory_offset < tail_start) {
+      std::string head;
+      if (auto r = co_await get(tail_.directory_offset, tail_start - 1, &head, nullptr, diag); !r) co_return r.error();
+      end_bytes.insert(0, head);
+    } else {
+      end_bytes.erase(0, static_cast<std::size_t>(tail_.directory_offset - tail_start));
+    }
+    {
+      auto r = co_await net::offload(ctx_.pool, [&]() -> result<void> {
+        return take_entries(std::string_view(end_bytes).substr(0, tail_.directory_size), diag);
+      });
+      if (!r) co_return r.error();
+    }
+    // The body, in order, a range at a time: each chunk is hashed and extracted on the pool while the
+    // socket buffers the next.
+    const net::async_body_sink sink = [&](std::span<const char> chunk) -> asio::awaitable<error_code> {
+      auto r = co_await net::offload(ctx_.pool, [&]() -> result<void> {
+        const std::string_view bytes(chunk.data(), chunk.size());
+        hash_.update(bytes);
+        return stream_->feed(bytes, writer_, diag);
+      });
+      co_return r ? error_code{} : r.error();
+    };
+    const auto body_end = tail_.directory_offset;
+    for (std::uint64_t first = 0; first < body_end;) {
+      const auto last = std::min(body_end, first + ctx_.limits.range_size) - 1;
+      if (auto r = co_await get(first, last, nullptr, &sink, diag); !r) co_return r.error();
+      first = last + 1;
+    }
+    auto done = co_await net::offload(ctx_.pool, [&]() -> result<void> {
+      if (auto r = stream_->finish(diag); !r) return r;
+      hash_.update(end_bytes);
+      return check_digest(diag);
+    });
+    if (!done) co_return done.error();
+    co_return shard_outcome{downloaded_, entries_};
+  }
+
+  fetch_context& ctx_;
+  const shard_source& shard_;
+  std::string_view layer_;
+  layer_writer& writer_;
+  url_parts url_;
+  zip_tail tail_;
+  std::optional<zip_stream> stream_;
+  net::sha256_stream hash_;
+  std::uint64_t downloaded_ = 0;
+  std::uint64_t entries_ = 0;
+};
+
+}  // namespace
+
+result<url_parts> split_url(std::string_view url, diagnostics& diag) {
+  auto bad = [&] {
+    diag.set("a shard's URL is not http(s)://HOST[:PORT]/PATH");
+    return result<url_parts>(boost::system::in_place_error, make_error_code(errc::bad_plan));
+  };
+  url_parts out;
+  std::string_view rest;
+  if (url.starts_with("http://")) {
+    out.to.scheme = "http";
+    rest = url.substr(7);
+  } else if (url.starts_with("https://")) {
+    out.to.scheme = "https";
+    rest = url.substr(8);
+  } else {
+    return bad();
+  }
+  const auto slash = rest.find('/');
+  if (slash == std::string_view::npos || slash == 0) return bad();
+  const auto authority = rest.substr(0, slash);
+  out.host_header.assign(authority);
+  out.target.assign(rest.substr(slash));
+  std::string_view host = authority;
+  std::string_view port;
+  if (authority.front() == '[') {
+    const auto close = authority.find(']');
+    if (close == std::string_view::npos) return bad();
+    host = authority.substr(1, close - 1);
+    if (close + 1 < authority.size()) {
+      if (authority[close + 1] != ':') return bad();
+      port = authority.substr(close + 2);
+    }
+  } else if (const auto colon = authority.rfind(':'); colon != std::string_view::npos) {
+    host = authority.substr(0, colon);
+    port = authority.substr(colon + 1);
+  }
+  if (host.empty() || authority.find('@') != std::string_view::npos) return bad();
+  out.to.host.assign(host);
+  out.to.port = out.to.tls() ? 443 : 80;
+  if (!port.empty()) {
+    unsigned value = 0;
+    const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+    if (ec != std::errc() || end != port.data() + port.size() || value == 0 || value > 65535) return bad();
+    out.to.port = static_cast<std::uint16_t>(value);
+  }
+  return out;
+}
+
+asio::awaitable<result<shard_outcome>> fetch_shard(fetch_context& ctx, const shard_source& shard, std::string_view label,
+                                                   layer_writer& writer, diagnostics& diag) {
+  auto url = split_url(shard.url, diag);
+  if (!url) co_return url.error();
+  shard_reader reader(ctx, shard, label, writer, std::move(*url));
+  co_return co_await reader.run(diag);
+}
+
+}  // namespace ferry::agent::node

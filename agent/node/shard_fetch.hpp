@@ -1,0 +1,48 @@
+#pragma once
+// One shard of a layer, from storage into the layer's directory in one pass: its bytes are hashed as they
+// arrive and its entries inflated and written on the CPU pool while the next bytes download; no zip file
+// ever touches the disk. A small shard comes in one GET. A larger one comes as its end first (the central
+// directory: every entry's name and size, checked against the manifest before any content), then its body
+// in ranged GETs of node_limits::range_size, in order.
+//
+// The caller renames the layer into place only when every shard succeeded: the digest is known only once
+// the last byte is in, so the files of a shard whose digest fails are written, then thrown away with the
+// layer's temporary directory.
+#include "agent/node/layer_writer.hpp"
+#include "agent/node/plan.hpp"
+#include "net/http_client.hpp"
+#include "net/offload.hpp"
+
+#include <boost/asio/awaitable.hpp>
+
+namespace ferry::agent::node {
+
+namespace asio = boost::asio;
+
+struct fetch_context {
+  net::http_client& http;
+  net::cpu_pool& pool;
+  const node_limits& limits;
+};
+
+struct shard_outcome {
+  std::uint64_t downloaded = 0;  // bytes over the network
+  std::uint64_t entries = 0;
+};
+
+// Fails with net::errc for transport and HTTP
+// failures (server_error, throttled and timeouts are worth another attempt), errc::digest_mismatch,
+// errc::bad_zip, errc::over_manifest, or what the writer failed with.
+// `label` names the shard in messages: "layer numpy (3f2a9c01b2d4, shard 2 of 3)".
+asio::awaitable<result<shard_outcome>> fetch_shard(fetch_context& ctx, const shard_source& shard, std::string_view label,
+                                                   layer_writer& writer, diagnostics& diag);
+
+// A presigned URL split into where it goes and what to ask: http(s)://HOST[:PORT]/PATH?QUERY.
+struct url_parts {
+  net::origin to;
+  std::string host_header;  // HOST[:PORT] exactly as the URL has it: the signature covers it
+  std::string target;       // /PATH?QUERY
+};
+result<url_parts> split_url(std::string_view url, diagnostics& diag);
+
+}  // namespace ferry::agent::node

@@ -1,0 +1,67 @@
+#pragma once
+// Zips for the node program's tests, made by Python's zipfile from a spec (tests/peers/make_zip.py): the
+// entries ferry's own writer never makes (hostile names, odd modes) as well as ordinary ones, and a
+// reader that runs agent/node's sans-io zip code over the bytes as they would arrive.
+#include "agent/node/zip_stream.hpp"
+#include "support/process.hpp"
+#include "support/temp_dir.hpp"
+
+#include <boost/json.hpp>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace ferry::agent::node::test_zip {
+
+struct spec_entry {
+  std::string name;
+  std::string data;
+  unsigned mode = 0644;
+  bool symlink = false;
+  bool deflate = true;
+  bool zip64 = false;
+};
+
+inline std::string hex(std::string_view bytes) {
+  static const char digits[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : bytes) {
+    out.push_back(digits[c >> 4]);
+    out.push_back(digits[c & 15]);
+  }
+  return out;
+}
+
+inline std::string make_zip(const std::vector<spec_entry>& entries, const std::string& comment = "") {
+  boost::json::array spec;
+  for (const auto& e : entries)
+    spec.push_back(boost::json::object{{"name_hex", hex(e.name)}, {"data", hex(e.data)}, {"hex", true}, {"mode", e.mode},
+                                       {"symlink", e.symlink}, {"deflate", e.deflate}, {"zip64", e.zip64}});
+  ferry::test::temp_dir dir;
+  const auto out = dir / "out.zip";
+  const auto spec_file = dir.write("spec.json", boost::json::serialize(spec));
+  std::vector<std::string> argv = {ferry::test::system_python, FERRY_SOURCE_DIR "/tests/peers/make_zip.py",
+                                   out.string(), spec_file.string()};
+  if (!comment.empty()) argv.push_back(comment);
+  auto r = ferry::test::run(argv);
+  if (r.exit_code != 0) throw std::runtime_error("make_zip.py: " + r.err);
+  return ferry::test::read_file(out);
+}
+
+// The directory of a whole zip held in memory, as the node program reads it.
+struct opened_zip {
+  zip_tail tail;
+  std::vector<zip_entry> entries;
+};
+
+inline result<opened_zip> open_zip(std::string_view zip, diagnostics& diag) {
+  const auto tail_size = std::min<std::size_t>(zip.size(), tail_span);
+  auto tail = parse_tail(zip.substr(zip.size() - tail_size), zip.size(), diag);
+  if (!tail) return tail.error();
+  auto entries = parse_directory(zip.substr(tail->directory_offset, tail->directory_size), *tail, diag);
+  if (!entries) return entries.error();
+  return opened_zip{*tail, std::move(*entries)};
+}
+
+}  // namespace ferry::agent::node::test_zip
