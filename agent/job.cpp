@@ -30,7 +30,7 @@ environment_plan plan_of(const packaging::stored_manifest& m, const net::s3_clie
     source.id = l.id;
     source.name = l.name;
     for (const auto& s : l.shards) {
-      source.shards.push_back({s3.presign_get(bucket, s.key), s.sha256, s.zip_bytes});
+      source.shards.push_back({s3.presign_get(bucket, s.key), s.sha256, s.zip_bytes, s.files, s.bytes});
     }
     if (workspace_root && l.root == *workspace_root && !plan.workspace) plan.workspace = plan.layers.size();
     plan.layers.push_back(std::move(source));
@@ -77,6 +77,9 @@ result<void> job::open(std::string_view provider, diagnostics& diag) {
   provider_ = std::move(*p);
   pool_ = std::make_unique<node_pool>(ctx_, *access_, *provider_);
   materialise_ = materialise_options::from(s);
+  auto program = load_node_program(s.agent.node_program, diag);
+  if (!program) return program.error();
+  materialise_.program = std::move(*program);
   return {};
 }
 

@@ -1,28 +1,24 @@
 #pragma once
-// Making a run's layers present on a node before its command runs: one exec per node, whose stdin is a
-// POSIX sh script (agent/materialise_script.inc) holding the plan. The node needs sh, curl, and unzip or
-// python3; it downloads each missing layer's shards from their presigned URLs, checks their SHA-256,
-// unzips them, and keeps them in its layer cache for later runs, evicting the least recently used
-// layers beyond nodes.cache_size.
+// Making a run's layers present on a node before its command runs: one exec per node of the node program
+// (agent/node/, put there first when the node lacks this build: agent/node_program.hpp), with the plan as
+// JSON on its stdin. The node program streams each missing layer's shards from their presigned URLs,
+// checks them against the manifest's SHA-256, sizes and file counts, extracts them with names kept byte
+// for byte and every entry confined to its layer, and keeps them in its layer cache for later runs
+// (agent/node/layer_cache.hpp: per-layer locks, markers, least recently used layers evicted beyond
+// nodes.cache_size). The node needs nothing installed but `sh`, `cat`, `mkdir` and `chmod`.
 //
-// The node's cache: <cache>/layers/<id>/ holds a layer's files; <cache>/layers/<id>.done is its completion
-// marker, written (renamed into place) only after the directory itself was renamed into place, holding
-// the layer's size on disk; its mtime is the layer's last use. A layer is cached exactly when its marker
-// exists. Every run takes the cache's lock (flock, or an atomic mkdir where util-linux is missing) for
-// the whole of its work, so runs that share a node share its cache, each layer is downloaded once, and
-// nobody sees a half-written layer. Downloads of different layers run in parallel.
-//
-// The script reports every step on stdout (agent/materialise_progress.hpp); ferry reads the lines as they
-// arrive and traces them live:
-//   ferry:materialise {node, layers}
-//     ferry:materialise:lock                      waiting for and taking the cache's lock
-//     ferry:materialise:layer {layer, name}       one per layer: succeeded with cached=true, or fetched
-//       ferry:materialise:download {shard}        each succeeded with its bytes, or failed with the
-//       ferry:materialise:verify {shard}          node's message
-//       ferry:materialise:unzip {shard}
-//   and messages ferry:materialise:cache {cache_dir}, ferry:materialise:evicted {layer, disk_bytes},
-//   ferry:materialise:failed {step, reason} (the cache as a whole) and ferry:materialise:malformed {line}.
-// No credentials travel: the URLs are presigned, and neither the script nor its URLs are traced.
+// The node program's stdout is Eliot messages continuing this action's task: they go, as they arrive, to
+// the node's own trace file beside ferry's (<trace>.node-<node>-<n>.jsonl: each process writes its own
+// file), and its root action's end says what the node now holds:
+//   ferry:materialise {node, layers}                     here
+//     ferry:node:materialise {layers}                    on the node (agent/node/action_types.hpp)
+//       ferry:materialise:layer {layer, name}            cached=true, or fetched
+//         ferry:materialise:lock, :attempt {attempt}
+//           ferry:materialise:shard {shard, bytes}       downloaded, entries
+// No credentials travel and none is traced: the URLs are presigned, go on stdin, never into an argv or a
+// file, and the plan is not written to the trace.
+#include "agent/node/plan.hpp"
+#include "agent/node_program.hpp"
 #include "config/settings.hpp"
 #include "net/ssh_session.hpp"
 #include "tracing/action.hpp"
@@ -32,7 +28,7 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <optional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -40,35 +36,18 @@ namespace ferry::agent {
 
 namespace asio = boost::asio;
 
-struct shard_source {
-  std::string url;          // presigned GET, as the node reaches storage
-  std::string sha256;       // hex SHA-256 of the zip bytes
-  std::uint64_t bytes = 0;  // zip size
-};
-
-struct layer_source {
-  std::string id;                    // hex layer id: the cache directory's name
-  std::string name;                  // "workspace", "numpy", ... for messages and the trace
-  std::vector<shard_source> shards;  // all unzip into the same directory; none: an empty layer
-};
-
-struct environment_plan {
-  std::vector<layer_source> layers;      // in sys.path (PYTHONPATH) order
-  std::optional<std::size_t> workspace;  // index of the workspace layer: the command's working directory
-  std::string cache_dir;                 // on the node; empty: ${XDG_CACHE_HOME:-$HOME/.cache}/ferry
-  std::uint64_t cache_cap = 0;           // nodes.cache_size: least recently used layers beyond it are
-                                         // evicted; 0: no cap
-};
+using node::environment_plan;
+using node::layer_source;
+using node::shard_source;
 
 struct materialise_options {
-  config::duration connect_timeout{};   // curl's connect timeout (net.connect_timeout)
-  config::duration download_timeout{};  // curl's deadline for one shard, per attempt (agent.download_timeout)
-  int download_attempts = 1;            // attempts per shard, the first included (net.retry.max_attempts)
-  config::duration lock_timeout{};      // waiting for another run's lock on the cache (agent.cache_lock_timeout)
-  int parallelism = 1;                  // layers downloading at once on one node (agent.download_parallelism)
-  // The node's command that runs the script read from stdin. Tests set PATH or name another shell here.
-  std::string shell_command = "sh -s";
+  node::node_limits limits;  // deadlines, attempts and parallelism the node program works within
+  std::shared_ptr<const node_program> program;  // must be set: load_node_program()
+  // PATH for ferry's commands on the node; empty: the login's. Tests narrow it to show what a node needs.
+  std::string node_path;
 
+  // The limits from config (net.connect_timeout, agent.download_timeout as the read deadline,
+  // net.retry.*, agent.cache_lock_timeout, agent.download_parallelism); the program is left unset.
   static materialise_options from(const config::settings& settings);
 };
 
@@ -80,21 +59,13 @@ struct environment {                     // what the node now holds for this pla
   std::size_t layers_evicted = 0;
 };
 
-// Runs the plan on the node behind `session` and reports what it holds. Fails with an agent::errc whose
-// diagnostics name the node-side cause (a missing tool, a download's HTTP failure and the layer, a digest
-// mismatch, the lock's timeout, unzip's words on a full disk...), with net::errc when the session fails,
-// and with operation_aborted when cancelled: the node's script is then killed, and what it left half made
-// is removed (by its own trap, else by the next run under the lock), never taken for a layer.
+// Runs the plan on the node behind `session` and reports what it holds. Fails with the node program's
+// own error (agent/node/error.hpp: a download's HTTP failure, a digest mismatch, a hostile entry, a full
+// disk, a lock's timeout...) with its words in the diagnostics, with net::errc when the session fails,
+// and with operation_aborted when cancelled: the node program is then stopped, and what it left half
+// made is never taken for a layer.
 asio::awaitable<result<environment>> materialise(tracing::action& parent, net::ssh_session& session,
                                                  const environment_plan& plan, const materialise_options& options,
                                                  diagnostics& diag);
-
-// The same plan as the script text ferry sends, for tests and `--explain`-like output. The plan must be
-// valid (see check_plan); each layer id appears in it once.
-std::string materialise_script(const environment_plan& plan, const materialise_options& options);
-
-// Whether the plan can go into a script: hex ids and digests, URLs and a cache dir without NUL or newline,
-// a workspace index inside the plan. Fails with errc::invalid_plan naming the layer.
-result<void> check_plan(const environment_plan& plan, diagnostics& diag);
 
 }  // namespace ferry::agent

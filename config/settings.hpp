@@ -104,8 +104,11 @@ struct agent_settings {
   byte_size task_output_limit;  // stdout and stderr kept per map task
   duration shutdown_grace{};
   // Materialising layers on a node (agent/materialise.hpp).
-  duration download_timeout{};    // curl's deadline for one layer shard, per attempt
-  int download_parallelism = 0;   // layers one node downloads at once
+  duration download_timeout{};    // a layer download on a node that receives nothing this long fails
+  int download_parallelism = 0;   // layer shards one node downloads at once
+  byte_size download_range;       // a shard larger than this is fetched in ranged GETs of this size
+  byte_size max_shard_content;    // cap on what one shard may expand to on a node, whatever its manifest says
+  std::string node_program;       // the ferry-node binary sent to nodes; empty: the one beside ferry
   duration cache_lock_timeout{};  // how long a node waits for another run's lock on its layer cache
   int stage_parallelism = 0;      // objects one node downloads at once for --stage
 };

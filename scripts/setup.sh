@@ -10,8 +10,8 @@ packages=(
   libcli11-dev libtomlplusplus-dev libpugixml-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-eliot
-  openssh-server openssh-client iproute2 procps psmisc curl zip unzip ca-certificates
-  pssh parallel chromium awscli
+  openssh-server openssh-client iproute2 procps psmisc curl zip unzip rsync ca-certificates
+  pssh parallel chromium awscli debootstrap
 )
 
 missing=()
@@ -26,6 +26,19 @@ if [ ${#missing[@]} -gt 0 ]; then
     mkdir -p "$(dirname "$stamp")" && touch "$stamp"
   fi
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# An older distribution for the node program's test (tests/agent/test_node_chroot.cpp): Debian 11, whose glibc
+# is older than this machine's. Made once, from the Debian mirror apt already uses, and kept.
+old_root=/var/cache/ferry/debian-11
+if [ ! -f "$old_root/etc/debian_version" ]; then
+  mirror=$(apt-get indextargets --format '$(REPO_URI)' 'Created-By: Packages' 2>/dev/null |
+           grep -v -- '-security' | grep '/debian/$' | head -n 1)
+  [ -n "$mirror" ] || { echo "setup: no Debian mirror in apt's sources for debootstrap" >&2; exit 1; }
+  rm -rf "$old_root.tmp" && mkdir -p "$(dirname "$old_root")"
+  debootstrap --variant=minbase bullseye "$old_root.tmp" "$mirror" >"$old_root.log" 2>&1 ||
+    { echo "setup: debootstrap of Debian 11 failed; see $old_root.log" >&2; exit 1; }
+  mv "$old_root.tmp" "$old_root"
 fi
 
 # moto_server and the aws CLI are the test peers for S3 and EC2; they come with the machine's Python.

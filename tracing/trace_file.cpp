@@ -57,6 +57,18 @@ std::vector<std::filesystem::path> expand(const std::vector<std::filesystem::pat
     std::error_code ec;
     if (!std::filesystem::is_directory(p, ec)) {
       files.push_back(p);
+      // A trace file brings the files its remote processes wrote beside it (<stem>.node-*.jsonl), so one
+      // run's file is one run's whole trace.
+      std::vector<std::filesystem::path> nodes;
+      const auto prefix = p.stem().string() + ".node-";
+      const auto dir = p.has_parent_path() ? p.parent_path() : std::filesystem::path(".");
+      for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+        const auto name = entry.path().filename().string();
+        if (name.starts_with(prefix) && entry.path().extension() == ".jsonl") nodes.push_back(entry.path());
+      }
+      std::sort(nodes.begin(), nodes.end());
+      for (auto& n : nodes)
+        if (std::find(paths.begin(), paths.end(), n) == paths.end()) files.push_back(std::move(n));
       continue;
     }
     std::vector<std::filesystem::path> inside;

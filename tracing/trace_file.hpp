@@ -24,7 +24,8 @@ struct trace_set {
   std::vector<std::string> problems;  // "file:line: why" for each skipped line
 };
 
-// Reads each file, or each *.jsonl file inside a directory. An unreadable file is an error.
+// Reads each file with the node programs' files written beside it (<stem>.node-*.jsonl), or each *.jsonl
+// file inside a directory. An unreadable file is an error.
 result<trace_set> read_traces(const std::vector<std::filesystem::path>& paths, diagnostics& diag);
 
 }  // namespace ferry::tracing

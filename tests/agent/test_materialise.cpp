@@ -1,12 +1,16 @@
-// Materialising a run's layers on a node: the progress parser on scripted input, the script itself (sh -n,
-// shellcheck, quoting), and materialise() end to end against a real sshd (its commands run here, so the
-// node's cache is a temporary directory) and a real moto_server holding the zips behind presigned URLs.
+// Materialising a run's layers on a node, end to end: materialise() against a real sshd (its commands run
+// here, so the node's cache is a temporary directory) whose PATH holds no curl, unzip, sha256sum, flock or
+// python3, and a real moto_server holding the zips behind presigned URLs. The node program (ferry-node,
+// the static build) is sent over SSH on first use.
 #include "agent/error.hpp"
 #include "agent/materialise.hpp"
-#include "agent/materialise_progress.hpp"
+#include "agent/node/action_types.hpp"
+#include "agent/node/error.hpp"
 #include "net/aws_profile.hpp"
 #include "net/digest.hpp"
+#include "net/error.hpp"
 #include "net/run_all.hpp"
+#include "net/ssh_exec.hpp"
 #include "net/s3_session.hpp"
 #include "support/eliot.hpp"
 #include "support/fault_proxy.hpp"
@@ -28,6 +32,7 @@
 #include <csignal>
 #include <random>
 #include <sstream>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <thread>
 
@@ -36,273 +41,34 @@ namespace {
 
 namespace fs = std::filesystem;
 namespace json = boost::json;
-using kind = progress_event::kind;
+namespace types = node::action_types;
 using namespace std::chrono_literals;
 
-// ---------------------------------------------------------------------------------------------------------
-// The progress parser.
-
-std::vector<progress_event> parse_all(std::string_view text) {
-  progress_parser p;
-  auto events = p.feed(text);
-  for (auto& e : p.finish()) events.push_back(std::move(e));
-  return events;
+std::shared_ptr<const node_program> the_program() {
+  static const auto program = [] {
+    diagnostics diag;
+    auto p = load_node_program(FERRY_NODE_PROGRAM, diag);
+    if (!p) throw std::runtime_error(diag.message);
+    return *p;
+  }();
+  return program;
 }
-
-TEST(materialise_progress, reads_every_kind_of_line) {
-  const auto events = parse_all(
-      "@ferry cache /root/.cache/ferry dir with spaces\n"
-      "@ferry begin - lock 0\n"
-      "@ferry end - lock 0 0\n"
-      "@ferry begin ab12 download 3\n"
-      "@ferry end ab12 download 3 123456789012\n"
-      "@ferry fail ab12 verify 1 SHA-256 x (3 bytes), expected y (4 bytes)\n"
-      "@ferry fail - cache 0 \n"
-      "@ferry cached cd34\n"
-      "@ferry fetched ab12 309 12288\n"
-      "@ferry evicted ef56 4096\n"
-      "@ferry missing curl unzip\n"
-      "@ferry ready /work dir\n");
-  ASSERT_EQ(events.size(), 12u);
-  EXPECT_EQ(events[0].what, kind::cache);
-  EXPECT_EQ(events[0].text, "/root/.cache/ferry dir with spaces");
-  EXPECT_EQ(events[1].what, kind::begin);
-  EXPECT_EQ(events[1].layer, "-");
-  EXPECT_EQ(events[1].step, "lock");
-  EXPECT_EQ(events[3].shard, 3u);
-  EXPECT_EQ(events[4].what, kind::end);
-  EXPECT_EQ(events[4].bytes, 123456789012u);
-  EXPECT_EQ(events[5].what, kind::fail);
-  EXPECT_EQ(events[5].step, "verify");
-  EXPECT_EQ(events[5].shard, 1u);
-  EXPECT_EQ(events[5].text, "SHA-256 x (3 bytes), expected y (4 bytes)");
-  EXPECT_EQ(events[6].what, kind::fail);
-  EXPECT_EQ(events[6].text, "");
-  EXPECT_EQ(events[7].what, kind::cached);
-  EXPECT_EQ(events[7].layer, "cd34");
-  EXPECT_EQ(events[8].what, kind::fetched);
-  EXPECT_EQ(events[8].bytes, 309u);
-  EXPECT_EQ(events[8].disk_bytes, 12288u);
-  EXPECT_EQ(events[9].what, kind::evicted);
-  EXPECT_EQ(events[9].disk_bytes, 4096u);
-  EXPECT_EQ(events[10].what, kind::missing);
-  EXPECT_EQ(events[10].text, "curl unzip");
-  EXPECT_EQ(events[11].what, kind::ready);
-  EXPECT_EQ(events[11].text, "/work dir");
-}
-
-TEST(materialise_progress, chunks_cut_anywhere_give_the_same_events) {
-  const std::string text =
-      "@ferry begin ab download 0\nplain output\n@ferry end ab download 0 42\n@ferry fetched ab 42 4096\n"
-      "@ferry ready /x\n";
-  const auto whole = parse_all(text);
-  ASSERT_EQ(whole.size(), 5u);
-  for (std::size_t cut = 0; cut <= text.size(); ++cut) {
-    for (std::size_t second = cut; second <= text.size(); second += 7) {
-      progress_parser p;
-      auto events = p.feed(std::string_view(text).substr(0, cut));
-      for (auto& e : p.feed(std::string_view(text).substr(cut, second - cut))) events.push_back(e);
-      for (auto& e : p.feed(std::string_view(text).substr(second))) events.push_back(e);
-      EXPECT_TRUE(p.finish().empty());
-      ASSERT_EQ(events.size(), whole.size()) << cut << " " << second;
-      for (std::size_t i = 0; i < events.size(); ++i) {
-        EXPECT_EQ(events[i].what, whole[i].what);
-        EXPECT_EQ(events[i].layer, whole[i].layer);
-        EXPECT_EQ(events[i].bytes, whole[i].bytes);
-        EXPECT_EQ(events[i].text, whole[i].text);
-      }
-    }
-  }
-}
-
-TEST(materialise_progress, malformed_lines_are_reported_never_guessed) {
-  const std::vector<std::string> bad = {
-      "@ferry",
-      "@ferry ",
-      "@ferry frobnicate ab",
-      "@ferry begin ab download",            // no shard
-      "@ferry begin ab download x",          // shard not a number
-      "@ferry begin ab download 0 extra",    // a field too many
-      "@ferry begin ab Download 0",          // steps are lowercase words
-      "@ferry end ab download 0",            // no bytes
-      "@ferry end ab download 0 -5",         // negative
-      "@ferry end ab download 0 12x",        // trailing garbage
-      "@ferry end ab download 0 99999999999999999999999",  // overflows
-      "@ferry fail ab download",             // no shard
-      "@ferry cached",                       // no layer
-      "@ferry cached ab cd",
-      "@ferry fetched ab 1",
-      "@ferry evicted ab",
-      "@ferry missing",
-      "@ferry ready",
-      "@ferry begin  download 0",            // empty layer
-  };
-  for (const auto& line : bad) {
-    const auto events = parse_all(line + "\n");
-    ASSERT_EQ(events.size(), 1u) << line;
-    EXPECT_EQ(events[0].what, kind::malformed) << line;
-    EXPECT_EQ(events[0].text, line);
-  }
-  // Lines that are not the protocol's pass as other output.
-  for (const std::string line : {"hello", "@ferryX begin", " @ferry begin ab download 0", ""}) {
-    const auto events = parse_all(line + "\n");
-    ASSERT_EQ(events.size(), 1u) << line;
-    EXPECT_EQ(events[0].what, kind::other) << line;
-  }
-}
-
-TEST(materialise_progress, a_cut_last_line_is_malformed_and_an_overlong_one_is_cut) {
-  auto events = parse_all("@ferry begin ab download 0\n@ferry end ab downl");
-  ASSERT_EQ(events.size(), 2u);
-  EXPECT_EQ(events[0].what, kind::begin);
-  EXPECT_EQ(events[1].what, kind::malformed);
-  EXPECT_EQ(events[1].text, "@ferry end ab downl");
-  // A whole line without its newline is still cut: the script ends every line.
-  events = parse_all("@ferry ready /x");
-  ASSERT_EQ(events.size(), 1u);
-  EXPECT_EQ(events[0].what, kind::malformed);
-
-  const std::string huge = "@ferry fail ab unzip 0 " + std::string(progress_parser::max_line * 3, 'x');
-  progress_parser p;
-  events = p.feed(huge.substr(0, 1000));
-  EXPECT_TRUE(events.empty());
-  for (auto& e : p.feed(huge.substr(1000) + "\n@ferry cached ab\n")) events.push_back(e);
-  ASSERT_EQ(events.size(), 2u);
-  EXPECT_EQ(events[0].what, kind::malformed);
-  EXPECT_EQ(events[0].text.size(), progress_parser::max_line);
-  EXPECT_EQ(events[1].what, kind::cached);
-  EXPECT_TRUE(p.finish().empty());
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// The script.
 
 materialise_options test_options() {
   materialise_options o;
-  o.connect_timeout = 5s;
-  o.download_timeout = 60s;
-  o.download_attempts = 2;
-  o.lock_timeout = 60s;
-  o.parallelism = 3;
+  o.limits.connect_timeout_ms = 5000;
+  o.limits.read_timeout_ms = 60000;
+  o.limits.attempts = 2;
+  o.limits.retry_base_ms = 10;
+  o.limits.retry_max_ms = 50;
+  o.limits.lock_timeout_ms = 60000;
+  o.limits.parallelism = 3;
+  o.limits.range_size = 256 << 10;  // small, so the tests' shards over 1 MiB come in several ranges
+  o.program = the_program();
   return o;
 }
 
 const std::string hex64 = std::string(64, 'a');
-
-environment_plan hostile_plan() {
-  environment_plan plan;
-  plan.cache_dir = "/tmp/it's $(touch /tmp/ferry-pwned) `id` dir";
-  plan.cache_cap = 1 << 20;
-  plan.layers.push_back({"0123abcd", "work\nspace $(touch /tmp/ferry-pwned)",
-                         {{"http://h/k?a=b&c=$(touch /tmp/ferry-pwned)'\"`x`", hex64, 10},
-                          {"http://h/k2;rm -rf /", std::string(64, 'B'), 20}}});
-  plan.layers.push_back({"ffee", "empty", {}});
-  plan.layers.push_back({"0123abcd", "again", {}});  // the same id: sent once
-  plan.workspace = 0;
-  return plan;
-}
-
-std::string script_file(const test::temp_dir& dir, const std::string& text) {
-  return dir.write("materialise.sh", text).string();
-}
-
-environment_plan ordinary_plan() {
-  environment_plan plan;
-  plan.layers.push_back({"0123abcd", "workspace",
-                         {{"http://10.200.0.1:9000/b/p/layers/01.zip?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Expires=3600",
-                           hex64, 10}}});
-  plan.layers.push_back({"ffee", "numpy", {}});
-  plan.workspace = 0;
-  return plan;
-}
-
-TEST(materialise_script, parses_under_dash_and_bash_and_passes_shellcheck) {
-  test::temp_dir dir;
-  for (const auto& plan : {ordinary_plan(), environment_plan{}, hostile_plan()}) {
-    const auto file = script_file(dir, materialise_script(plan, test_options()));
-    // Every remark counts, except in the hostile plan, whose values are meant to look like code to
-    // shellcheck (SC2016, "expressions don't expand in single quotes": exactly what they are there for).
-    const bool hostile = plan.cache_dir.find('$') != std::string::npos;
-    for (const auto& shell : {"dash", "bash"}) {
-      auto r = test::run({shell, "-n", file});
-      EXPECT_EQ(r.exit_code, 0) << shell << ": " << r.err;
-    }
-    if (test::run({"sh", "-c", "command -v shellcheck"}).exit_code != 0) {
-      std::cout << "shellcheck is not installed: not run\n";
-      continue;
-    }
-    for (const auto& dialect : {"sh", "dash"}) {
-      auto r = test::run({"shellcheck", "-s", dialect, "--severity", hostile ? "warning" : "style", file});
-      EXPECT_EQ(r.exit_code, 0) << dialect << ":\n" << r.out << r.err;
-    }
-  }
-}
-
-// The plan's values reach the node's shell byte for byte, as data: the script's own for_each_layer prints them.
-TEST(materialise_script, plan_values_arrive_as_data_byte_for_byte) {
-  test::temp_dir dir;
-  fs::remove("/tmp/ferry-pwned");
-  const auto plan = hostile_plan();
-  const auto text = materialise_script(plan, test_options());
-  const auto preamble = text.substr(0, text.find("# ---- The fixed part"));
-  const auto file = script_file(
-      dir, preamble + "show() { printf '%s\\0' \"$@\"; printf '|'; }\nfor_each_layer show\n"
-                      "printf '%s\\0' \"$cache_dir\" \"$workspace_id\" \"$plan_ids\" \"$cache_cap\" \"$parallelism\" "
-                      "\"$download_retries\"\n");
-  auto r = test::run({"dash", file});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const std::string nul(1, '\0');
-  const auto& l0 = plan.layers[0];
-  const auto expected = l0.id + nul + l0.shards[0].url + nul + hex64 + nul + "10" + nul + l0.shards[1].url + nul +
-                        std::string(64, 'b') + nul + "20" + nul + "|" + "ffee" + nul + "|" + plan.cache_dir + nul +
-                        "0123abcd" + nul + "0123abcd ffee" + nul + "1048576" + nul + "3" + nul + "1" + nul;
-  EXPECT_EQ(r.out, expected);
-  EXPECT_FALSE(fs::exists("/tmp/ferry-pwned"));
-  // The name is a comment only, cut to printable characters.
-  EXPECT_NE(preamble.find("# work?space $(touch /tmp/ferry-pwned)\n"), std::string::npos);
-}
-
-TEST(materialise_script, plans_that_cannot_be_sent_are_refused_naming_the_layer) {
-  auto check = [](environment_plan plan) {
-    diagnostics diag;
-    auto r = check_plan(plan, diag);
-    EXPECT_FALSE(r);
-    if (!r) {
-      EXPECT_EQ(r.error(), errc::invalid_plan);
-    }
-    return diag.message;
-  };
-  environment_plan plan;
-  plan.layers.push_back({"../etc", "numpy", {}});
-  EXPECT_NE(check(plan).find("numpy"), std::string::npos);
-  plan.layers[0] = {"ab", "numpy", {{"http://h/k", "abc", 1}}};
-  EXPECT_NE(check(plan).find("shard 1 of layer numpy"), std::string::npos);
-  plan.layers[0] = {"ab", "numpy", {{"http://h/\nk", hex64, 1}}};
-  EXPECT_NE(check(plan).find("numpy"), std::string::npos);
-  plan.layers[0] = {"ab", "numpy", {}};
-  plan.workspace = 1;
-  EXPECT_NE(check(plan).find("workspace"), std::string::npos);
-  plan.workspace.reset();
-  plan.cache_dir = "/a\nb";
-  EXPECT_NE(check(plan).find("line break"), std::string::npos);
-  plan.cache_dir.clear();
-  diagnostics diag;
-  EXPECT_TRUE(check_plan(plan, diag));
-}
-
-TEST(materialise_script, options_come_from_config) {
-  test::temp_dir home;
-  auto s = test::default_settings(home.path());
-  const auto o = materialise_options::from(s);
-  EXPECT_EQ(o.download_timeout, s.agent.download_timeout);
-  EXPECT_EQ(o.lock_timeout, s.agent.cache_lock_timeout);
-  EXPECT_EQ(o.parallelism, s.agent.download_parallelism);
-  EXPECT_EQ(o.connect_timeout, s.net.connect_timeout);
-  EXPECT_EQ(o.download_attempts, s.net.retry.max_attempts);
-  EXPECT_GT(o.download_timeout.count(), 0);
-  EXPECT_GT(o.lock_timeout.count(), 0);
-  EXPECT_GT(o.parallelism, 0);
-}
 
 // ---------------------------------------------------------------------------------------------------------
 // On a node: a real sshd on this machine, and moto holding the zips.
@@ -382,8 +148,10 @@ class materialise_node : public net::ssh_harness {
     return test::read_file(out);
   }
 
-  // Stores `zip` in moto and describes it as a shard: a presigned URL, its digest and size.
-  shard_source store(const std::string& key, const std::string& zip) {
+  // Stores `zip` in moto and describes it as a shard: a presigned URL, its digest and size, and what the
+  // manifest would say it holds (`files` entries of `content` bytes).
+  shard_source store(const std::string& key, const std::string& zip, std::uint64_t files = 0,
+                     std::uint64_t content = 0) {
     diagnostics diag;
     auto put = run([](materialise_node& t, std::string k, const std::string& bytes,
                       diagnostics& d) -> asio::awaitable<result<std::string>> {
@@ -392,7 +160,7 @@ class materialise_node : public net::ssh_harness {
       co_return co_await t.s3_->s3->put_object(t.trace.root(), b, k, std::move(body), d);
     }(*this, key, zip, diag));
     if (!put) throw std::runtime_error(diag.message);
-    return {s3_->s3->presign_get(bucket, key), net::hex_sha256(zip), zip.size()};
+    return {s3_->s3->presign_get(bucket, key), net::hex_sha256(zip), zip.size(), files, content};
   }
 
   // A layer of one shard per group of files; its id is made up from the test, name and contents.
@@ -402,7 +170,9 @@ class materialise_node : public net::ssh_harness {
     std::string seed = prefix_ + "/" + name;
     for (std::size_t i = 0; i < shards.size(); ++i) {
       const auto zip = zip_of(shards[i]);
-      l.shards.push_back(store(fmt::format("{}/{}-{}.zip", prefix_, name, i), zip));
+      std::uint64_t content = 0;
+      for (const auto& f : shards[i]) content += f.link.empty() ? f.content.size() : f.link.size();
+      l.shards.push_back(store(fmt::format("{}/{}-{}.zip", prefix_, name, i), zip, shards[i].size(), content));
       seed += l.shards.back().sha256;
     }
     l.id = net::hex_sha256(seed);
@@ -431,9 +201,53 @@ class materialise_node : public net::ssh_harness {
     co_return r;
   }
 
-  result<environment> materialise_now(const environment_plan& plan, diagnostics& diag,
-                                      const materialise_options& o = test_options()) {
+  // The node's PATH: only what the node program's installation uses. No curl, unzip, sha256sum, flock or
+  // python3.
+  materialise_options bare_options() {
+    auto o = test_options();
+    o.node_path = bin_with({"mkdir", "cat", "chmod", "rm"}).string();
+    return o;
+  }
+
+  result<environment> materialise_now(const environment_plan& plan, diagnostics& diag) {
+    return run(materialise_on(plan, bare_options(), diag));
+  }
+  result<environment> materialise_now(const environment_plan& plan, diagnostics& diag, const materialise_options& o) {
     return run(materialise_on(plan, o, diag));
+  }
+
+  // Runs a shell line on the node; its stderr when it fails, else "".
+  std::string on_node(const std::string& command) {
+    diagnostics diag;
+    auto outcome = run([](materialise_node& t, std::string line, diagnostics& d) -> asio::awaitable<std::string> {
+      auto session = co_await t.connect(t.server, d);
+      if (!session) co_return d.message;
+      net::collect_sink out;
+      net::exec_request request{line, nullptr, &out};
+      auto done = co_await net::exec(t.trace.root(), **session, request, d);
+      (*session)->close();
+      if (!done) co_return d.message;
+      co_return done->success() ? std::string() : done->describe() + ": " + out.err;
+    }(*this, command, diag));
+    return outcome;
+  }
+
+  // ferry's trace and the node program's own files beside it, as one text.
+  std::string all_traces() {
+    std::string text = trace_text();
+    for (const auto& e : fs::directory_iterator(dir.path())) {
+      const auto name = e.path().filename().string();
+      if (name.starts_with("trace.node-") && name.ends_with(".jsonl")) text += test::read_file(e.path());
+    }
+    return text;
+  }
+  std::vector<fs::path> trace_files() {
+    std::vector<fs::path> files = {trace.file()};
+    for (const auto& e : fs::directory_iterator(dir.path())) {
+      const auto name = e.path().filename().string();
+      if (name.starts_with("trace.node-") && name.ends_with(".jsonl")) files.push_back(e.path());
+    }
+    return files;
   }
 
   // GET requests moto served for keys of this test that contain `part`.
@@ -450,12 +264,10 @@ class materialise_node : public net::ssh_harness {
   // Every entry of the cache's layers and downloads directories that is neither a layer nor a marker.
   std::vector<std::string> leftovers() const {
     std::vector<std::string> out;
-    for (const auto* sub : {"layers", "downloads"}) {
-      if (!fs::exists(cache() / sub)) continue;
-      for (const auto& e : fs::directory_iterator(cache() / sub)) {
-        const auto name = e.path().filename().string();
-        if (std::string(sub) == "downloads" || name.find(".tmp.") != std::string::npos) out.push_back(name);
-      }
+    if (!fs::exists(cache() / "layers")) return out;
+    for (const auto& e : fs::directory_iterator(cache() / "layers")) {
+      const auto name = e.path().filename().string();
+      if (name.find(".tmp.") != std::string::npos || name.find(".done.") != std::string::npos) out.push_back(name);
     }
     return out;
   }
@@ -463,7 +275,7 @@ class materialise_node : public net::ssh_harness {
   // The end messages (or start messages, for actions that never ended) of actions of `type`.
   std::vector<json::object> actions(std::string_view type) {
     std::vector<json::object> out;
-    std::istringstream in(trace_text());
+    std::istringstream in(all_traces());
     for (std::string line; std::getline(in, line);) {
       auto message = json::parse(line).as_object();
       const auto* t = message.if_contains("action_type");
@@ -503,10 +315,6 @@ class materialise_node : public net::ssh_harness {
     }
     return bin;
   }
-
-  static inline const std::vector<std::string> base_tools = {"mkdir", "rm",   "mv",    "cat",  "ls",
-                                                             "du",    "cut",  "tr",    "head", "tail",
-                                                             "touch", "sleep", "wc",   "grep"};
 
   static test::moto_server* moto_;
   test::sshd_server server;
@@ -577,18 +385,18 @@ TEST_F(materialise_node, fetches_every_layer_once_then_finds_them_all_cached) {
   const auto gets = gets_of(".zip");
   EXPECT_EQ(gets, 4u) << moto_->log();
 
-  // The trace: each layer, with a download, verify and unzip per shard, all succeeded.
+  // The program went to the node once, under its digest, and the node's steps are real actions.
+  EXPECT_EQ(count_status(types::install, "succeeded"), 1u);
+  EXPECT_TRUE(fs::exists(cache() / "bin" / ("ferry-node-" + the_program()->sha256)));
   EXPECT_EQ(count_status("ferry:materialise", "succeeded"), 1u);
-  EXPECT_EQ(count_status("ferry:materialise:lock", "succeeded"), 1u);
-  EXPECT_EQ(count_status("ferry:materialise:layer", "succeeded"), 4u);
-  EXPECT_EQ(count_status("ferry:materialise:download", "succeeded"), 4u);
-  EXPECT_EQ(count_status("ferry:materialise:verify", "succeeded"), 4u);
-  EXPECT_EQ(count_status("ferry:materialise:unzip", "succeeded"), 4u);
+  EXPECT_EQ(count_status(types::materialise, "succeeded"), 1u);
+  EXPECT_EQ(count_status(types::layer, "succeeded"), 4u);
+  EXPECT_EQ(count_status(types::shard, "succeeded"), 4u);
   EXPECT_EQ(started_with_node("ferry:materialise"), "node-1");
-  // Neither the script nor its URLs reach the trace.
-  EXPECT_EQ(trace_text().find("X-Amz-Signature="), std::string::npos);
+  // No URL, signature or plan reaches any trace.
+  EXPECT_EQ(all_traces().find("X-Amz-Signature"), std::string::npos);
 
-  // Again: nothing is downloaded, and the markers were touched.
+  // Again: nothing is downloaded or sent, and the markers were touched.
   const auto touched_before = fs::last_write_time(marker(layers[1]));
   auto second = materialise_now(plan, diag);
   ASSERT_TRUE(second) << diag.message;
@@ -599,33 +407,48 @@ TEST_F(materialise_node, fetches_every_layer_once_then_finds_them_all_cached) {
   EXPECT_EQ(second->workdir, first->workdir);
   EXPECT_EQ(gets_of(".zip"), gets);
   EXPECT_GE(fs::last_write_time(marker(layers[1])), touched_before);
-  EXPECT_EQ(count_status("ferry:materialise:download", "succeeded"), 4u);
-  EXPECT_EQ(count_status("ferry:materialise:layer", "succeeded"), 8u);
+  EXPECT_EQ(count_status(types::install, "succeeded"), 1u);
+  EXPECT_EQ(count_status(types::shard, "succeeded"), 4u);
+  EXPECT_EQ(count_status(types::layer, "succeeded"), 8u);
   std::size_t cached = 0;
-  for (const auto& a : actions("ferry:materialise:layer")) cached += a.contains("cached") && a.at("cached").as_bool();
+  for (const auto& a : actions(types::layer)) cached += a.contains("cached") && a.at("cached").as_bool();
   EXPECT_EQ(cached, 4u);
-  // eliot rebuilds complete trees from it.
+  // eliot rebuilds one complete tree from ferry's file and the node program's files.
   trace.root().succeed();
   trace_text();
-  const auto tasks = test::eliot_parse({trace.file()});
+  const auto files = trace_files();
+  EXPECT_EQ(files.size(), 3u);
+  const auto tasks = test::eliot_parse(files);
   ASSERT_EQ(tasks.size(), 1u);
   EXPECT_TRUE(tasks[0].at("complete").as_bool());
 }
 
-// The script goes through stdin: a plan far larger than one argument may be (128 KiB on Linux) still
-// arrives whole. Its layers are cached already (made here), so their URLs are never fetched.
+TEST_F(materialise_node, a_copy_of_the_program_that_does_not_match_its_digest_is_never_put_in_place) {
+  auto o = bare_options();
+  auto wrong = std::make_shared<node_program>(*the_program());
+  wrong->sha256 = std::string(64, '0');
+  o.program = wrong;
+  diagnostics diag;
+  auto r = materialise_now(plan_of({layer("alpha", two_shards())}), diag, o);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), errc::node_lacks_tools) << diag.message;
+  EXPECT_NE(diag.message.find("not " + std::string(64, '0')), std::string::npos) << diag.message;
+  EXPECT_TRUE(!fs::exists(cache() / "bin") || fs::is_empty(cache() / "bin"));
+}
+
+// The plan goes through stdin: far larger than one argument may be (128 KiB on Linux), it still arrives
+// whole. Its layers are cached already (made here), so their URLs are never fetched.
 TEST_F(materialise_node, a_large_plan_travels_on_stdin) {
   environment_plan plan = plan_of({});
   const std::string long_url = "http://127.0.0.1:9/never/fetched?" + std::string(400, 'q');
   for (int i = 0; i < 1000; ++i) {
     layer_source l{net::hex_sha256(fmt::format("{}/{}", prefix_, i)), fmt::format("layer-{}", i),
-                   {{long_url, hex64, 1}}};
+                   {{long_url, hex64, 100}}};
     fs::create_directories(layer_dir(l));
     std::ofstream(marker(l)) << "4096\n";
     plan.layers.push_back(std::move(l));
   }
-  const auto script = materialise_script(plan, test_options());
-  ASSERT_GT(script.size(), 400000u);
+  ASSERT_GT(node::plan_json(plan).size(), 400000u);
   diagnostics diag;
   auto r = materialise_now(plan, diag);
   ASSERT_TRUE(r) << diag.message;
@@ -645,6 +468,67 @@ TEST_F(materialise_node, without_a_workspace_the_workdir_is_an_empty_directory_o
   EXPECT_TRUE(fs::is_empty(r->workdir));
 }
 
+TEST_F(materialise_node, names_arrive_byte_for_byte_where_unzip_would_change_them) {
+  const auto ws = layer("workspace", {{{"new\nline", "n"}, {"data", "plain"}, {"data;1", "versioned"},
+                                       {"caf\xc3\xa9.py", "utf8"}}});
+  diagnostics diag;
+  auto r = materialise_now(plan_of({ws}, 0), diag);
+  ASSERT_TRUE(r) << diag.message;
+  const fs::path w = r->workdir;
+  EXPECT_EQ(test::read_file(w / "new\nline"), "n");
+  EXPECT_EQ(test::read_file(w / "data"), "plain");
+  EXPECT_EQ(test::read_file(w / "data;1"), "versioned");
+  EXPECT_EQ(test::read_file(w / "caf\xc3\xa9.py"), "utf8");
+}
+
+TEST_F(materialise_node, a_symlink_in_one_shard_cannot_carry_the_next_shard_outside_the_layer) {
+  const auto outside = dir / "outside";
+  fs::create_directories(outside);
+  // Shard 0 holds `a`, a link leaving the layer; shard 1 writes through it. Either is refused, whichever
+  // the node reaches first.
+  auto hostile = layer("hostile", {{{"a", "", fs::perms(0644), outside.string()}}, {{"a/escaped", "payload"}}});
+  diagnostics diag;
+  auto r = materialise_now(plan_of({hostile}), diag);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), node::errc::hostile_entry) << diag.message;
+  EXPECT_NE(diag.message.find("layer hostile"), std::string::npos) << diag.message;
+  EXPECT_TRUE(fs::is_empty(outside));
+  EXPECT_FALSE(fs::exists(marker(hostile)));
+  EXPECT_TRUE(leftovers().empty()) << fmt::format("{}", fmt::join(leftovers(), " "));
+  // A link that stays inside may be there, but no entry passes through it: with one shard at a time,
+  // shard 0's link is in place when shard 1 comes.
+  auto through = layer("through", {{{"lib", "", fs::perms(0644), "pkg"}}, {{"lib/x", "payload"}}});
+  auto o = bare_options();
+  o.limits.parallelism = 1;
+  r = materialise_now(plan_of({through}), diag, o);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), node::errc::hostile_entry) << diag.message;
+  EXPECT_NE(diag.message.find("layer through holds the entry 'lib/"), std::string::npos) << diag.message;
+  EXPECT_NE(diag.message.find("which passes through a symlink"), std::string::npos) << diag.message;
+}
+
+TEST_F(materialise_node, a_shard_larger_than_its_manifest_says_is_refused_before_it_is_extracted) {
+  auto bomb = layer("bomb", {{{"zeros", std::string(4 << 20, '\0')}}});
+  bomb.shards[0].content = 1000;  // what the manifest says
+  diagnostics diag;
+  auto r = materialise_now(plan_of({bomb}), diag);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), node::errc::over_manifest) << diag.message;
+  EXPECT_NE(diag.message.find("layer bomb (" + bomb.id.substr(0, 12) + ", shard 1 of 1) holds 1 files of 4194304 bytes"),
+            std::string::npos)
+      << diag.message;
+  EXPECT_FALSE(fs::exists(marker(bomb)));
+  EXPECT_TRUE(leftovers().empty());
+  // The cap holds whatever the manifest says.
+  auto capped = layer("capped", {{{"zeros", std::string(4 << 20, '\0')}}});
+  auto o = bare_options();
+  o.limits.max_shard_content = 1 << 20;
+  r = materialise_now(plan_of({capped}), diag, o);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), node::errc::over_manifest) << diag.message;
+  EXPECT_NE(diag.message.find("agent.max_shard_content"), std::string::npos) << diag.message;
+}
+
 TEST_F(materialise_node, a_corrupt_digest_fails_naming_the_layer_and_leaves_nothing) {
   auto good = layer("workspace", workspace_files());
   auto bad = layer("numpy", two_shards());
@@ -654,7 +538,7 @@ TEST_F(materialise_node, a_corrupt_digest_fails_naming_the_layer_and_leaves_noth
   diagnostics diag;
   auto r = materialise_now(plan_of({good, bad}, 0), diag);
   ASSERT_FALSE(r);
-  EXPECT_EQ(r.error(), errc::digest_mismatch) << diag.message;
+  EXPECT_EQ(r.error(), node::errc::digest_mismatch) << diag.message;
   EXPECT_NE(diag.message.find("node-1"), std::string::npos) << diag.message;
   EXPECT_NE(diag.message.find("layer numpy (" + bad.id.substr(0, 12) + ", shard 2 of 2)"), std::string::npos)
       << diag.message;
@@ -663,16 +547,11 @@ TEST_F(materialise_node, a_corrupt_digest_fails_naming_the_layer_and_leaves_noth
   EXPECT_FALSE(fs::exists(layer_dir(bad)));
   EXPECT_FALSE(fs::exists(marker(bad)));
   EXPECT_TRUE(leftovers().empty()) << fmt::format("{}", fmt::join(leftovers(), " "));
-  // The other layer is whole and kept for the next run.
+  // The other layer is whole and kept for the next run; the bad one was tried twice (options: 2 attempts).
   EXPECT_TRUE(fs::exists(marker(good)));
-  EXPECT_EQ(count_status("ferry:materialise:verify", "failed"), 1u);
-  EXPECT_EQ(count_status("ferry:materialise:layer", "failed"), 1u);
+  EXPECT_EQ(count_status(types::attempt, "failed"), 2u);
+  EXPECT_EQ(count_status(types::layer, "failed"), 1u);
   EXPECT_EQ(count_status("ferry:materialise", "failed"), 1u);
-  for (const auto& a : actions("ferry:materialise:verify")) {
-    if (a.at("action_status").as_string() == "failed") {
-      EXPECT_NE(std::string(a.at("reason").as_string()).find(wrong), std::string::npos);
-    }
-  }
 }
 
 TEST_F(materialise_node, a_missing_object_fails_the_download_naming_the_layer) {
@@ -681,20 +560,21 @@ TEST_F(materialise_node, a_missing_object_fails_the_download_naming_the_layer) {
   diagnostics diag;
   auto r = materialise_now(plan_of({gone}), diag);
   ASSERT_FALSE(r);
-  EXPECT_EQ(r.error(), errc::download_failed) << diag.message;
-  EXPECT_NE(diag.message.find("downloading layer torch (" + gone.id.substr(0, 12) + ")"), std::string::npos)
+  EXPECT_EQ(r.error(), net::errc::no_such_key) << diag.message;
+  EXPECT_NE(diag.message.find("downloading layer torch (" + gone.id.substr(0, 12) + ", shard 1 of 1)"),
+            std::string::npos)
       << diag.message;
   EXPECT_NE(diag.message.find("404"), std::string::npos) << diag.message;
   EXPECT_FALSE(fs::exists(layer_dir(gone)));
   EXPECT_FALSE(fs::exists(marker(gone)));
   EXPECT_TRUE(leftovers().empty());
-  EXPECT_EQ(count_status("ferry:materialise:download", "failed"), 1u);
+  EXPECT_EQ(count_status(types::shard, "failed"), 1u);  // a 404 is not tried again
 }
 
-asio::awaitable<void> materialise_into(materialise_node& t, const environment_plan& plan, result<environment>& out,
-                                       diagnostics& diag) {
+asio::awaitable<void> materialise_into(materialise_node& t, const environment_plan& plan,
+                                       const materialise_options& o, result<environment>& out, diagnostics& diag) {
   co_await net::accept_cancellation();
-  out = co_await t.materialise_on(plan, test_options(), diag);
+  out = co_await t.materialise_on(plan, o, diag);
 }
 
 TEST_F(materialise_node, two_runs_at_once_share_the_cache_and_download_each_layer_once) {
@@ -704,21 +584,22 @@ TEST_F(materialise_node, two_runs_at_once_share_the_cache_and_download_each_laye
   result<environment> a = make_error_code(errc::materialise_failed);
   result<environment> b = make_error_code(errc::materialise_failed);
   diagnostics diag_a, diag_b;
-  run([](materialise_node& t, const environment_plan& p, result<environment>& ra, result<environment>& rb,
-         diagnostics& da, diagnostics& db) -> asio::awaitable<void> {
+  const auto o = bare_options();
+  run([](materialise_node& t, const environment_plan& p, const materialise_options& opts, result<environment>& ra,
+         result<environment>& rb, diagnostics& da, diagnostics& db) -> asio::awaitable<void> {
     std::vector<asio::awaitable<void>> both;
-    both.push_back(materialise_into(t, p, ra, da));
-    both.push_back(materialise_into(t, p, rb, db));
+    both.push_back(materialise_into(t, p, opts, ra, da));
+    both.push_back(materialise_into(t, p, opts, rb, db));
     co_await net::run_all(std::move(both));
-  }(*this, plan, a, b, diag_a, diag_b));
+  }(*this, plan, o, a, b, diag_a, diag_b));
   ASSERT_TRUE(a) << diag_a.message;
   ASSERT_TRUE(b) << diag_b.message;
   EXPECT_EQ(a->layers_fetched + b->layers_fetched, 3u);
   EXPECT_EQ(a->layers_cached + b->layers_cached, 3u);
   EXPECT_EQ(a->python_path, b->python_path);
   EXPECT_EQ(a->workdir, b->workdir);
-  for (const auto* key : {"workspace-0", "alpha-0", "alpha-1", "beta-0"}) EXPECT_EQ(gets_of(key), 1u) << key;
-  EXPECT_EQ(count_status("ferry:materialise:download", "succeeded"), 4u);
+  EXPECT_EQ(test::read_file(layer_dir(plan.layers[2]) / "beta" / "big"), random_bytes(2 << 20, 2));
+  EXPECT_EQ(count_status(types::shard, "succeeded"), 4u);
   EXPECT_EQ(count_status("ferry:materialise", "succeeded"), 2u);
   expect_workspace(a->workdir);
   EXPECT_TRUE(leftovers().empty());
@@ -746,7 +627,8 @@ TEST_F(materialise_node, eviction_removes_the_least_recently_used_layer_outside_
   EXPECT_FALSE(fs::exists(marker(b)));
   EXPECT_TRUE(fs::exists(marker(a)));
   EXPECT_TRUE(fs::exists(marker(c)));
-  EXPECT_NE(trace_text().find("\"ferry:materialise:evicted\",\"layer\":\"" + b.id + "\""), std::string::npos);
+  EXPECT_NE(all_traces().find(fmt::format("\"layer\":\"{}\"", b.id)), std::string::npos);
+  EXPECT_NE(all_traces().find(std::string(types::evicted)), std::string::npos);
 
   // A cap smaller than the plan itself: everything else goes, the plan's layers never do.
   auto tight = plan_of({c, b});
@@ -762,122 +644,81 @@ TEST_F(materialise_node, eviction_removes_the_least_recently_used_layer_outside_
   EXPECT_TRUE(fs::exists(layer_dir(c) / "c.bin"));
 }
 
-TEST_F(materialise_node, a_node_without_curl_is_told_what_to_install) {
-  auto tools = base_tools;
-  for (const auto* t : {"unzip", "sha256sum", "flock"}) tools.push_back(t);
-  const auto bin = bin_with(tools);
-  auto o = test_options();
-  o.shell_command = fmt::format("PATH={} /bin/sh -s", bin.string());
-  diagnostics diag;
-  auto r = materialise_now(plan_of({layer("alpha", two_shards())}), diag, o);
-  ASSERT_FALSE(r);
-  EXPECT_EQ(r.error(), errc::node_lacks_tools);
-  EXPECT_EQ(diag.message, "node node-1 lacks curl: install it (e.g. apt-get install curl)");
-
-  const auto bare = bin_with({});
-  o.shell_command = fmt::format("PATH={} /bin/sh -s", bare.string());
-  r = materialise_now(plan_of({layer("alpha", two_shards())}), diag, o);
-  ASSERT_FALSE(r);
-  EXPECT_EQ(diag.message,
-            "node node-1 lacks curl, unzip (or python3) and sha256sum (or python3): install them "
-            "(e.g. apt-get install curl unzip coreutils)");
-}
-
-// Without unzip, sha256sum and flock: python3 extracts (modes and symlinks too) and hashes, and an mkdir
-// lock stands in for flock.
-TEST_F(materialise_node, python3_and_an_mkdir_lock_stand_in_for_unzip_sha256sum_and_flock) {
-  auto tools = base_tools;
-  for (const auto* t : {"curl", "python3"}) tools.push_back(t);
-  const auto bin = bin_with(tools);
-  auto o = test_options();
-  o.shell_command = fmt::format("PATH={} /bin/sh -s", bin.string());
-  const auto plan = plan_of({layer("workspace", workspace_files()), layer("alpha", two_shards()), layer("e", {{}})}, 0);
-  diagnostics diag;
-  auto r = materialise_now(plan, diag, o);
-  ASSERT_TRUE(r) << diag.message;
-  EXPECT_EQ(r->layers_fetched, 3u);
-  expect_workspace(r->workdir);
-  EXPECT_EQ(mode_of(layer_dir(plan.layers[1]) / "alpha" / "tool"), 0750u);
-  EXPECT_FALSE(fs::exists(cache() / "lock.d"));
-  EXPECT_FALSE(fs::exists(cache() / "lock"));
-  // A lock left by a run that died is broken; one held by a live process is waited for, up to the deadline.
-  fs::create_directories(cache() / "lock.d");
-  std::ofstream(cache() / "lock.d" / "pid") << "999999999\n";
-  auto again = materialise_now(plan, diag, o);
-  ASSERT_TRUE(again) << diag.message;
-  EXPECT_EQ(again->layers_cached, 3u);
-  // Pid 1 of the server's pid namespace (where the node's commands run) is alive as long as the server.
-  fs::create_directories(cache() / "lock.d");
-  std::ofstream(cache() / "lock.d" / "pid") << "1\n";
-  o.lock_timeout = 1s;
-  auto blocked = materialise_now(plan, diag, o);
-  ASSERT_FALSE(blocked);
-  EXPECT_EQ(blocked.error(), errc::cache_lock_timeout);
-  EXPECT_NE(diag.message.find("lock.d"), std::string::npos) << diag.message;
-  EXPECT_NE(diag.message.find("agent.cache_lock_timeout"), std::string::npos) << diag.message;
-  EXPECT_TRUE(fs::exists(cache() / "lock.d" / "pid"));  // not ours to remove
-  EXPECT_EQ(count_status("ferry:materialise:lock", "failed"), 1u);
-}
-
-TEST_F(materialise_node, a_held_flock_times_out_naming_the_setting) {
-  fs::create_directories(cache());
-  // Holds the lock in the process the test kills (sh execs into sleep), and says so once it does.
-  const auto lock = (cache() / "lock").string();
+TEST_F(materialise_node, a_layer_held_by_another_run_times_out_naming_its_lock) {
+  const auto alpha = layer("alpha", two_shards());
+  fs::create_directories(cache() / "layers");
+  const auto lock = (cache() / "layers" / (alpha.id + ".lock")).string();
   auto holder = test::spawn({"sh", "-c", "exec 9>>\"$1\" && flock 9 && : >\"$1.held\" && exec sleep 30", "sh", lock});
   for (int i = 0; i < 1000 && !fs::exists(lock + ".held"); ++i) std::this_thread::sleep_for(10ms);
   ASSERT_TRUE(fs::exists(lock + ".held"));
-  auto o = test_options();
-  o.lock_timeout = 500ms;
+  auto o = bare_options();
+  o.limits.lock_timeout_ms = 500;
   diagnostics diag;
-  auto r = materialise_now(plan_of({layer("alpha", two_shards())}), diag, o);
+  // Another layer is not held up by it.
+  const auto other = layer("other", {{{"o.py", "O = 1\n"}}});
+  auto r = materialise_now(plan_of({other, alpha}), diag, o);
   holder->signal(SIGKILL);
   holder->wait();
   ASSERT_FALSE(r);
-  EXPECT_EQ(r.error(), errc::cache_lock_timeout) << diag.message;
-  EXPECT_NE(diag.message.find("0.5s"), std::string::npos) << diag.message;
+  EXPECT_EQ(r.error(), node::errc::lock_timeout) << diag.message;
+  EXPECT_NE(diag.message.find("layer alpha stayed locked by another run for 500 ms"), std::string::npos)
+      << diag.message;
+  EXPECT_TRUE(fs::exists(marker(other)));
+  EXPECT_EQ(count_status(types::lock, "failed"), 1u);
 }
 
-class materialise_shells : public materialise_node, public ::testing::WithParamInterface<std::string> {};
-
-// Debian's /bin/sh is dash; the script is POSIX sh, so bash in POSIX mode runs it too.
-TEST_P(materialise_shells, the_script_runs_under) {
-  if (GetParam() == "sh") {
-    std::error_code ec;
-    const auto target = fs::read_symlink("/bin/sh", ec);
-    std::cout << "/bin/sh is " << (ec ? "not a link" : target.string()) << "\n";
-  }
-  auto o = test_options();
-  o.shell_command = GetParam() + " -s";
-  if (GetParam() == "bash") o.shell_command = "bash --posix -s";
-  const auto plan = plan_of({layer("workspace", workspace_files()), layer("alpha", two_shards())}, 0);
+TEST_F(materialise_node, a_full_disk_names_the_directory_and_the_bytes_and_leaves_nothing_under_a_final_name) {
+  // The node's sshd has a mount namespace of its own (and the mount goes with it).
+  fs::create_directories(cache());
+  const auto mounted = on_node(fmt::format("mount -t tmpfs -o size=20m tmpfs '{}'", cache().string()));
+  ASSERT_EQ(mounted, "") << "cannot mount a tmpfs on the node";
+  // A shard whose manifest says nothing of its size is written until the disk is full.
+  const auto filler = layer("filler", {{{"fill.bin", random_bytes(10 << 20, 7)}}});
+  auto big = layer("big", {{{"big.bin", random_bytes(8 << 20, 8)}}});
   diagnostics diag;
-  auto r = materialise_now(plan, diag, o);
-  ASSERT_TRUE(r) << diag.message;
-  EXPECT_EQ(r->layers_fetched, 2u);
-  expect_workspace(r->workdir);
-  auto again = materialise_now(plan, diag, o);
-  ASSERT_TRUE(again) << diag.message;
-  EXPECT_EQ(again->layers_cached, 2u);
+  auto first = materialise_now(plan_of({filler}), diag);
+  ASSERT_TRUE(first) << diag.message;
+  big.shards[0].content = 0;
+  big.shards[0].files = 0;
+  auto r = materialise_now(plan_of({big}), diag);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), node::errc::disk_full) << diag.message;
+  EXPECT_NE(diag.message.find("no space left in " + (cache() / "layers").string()), std::string::npos) << diag.message;
+  EXPECT_FALSE(fs::exists(marker(big)));
+  EXPECT_FALSE(fs::exists(layer_dir(big)));
+  // With the manifest's own figures, the node refuses before writing a byte.
+  auto honest = layer("honest", {{{"big.bin", random_bytes(8 << 20, 8)}}});
+  r = materialise_now(plan_of({honest}), diag);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), node::errc::disk_full) << diag.message;
+  EXPECT_NE(diag.message.find("no space left in " + (cache() / "layers").string()), std::string::npos) << diag.message;
+  EXPECT_NE(diag.message.find("needs 8388608 bytes"), std::string::npos) << diag.message;
+  EXPECT_FALSE(fs::exists(marker(honest)));
+  EXPECT_FALSE(fs::exists(layer_dir(honest)));
+  EXPECT_TRUE(leftovers().empty()) << fmt::format("{}", fmt::join(leftovers(), " "));
 }
 
-INSTANTIATE_TEST_SUITE_P(materialise, materialise_shells, ::testing::Values("sh", "dash", "bash"));
-
-// Polls the node's cache until the download of `id` has bytes in it.
-asio::awaitable<void> until_downloading(fs::path part) {
+// Polls the node's cache until a layer's temporary directory has content.
+asio::awaitable<void> until_extracting(fs::path layers, std::string id) {
   auto ex = co_await asio::this_coro::executor;
   asio::steady_timer timer(ex);
   for (;;) {
     std::error_code ec;
-    if (fs::exists(part, ec) && fs::file_size(part, ec) > 0 && !ec) co_return;
-    timer.expires_after(20ms);
+    for (const auto& e : fs::directory_iterator(layers, ec)) {
+      if (e.path().filename().string().starts_with(id + ".tmp.") && !fs::is_empty(e.path(), ec)) co_return;
+    }
+    timer.expires_after(10ms);
     co_await timer.async_wait(asio::use_awaitable);
   }
 }
 
-TEST_F(materialise_node, cancelled_mid_download_leaves_no_half_layer_and_the_trace_ends_cancelled) {
+TEST_F(materialise_node, cancelled_mid_download_leaves_no_half_layer_and_no_process) {
   using namespace asio::experimental::awaitable_operators;
   const auto small = layer("workspace", workspace_files());
-  auto big = layer("big", {{{"big.bin", random_bytes(4 << 20, 6)}}});
+  // Many files, so that some are written long before the last byte arrives.
+  std::vector<file_spec> files;
+  for (int i = 0; i < 64; ++i) files.push_back({fmt::format("big/{:02}.bin", i), random_bytes(64 << 10, 100 + i)});
+  auto big = layer("big", {files});
   // The big one comes through a proxy that holds back every chunk.
   test::fault_proxy proxy("127.0.0.1", moto_->port());
   proxy.set_delay(100ms);
@@ -885,44 +726,77 @@ TEST_F(materialise_node, cancelled_mid_download_leaves_no_half_layer_and_the_tra
   const auto at = fmt::format("127.0.0.1:{}", moto_->port());
   url.replace(url.find(at), at.size(), fmt::format("127.0.0.1:{}", proxy.port()));
   auto plan = plan_of({small, big}, 0);
-  auto o = test_options();
-  o.parallelism = 1;
+  auto o = bare_options();
+  o.limits.parallelism = 1;
   diagnostics diag;
-  const auto part = cache() / "downloads" / (big.id + ".0.zip");
   auto outcome = run([](materialise_node& t, const environment_plan& p, const materialise_options& opts,
-                        fs::path watched, diagnostics& d) -> asio::awaitable<int> {
+                        std::string id, diagnostics& d) -> asio::awaitable<int> {
     auto work = t.materialise_on(p, opts, d);
-    auto watch = until_downloading(std::move(watched));
+    auto watch = until_extracting(t.cache() / "layers", std::move(id));
     auto raced = co_await (std::move(work) || std::move(watch));
     if (raced.index() == 0) co_return std::get<0>(raced) ? 0 : 1;  // ended before the download began
     co_return 2;
-  }(*this, plan, o, part, diag));
+  }(*this, plan, o, big.id, diag));
   ASSERT_EQ(outcome, 2) << diag.message;
   EXPECT_GT(proxy.bytes_downloaded(), 0u);
   EXPECT_FALSE(fs::exists(layer_dir(big)));
   EXPECT_FALSE(fs::exists(marker(big)));
   EXPECT_TRUE(leftovers().empty()) << fmt::format("{}", fmt::join(leftovers(), " "));
   EXPECT_TRUE(fs::exists(marker(small)));  // finished before: kept
-  // No process of the script is left on the node.
+  // No process of the node program is left on the node.
   for (const pid_t pid : server.processes()) {
     const auto cmdline = test::read_file("/proc/" + std::to_string(pid) + "/cmdline");
-    EXPECT_EQ(cmdline.find("curl"), std::string::npos) << cmdline;
+    EXPECT_EQ(cmdline.find("ferry-node"), std::string::npos) << cmdline;
   }
   const auto ends = actions("ferry:materialise");
   ASSERT_EQ(ends.size(), 1u);
   EXPECT_EQ(ends[0].at("action_status").as_string(), "failed");
   EXPECT_EQ(ends[0].at("reason").as_string(), "cancelled");
-  bool download_cancelled = false;
-  for (const auto& a : actions("ferry:materialise:download"))
-    download_cancelled |= a.at("action_status").as_string() == "failed" && a.at("reason").as_string() == "cancelled";
-  EXPECT_TRUE(download_cancelled) << trace_text();
-
   // The next run finds the cache sound and fetches the big layer whole.
   proxy.set_delay(0ms);
   auto next = materialise_now(plan, diag, o);
   ASSERT_TRUE(next) << diag.message;
   EXPECT_EQ(next->layers_fetched, 1u);
-  EXPECT_EQ(test::read_file(layer_dir(big) / "big.bin"), random_bytes(4 << 20, 6));
+  EXPECT_EQ(test::read_file(layer_dir(big) / "big" / "63.bin"), random_bytes(64 << 10, 163));
+}
+
+// The presigned URL is a credential: while the node program downloads, no argv on the node holds it, and
+// no file of the node's cache does either.
+TEST_F(materialise_node, no_url_reaches_an_argv_or_a_file_on_the_node) {
+  auto big = layer("big", {{{"big.bin", random_bytes(3 << 20, 9)}}});
+  test::fault_proxy proxy("127.0.0.1", moto_->port());
+  proxy.set_delay(20ms);
+  auto& url = big.shards[0].url;
+  const auto at = fmt::format("127.0.0.1:{}", moto_->port());
+  url.replace(url.find(at), at.size(), fmt::format("127.0.0.1:{}", proxy.port()));
+  std::atomic<bool> done{false};
+  std::vector<std::string> seen;
+  std::thread watcher([&] {
+    while (!done) {
+      for (const pid_t pid : server.processes()) {
+        std::error_code ec;
+        const auto path = "/proc/" + std::to_string(pid) + "/cmdline";
+        if (!fs::exists(path, ec)) continue;
+        seen.push_back(test::read_file(path));
+      }
+      std::this_thread::sleep_for(5ms);
+    }
+  });
+  diagnostics diag;
+  auto r = materialise_now(plan_of({big}), diag);
+  done = true;
+  watcher.join();
+  ASSERT_TRUE(r) << diag.message;
+  bool saw_program = false;
+  for (const auto& argv : seen) {
+    EXPECT_EQ(argv.find("X-Amz"), std::string::npos) << argv;
+    saw_program |= argv.find("ferry-node") != std::string::npos;
+  }
+  EXPECT_TRUE(saw_program) << "the watcher never saw the node program run";
+  for (const auto& e : fs::recursive_directory_iterator(cache())) {
+    if (!e.is_regular_file() || e.path().filename().string().starts_with("ferry-node")) continue;
+    EXPECT_EQ(test::read_file(e.path()).find("X-Amz"), std::string::npos) << e.path();
+  }
 }
 
 }  // namespace

@@ -92,16 +92,23 @@ class run_cli : public ::testing::Test {
     return o;
   }
 
-  // Every action type in a trace file, in order.
+  // Every action type in a trace file and in the node program's files beside it, in order.
   std::vector<std::string> action_types(const fs::path& trace) const {
+    std::vector<fs::path> files = {trace};
+    for (const auto& e : fs::directory_iterator(trace.parent_path())) {
+      const auto name = e.path().filename().string();
+      if (name.starts_with(trace.stem().string() + ".node-") && name.ends_with(".jsonl")) files.push_back(e.path());
+    }
     std::vector<std::string> out;
-    std::ifstream in(trace);
-    std::string line;
-    while (std::getline(in, line)) {
-      if (line.empty()) continue;
-      const auto m = json::parse(line).as_object();
-      if (m.contains("action_type") && m.at("action_status").as_string() == "started") {
-        out.emplace_back(m.at("action_type").as_string());
+    for (const auto& file : files) {
+      std::ifstream in(file);
+      std::string line;
+      while (std::getline(in, line)) {
+        if (line.empty()) continue;
+        const auto m = json::parse(line).as_object();
+        if (m.contains("action_type") && m.at("action_status").as_string() == "started") {
+          out.emplace_back(m.at("action_type").as_string());
+        }
       }
     }
     return out;
@@ -125,7 +132,7 @@ TEST_F(run_cli, run_ships_the_project_and_a_second_run_moves_nothing) {
   EXPECT_TRUE(contains(first.err, "ready in ")) << first.err;
   EXPECT_TRUE(contains(first.err, "(1 new)")) << first.err;
   const auto types1 = action_types(trace1);
-  EXPECT_GE(count(types1, "ferry:materialise:download"), 2u);
+  EXPECT_GE(count(types1, "ferry:materialise:shard"), 2u);
   EXPECT_EQ(count(types1, "ferry:agent:task"), 1u);
   EXPECT_EQ(count(types1, "ferry:provision:node"), 1u);
 
@@ -138,7 +145,7 @@ TEST_F(run_cli, run_ships_the_project_and_a_second_run_moves_nothing) {
   EXPECT_TRUE(contains(second.err, "env ")) << second.err;
   EXPECT_TRUE(contains(second.err, "(cached)")) << second.err;
   const auto types2 = action_types(trace2);
-  EXPECT_EQ(count(types2, "ferry:materialise:download"), 0u);
+  EXPECT_EQ(count(types2, "ferry:materialise:shard"), 0u);
   EXPECT_EQ(count(types2, "packaging:upload_shard") + count(types2, "s3:put_object") +
                 count(types2, "s3:create_multipart_upload"),
             0u);
@@ -149,7 +156,7 @@ TEST_F(run_cli, run_ships_the_project_and_a_second_run_moves_nothing) {
   const auto third = run_ferry({"--trace", trace3.string(), "run", "--", "python3", "main.py"}, o);
   ASSERT_EQ(third.exit_code, 0) << third.err;
   EXPECT_EQ(third.out, "changed from-venv []\n");
-  EXPECT_EQ(count(action_types(trace3), "ferry:materialise:download"), 1u);
+  EXPECT_EQ(count(action_types(trace3), "ferry:materialise:shard"), 1u);
 
   // The command's exit code and signals come back.
   EXPECT_EQ(run_ferry({"run", "--", "sh", "-c", "exit 7"}, o).exit_code, 7);
@@ -173,13 +180,20 @@ TEST_F(run_cli, a_python_program_continues_the_run_trace) {
                             "/usr/bin/python3", "traced.py"},
                            o);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const auto parsed = run({"/usr/bin/python3", (fs::path(FERRY_SOURCE_DIR) / "tests/peers/eliot_check.py").string(),
-                           trace.string(), python_trace.string()});
+  // Each process wrote its own file: ferry, the node program (beside ferry's), and the Python program.
+  std::vector<std::string> files = {"/usr/bin/python3",
+                                    (fs::path(FERRY_SOURCE_DIR) / "tests/peers/eliot_check.py").string(),
+                                    trace.string(), python_trace.string()};
+  for (const auto& e : fs::directory_iterator(home_.path()))
+    if (e.path().filename().string().starts_with("run.node-")) files.push_back(e.path().string());
+  ASSERT_EQ(files.size(), 5u);
+  const auto parsed = run(files);
   ASSERT_EQ(parsed.exit_code, 0) << parsed.err;
   const auto tasks = json::parse(parsed.out).as_array();
   ASSERT_EQ(tasks.size(), 1u) << parsed.out;
   EXPECT_TRUE(tasks[0].at("complete").as_bool()) << parsed.out;
   EXPECT_EQ(tasks[0].at("root").at("action_type").as_string(), "ferry:run");
+  EXPECT_TRUE(contains(parsed.out, "\"ferry:node:materialise\"")) << parsed.out;
   EXPECT_TRUE(contains(parsed.out, "\"user:work\"")) << parsed.out;
   EXPECT_TRUE(contains(parsed.out, "\"ferry:pack\"")) << parsed.out;
   EXPECT_TRUE(contains(parsed.out, "\"ferry:provision\"")) << parsed.out;
