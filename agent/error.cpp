@@ -13,13 +13,7 @@ class category_impl final : public boost::system::error_category {
       case errc::node_lost: return "node lost";
       case errc::bad_task_input: return "bad task input";
       case errc::tasks_failed: return "tasks failed";
-      case errc::invalid_plan: return "invalid layer plan";
-      case errc::node_lacks_tools: return "node lacks a tool ferry needs";
-      case errc::download_failed: return "layer download failed";
-      case errc::digest_mismatch: return "downloaded layer does not match its digest";
-      case errc::unzip_failed: return "layer could not be extracted";
-      case errc::cache_lock_timeout: return "node's layer cache stayed locked by another run";
-      case errc::cache_failed: return "node's layer cache could not be written";
+      case errc::node_lacks_tools: return "the node program could not be put on the node";
       case errc::materialise_failed: return "materialising layers failed on the node";
       case errc::watchdog_failed: return "the node's idle watchdog could not be set up";
       case errc::bad_stage: return "bad staging request";

@@ -13,15 +13,10 @@ enum class errc {
   bad_task_input,      // a map's --range or --inputs cannot be read
   tasks_failed,        // some map tasks failed after every retry
 
-  // Materialising layers on a node (agent/materialise.hpp).
-  invalid_plan,          // a layer id or digest is not hex, or the cache directory holds a newline
-  node_lacks_tools,      // the node has no curl, or neither unzip nor python3, or neither sha256sum nor python3
-  download_failed,       // curl could not download a layer's shard (HTTP error, timeout, unreachable storage)
-  digest_mismatch,       // a downloaded shard's SHA-256 is not the one the plan names
-  unzip_failed,          // a shard could not be extracted (a damaged zip, a full disk)
-  cache_lock_timeout,    // another run held the node's layer cache past agent.cache_lock_timeout
-  cache_failed,          // the node's layer cache could not be created or changed (permissions, disk full)
-  materialise_failed,    // the node-side script failed without saying why (its stderr is in the diagnostics)
+  // Materialising layers on a node (agent/materialise.hpp; the node program's own failures are
+  // agent/node/error.hpp's).
+  node_lacks_tools,      // the node program is missing from this build, or could not be put on the node
+  materialise_failed,    // the node program failed without saying why (its stderr is in the diagnostics)
 
   // Warm nodes (agent/node_watchdog.hpp).
   watchdog_failed,       // a node's idle watchdog could not be installed or stopped (diagnostics say why)

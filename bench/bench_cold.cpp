@@ -92,6 +92,11 @@ void make_project(world& w) {
   shell(fmt::format("rsync -a --exclude __pycache__ --exclude '*.pyc' {}/ {}/", quote(source), quote(site)));
 }
 
+// Background jobs that each added their pid to $p, waited for one by one: any failure fails the line.
+std::string all_of(const std::string& jobs) {
+  return "p=; " + jobs + "for j in $p; do wait $j || exit 1; done";
+}
+
 // What the peers copy: the project as ferry ships it (no __pycache__, no .pyc).
 const char* excludes = "--exclude __pycache__ --exclude '*.pyc'";
 
@@ -103,11 +108,15 @@ std::string remote_python(const world& w, const node_address& n, const std::stri
 
 double rsync_round(const world& w, const std::vector<node_address>& nodes, const std::string& dir) {
   return seconds_of([&] {
+    // Local nodes share this filesystem: each gets a directory of its own.
     std::string both;
-    for (const auto& n : nodes)
-      both += fmt::format("( rsync -a {} -e \"{} -p {}\" {}/ root@{}:{}/ && {} ) & ", excludes, w.ssh, n.port,
-                          quote(w.project), n.host, dir, remote_python(w, n, dir));
-    shell(both + "wait");
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      const auto& n = nodes[i];
+      const auto d = fmt::format("{}-{}", dir, i);
+      both += fmt::format("( rsync -a {} -e \"{} -p {}\" {}/ root@{}:{}/ && {} ) & p=\"$p $!\"; ", excludes, w.ssh,
+                          n.port, quote(w.project), n.host, d, remote_python(w, n, d));
+    }
+    shell(all_of(both));
   });
 }
 
@@ -129,10 +138,11 @@ zip_times zip_round(const world& w, const std::vector<node_address>& nodes, int 
       std::string both;
       for (std::size_t i = 0; i < nodes.size(); ++i) {
         const auto d = fmt::format("{}-{}", dir, i);
-        both += fmt::format("( mkdir -p {0} && aws s3 cp --only-show-errors {1} {0}.zip && unzip -qo {0}.zip -d {0} ) & ",
-                            d, key);
+        both += fmt::format(
+            "( mkdir -p {0} && aws s3 cp --only-show-errors {1} {0}.zip && unzip -qo {0}.zip -d {0} ) & p=\"$p $!\"; ", d,
+            key);
       }
-      shell(both + "wait");
+      shell(all_of(both));
     });
     for (std::size_t i = 0; i < nodes.size(); ++i)
       shell(remote_python(w, nodes[i], fmt::format("{}-{}", dir, i)));
@@ -190,7 +200,7 @@ int run(world& w) {
     rsync_cold = std::min(rsync_cold, rsync_round(w, nodes, dir));
     shell(w.in_project(fmt::format("sed -i 's/VALUE = .*/VALUE = {}/' app/__init__.py", r + 2)));
     rsync_warm = std::min(rsync_warm, rsync_round(w, nodes, dir));
-    shell(fmt::format("rm -rf {}", dir));
+    shell(fmt::format("rm -rf {}-*", dir));
 
     const auto z = zip_round(w, nodes, r);
     zip_total = std::min(zip_total, z.total);
@@ -216,12 +226,4 @@ int run(world& w) {
 
 }  // namespace
 
-int main() {
-  world w(ferry::bench::ferry_binary().string());
-  try {
-    return run(w);
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "bench_cold: {}\n", e.what());
-    return 1;
-  }
-}
+int main() { return ferry::bench::bench_main<world>("bench_cold", run); }

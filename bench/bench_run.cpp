@@ -145,12 +145,4 @@ int run(world& w) {
 
 }  // namespace
 
-int main() {
-  world w(ferry::bench::ferry_binary().string());
-  try {
-    return run(w);
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "bench_run: {}\n", e.what());
-    return 1;
-  }
-}
+int main() { return ferry::bench::bench_main<world>("bench_run", run); }

@@ -115,12 +115,4 @@ int run(world& w) {
 
 }  // namespace
 
-int main() {
-  world w(ferry::bench::ferry_binary().string());
-  try {
-    return run(w);
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "bench_stage: {}\n", e.what());
-    return 1;
-  }
-}
+int main() { return ferry::bench::bench_main<world>("bench_stage", run); }

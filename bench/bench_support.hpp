@@ -51,4 +51,16 @@ inline std::filesystem::path ferry_binary() {
   return std::filesystem::read_symlink("/proc/self/exe").parent_path().parent_path() / "agent" / "ferry";
 }
 
+// A bench's main: makes its world, runs it, and turns a failed step (an exception) into a message and exit 1.
+template <class World, class Run>
+int bench_main(const char* name, Run run) {
+  World w(ferry_binary().string());
+  try {
+    return run(w);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", name, e.what());
+    return 1;
+  }
+}
+
 }  // namespace ferry::bench

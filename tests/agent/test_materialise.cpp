@@ -16,6 +16,7 @@
 #include "support/fault_proxy.hpp"
 #include "support/moto.hpp"
 #include "support/process.hpp"
+#include "support/random_bytes.hpp"
 
 #include "../net/ssh_harness.hpp"
 
@@ -80,12 +81,7 @@ struct file_spec {
   std::string link;  // non-empty: a symlink to this
 };
 
-std::string random_bytes(std::size_t size, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::string out(size, '\0');
-  for (auto& c : out) c = static_cast<char>(rng());
-  return out;
-}
+using test::random_bytes;
 
 unsigned mode_of(const fs::path& p) {
   struct stat st {};

@@ -4,6 +4,7 @@
 #include "agent/node/error.hpp"
 #include "agent/node/zip_stream.hpp"
 
+#include "support/random_bytes.hpp"
 #include "zip_fixture.hpp"
 
 #include <gtest/gtest.h>
@@ -17,12 +18,7 @@ using test_zip::make_zip;
 using test_zip::open_zip;
 using test_zip::spec_entry;
 
-std::string random_bytes(std::size_t size, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::string out(size, '\0');
-  for (auto& c : out) c = static_cast<char>(rng());
-  return out;
-}
+using test::random_bytes;
 
 // Keeps what arrives; fails at its `fail_at`-th call (counting begin, data and end alike) when set.
 class collector final : public entry_sink {
