@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -22,13 +23,30 @@ mode_t file_mode(const zip_entry& e) {
   return bits ? bits : 0644;
 }
 
+// The process's umask, read without changing it (umask(2) would, for every thread).
+mode_t process_umask() {
+  static const mode_t mask = [] {
+    std::FILE* f = std::fopen("/proc/self/status", "r");
+    unsigned value = 022;
+    if (f) {
+      char line[256];
+      while (std::fgets(line, sizeof line, f))
+        if (std::sscanf(line, "Umask: %o", &value) == 1) break;
+      std::fclose(f);
+    }
+    return static_cast<mode_t>(value);
+  }();
+  return mask;
+}
+
 }  // namespace
 
 layer_writer::layer_writer(int root, std::string root_path, std::string layer, std::uint64_t layer_bytes)
     : root_(root), root_path_(std::move(root_path)), layer_(std::move(layer)), layer_bytes_(layer_bytes) {}
 
 error_code layer_writer::hostile(std::string_view name, std::string_view why, diagnostics& diag) {
-  diag.set(fmt::format("layer {} holds the entry '{}', which {}: refused", layer_, name, why));
+  diag.set(fmt::format("layer {} holds the entry '{}', which {}: refused", layer_, printable_name(name.substr(0, 256)),
+                       why));
   return make_error_code(errc::hostile_entry);
 }
 
@@ -40,7 +58,8 @@ error_code layer_writer::io_failure(int err, std::string_view doing, std::string
                          layer_bytes_ > bytes_written_ ? layer_bytes_ - bytes_written_ : 0, free));
     return make_error_code(errc::disk_full);
   }
-  diag.set(fmt::format("layer {}: {} '{}' in {}: {}", layer_, doing, name, root_path_, std::strerror(err)));
+  diag.set(fmt::format("layer {}: {} '{}' in {}: {}", layer_, doing, printable_name(name.substr(0, 256)), root_path_,
+                       std::strerror(err)));
   return make_error_code(errc::cache_failed);
 }
 
@@ -74,7 +93,7 @@ result<void> layer_writer::begin(const zip_entry& entry, diagnostics& diag) {
     dirs.push_back(path->leaf);
     auto fd = open_dirs(dirs, entry.name, diag);
     if (!fd) return fd.error();
-    if (entry.mode & 0777) ::fchmod(*fd, (entry.mode & 0777) | 0700);
+    if (entry.mode & 0777) ::fchmod(*fd, ((entry.mode & 0777) & ~process_umask()) | 0700);
     parent_ = -1;
     return {};
   }
@@ -88,8 +107,10 @@ result<void> layer_writer::begin(const zip_entry& entry, diagnostics& diag) {
   }
   if (!S_ISREG(entry.mode) && entry.mode != 0 && (entry.mode & S_IFMT) != 0)
     return hostile(entry.name, "is neither a file, a directory nor a symlink", diag);
+  // Created with its final mode, which the kernel narrows by the umask; the descriptor writes whatever
+  // the mode says.
   file_ = packaging::unique_fd(
-      ::openat(parent_, leaf_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+      ::openat(parent_, leaf_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, file_mode(entry)));
   if (file_.get() < 0) {
     if (errno == EEXIST) return hostile(entry.name, "is there twice (or a symlink holds its name)", diag);
     return io_failure(errno, "creating", entry.name, diag);
@@ -122,7 +143,7 @@ result<void> layer_writer::end(diagnostics& diag) {
     auto path = split_entry_name(e->name, layer_, diag);
     if (!path) return path.error();
     if (link_target_.find('\0') != std::string::npos || !link_stays_inside(*path, link_target_))
-      return hostile(e->name, fmt::format("is a symlink to '{}', outside the layer", link_target_), diag);
+      return hostile(e->name, fmt::format("is a symlink to '{}', outside the layer", printable_name(link_target_)), diag);
     if (::symlinkat(link_target_.c_str(), parent_, leaf_.c_str()) != 0) {
       if (errno == EEXIST) return hostile(e->name, "is there twice", diag);
       return io_failure(errno, "creating the symlink", e->name, diag);
@@ -131,7 +152,6 @@ result<void> layer_writer::end(diagnostics& diag) {
     ++files_written_;
     return {};
   }
-  if (::fchmod(file_.get(), file_mode(*e)) != 0) return io_failure(errno, "setting the mode of", e->name, diag);
   if (::close(file_.release()) != 0) return io_failure(errno, "closing", e->name, diag);
   ++files_written_;
   return {};

@@ -28,6 +28,7 @@
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <exception>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -114,7 +115,12 @@ int materialise() {
   http_settings.timeouts.read = std::chrono::milliseconds(plan->limits.read_timeout_ms);
   http_settings.timeouts.write = std::chrono::milliseconds(plan->limits.read_timeout_ms);
   http_settings.max_connections_per_host = std::max(1, plan->limits.parallelism);
-  http_settings.max_collected_body = 8 << 20;
+  // What is collected whole is a small shard, a zip's end records, or its central directory: never more
+  // than the largest shard.
+  std::uint64_t largest = 8 << 20;
+  for (const auto& l : plan->layers)
+    for (const auto& s : l.shards) largest = std::max(largest, s.bytes);
+  http_settings.max_collected_body = static_cast<std::size_t>(largest);
   ferry::net::http_client http(io.get_executor(), http_settings, *tls);
   node::fetch_context ctx{http, pool, plan->limits};
 
@@ -129,16 +135,31 @@ int materialise() {
   });
 
   std::optional<result<node::materialised>> outcome;
+  std::exception_ptr bug;
   asio::co_spawn(
       io,
       [&]() -> asio::awaitable<void> {
         co_await ferry::net::accept_cancellation();
         outcome = co_await node::materialise_layers(act, ctx, *plan, diag);
-        signals.cancel();
       },
-      asio::bind_cancellation_slot(stop.slot(), asio::detached));
+      asio::bind_cancellation_slot(stop.slot(), [&](std::exception_ptr e) {
+        bug = e;
+        signals.cancel();
+      }));
   io.run();
 
+  if (bug || !outcome) {
+    // A bug or an exhausted machine (bad_alloc): said, and the process ends with the trace closed.
+    std::string what = "the work ended without a result";
+    try {
+      if (bug) std::rethrow_exception(bug);
+    } catch (const std::exception& e) {
+      what = e.what();
+    }
+    act.fail_exception("exception", what);
+    out->flush();
+    return say(1, "internal error: " + what);
+  }
   const auto& got = *outcome;
   if (!got) {
     act.fail(got.error(), diag);

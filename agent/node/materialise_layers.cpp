@@ -50,11 +50,15 @@ struct shared_state {
   // A constructor, not braces: GCC 12 destroys a temporary twice when a coroutine aggregate-initialises
   // from it.
   shared_state(fetch_context& c, const layer_cache& lc, asio::any_io_executor io)
-      : ctx(c), cache(lc), slots(io, static_cast<std::size_t>(std::max(1, c.limits.parallelism))) {}
+      : ctx(c),
+        cache(lc),
+        slots(io, static_cast<std::size_t>(std::max(1, c.limits.parallelism))),
+        layer_slots(io, static_cast<std::size_t>(std::max(1, c.limits.parallelism))) {}
 
   fetch_context& ctx;
   const layer_cache& cache;
-  slots_channel slots;
+  slots_channel slots;        // shards downloading at once
+  slots_channel layer_slots;  // layers locked and being made at once: each holds descriptors
   bool stop = false;  // a layer failed for good: start nothing new
 };
 
@@ -144,13 +148,35 @@ asio::awaitable<void> fetch_one(tracing::action& act, shared_state& s, const lay
   shard_act.succeed({{"downloaded", got->downloaded}, {"entries", got->entries}});
 }
 
+// A layer's temporary directory, removed on every way out (an exception too) unless it became the layer.
+class temp_dir_guard {
+ public:
+  temp_dir_guard(const layer_cache& cache, std::string path) : cache_(cache), path_(std::move(path)) {}
+  temp_dir_guard(const temp_dir_guard&) = delete;
+  temp_dir_guard& operator=(const temp_dir_guard&) = delete;
+  ~temp_dir_guard() {
+    if (!kept_) cache_.remove(path_);
+  }
+  void keep() { kept_ = true; }
+
+ private:
+  const layer_cache& cache_;
+  std::string path_;
+  bool kept_ = false;
+};
+
 // One try at a layer: every shard into a fresh temporary directory, which becomes the layer when all
 // succeeded and is removed otherwise.
 asio::awaitable<result<std::uint64_t>> attempt_layer(tracing::action& act, shared_state& s, const layer_source& layer,
                                                      diagnostics& diag) {
   auto temp = s.cache.make_temp(layer.id, diag);
   if (!temp) co_return temp.error();
+  temp_dir_guard guard(s.cache, *temp);
   packaging::unique_fd root(::open(temp->c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (root.get() < 0) {
+    diag.set(fmt::format("cannot open {}: {}", *temp, std::strerror(errno)));
+    co_return make_error_code(errc::cache_failed);
+  }
   const auto total = content_of(layer);
   std::vector<std::unique_ptr<layer_writer>> writers;
   std::vector<diagnostics> diags(layer.shards.size());
@@ -164,17 +190,16 @@ asio::awaitable<result<std::uint64_t>> attempt_layer(tracing::action& act, share
   co_await net::run_all(std::move(work));
   std::uint64_t written = 0;
   for (const auto& w : writers) written += w->bytes_written();
+  // The writers' and the root's descriptors close before anything is removed or renamed.
+  writers.clear();
   root = packaging::unique_fd();
   for (std::size_t i = 0; i < errors.size(); ++i) {
     if (!errors[i]) continue;
-    s.cache.remove(*temp);
     diag = std::move(diags[i]);
     co_return errors[i];
   }
-  if (auto r = s.cache.commit(layer.id, *temp, written, diag); !r) {
-    s.cache.remove(*temp);
-    co_return r.error();
-  }
+  if (auto r = s.cache.commit(layer.id, *temp, written, diag); !r) co_return r.error();
+  guard.keep();
   co_return downloaded;
 }
 
@@ -197,6 +222,8 @@ asio::awaitable<result<layer_result>> materialise_layer(tracing::action& parent,
     act.succeed({{"cached", true}});
     co_return layer_result{true, 0};
   }
+  auto layer_slot = co_await slot::take(s.layer_slots);
+  if (!layer_slot) co_return finish(layer_slot.error());
   auto lock = co_await lock_layer(act, s, layer, diag);
   if (!lock) co_return finish(lock.error());
   if (s.cache.cached(layer.id)) {  // another run made it while we waited

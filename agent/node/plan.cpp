@@ -137,12 +137,18 @@ result<environment_plan> parse_plan(std::string_view text, diagnostics& diag) {
   if (const auto* limits = top->if_contains("limits"); limits && object_of(*limits)) {
     reader m{*object_of(*limits), "limits", diag, {}};
     auto& l = plan.limits;
-    l.connect_timeout_ms = static_cast<std::int64_t>(m.number_or("connect_timeout_ms", l.connect_timeout_ms));
-    l.read_timeout_ms = static_cast<std::int64_t>(m.number_or("read_timeout_ms", l.read_timeout_ms));
-    l.lock_timeout_ms = static_cast<std::int64_t>(m.number_or("lock_timeout_ms", l.lock_timeout_ms));
+    // Deadlines between a millisecond and a day: 0 would fail every wait, 2^64 would wrap negative.
+    constexpr std::uint64_t day_ms = 86'400'000;
+    auto deadline = [&](std::string_view key, std::int64_t fallback) {
+      return static_cast<std::int64_t>(
+          std::clamp<std::uint64_t>(m.number_or(key, static_cast<std::uint64_t>(fallback)), 1, day_ms));
+    };
+    l.connect_timeout_ms = deadline("connect_timeout_ms", l.connect_timeout_ms);
+    l.read_timeout_ms = deadline("read_timeout_ms", l.read_timeout_ms);
+    l.lock_timeout_ms = deadline("lock_timeout_ms", l.lock_timeout_ms);
     l.attempts = static_cast<int>(std::clamp<std::uint64_t>(m.number_or("attempts", l.attempts), 1, 100));
-    l.retry_base_ms = static_cast<std::int64_t>(m.number_or("retry_base_ms", l.retry_base_ms));
-    l.retry_max_ms = static_cast<std::int64_t>(m.number_or("retry_max_ms", l.retry_max_ms));
+    l.retry_base_ms = deadline("retry_base_ms", l.retry_base_ms);
+    l.retry_max_ms = deadline("retry_max_ms", l.retry_max_ms);
     l.parallelism = static_cast<int>(std::clamp<std::uint64_t>(m.number_or("parallelism", l.parallelism), 1, 256));
     l.range_size = std::max<std::uint64_t>(m.number_or("range_size", l.range_size), 64 << 10);
     l.max_shard_content = m.number_or("max_shard_content", l.max_shard_content);

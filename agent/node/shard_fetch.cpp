@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <cstdint>
 
 namespace ferry::agent::node {
 namespace {
@@ -80,11 +81,12 @@ class shard_reader {
   result<void> take_entries(std::string_view directory, diagnostics& diag) {
     auto entries = parse_directory(directory, tail_, diag);
     if (!entries) return entries.error();
+    // Every size counts, a directory's too, and the sum saturates: a Zip64 size near 2^64 must not wrap
+    // it into something small.
     std::uint64_t files = 0, content = 0;
     for (const auto& e : *entries) {
-      if (e.is_directory()) continue;
-      ++files;
-      content += e.size;
+      files += e.is_directory() ? 0 : 1;
+      content = e.size > UINT64_MAX - content ? UINT64_MAX : content + e.size;
     }
     const bool said = shard_.files != 0 || shard_.content != 0;
     if (said && (files > shard_.files || content > shard_.content))
@@ -238,7 +240,10 @@ asio::awaitable<result<shard_outcome>> fetch_shard(fetch_context& ctx, const sha
   auto url = split_url(shard.url, diag);
   if (!url) co_return url.error();
   shard_reader reader(ctx, shard, label, writer, std::move(*url));
-  co_return co_await reader.run(diag);
+  auto got = co_await reader.run(diag);
+  // Every failure names the shard: the zip's and the transport's own words do not.
+  if (!got && diag.message.find(label) == std::string::npos) diag.set(fmt::format("{}: {}", label, diag.message));
+  co_return got;
 }
 
 }  // namespace ferry::agent::node

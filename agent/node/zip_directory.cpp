@@ -1,5 +1,6 @@
 #include "agent/node/zip_directory.hpp"
 
+#include "agent/node/entry_name.hpp"
 #include "agent/node/error.hpp"
 #include "agent/node/zip_bytes.hpp"
 
@@ -56,13 +57,13 @@ result<void> read_zip64_extra(std::string_view extra, zip_entry& e, bool size_ma
       };
       if ((size_max && !next(e.size)) || (compressed_max && !next(e.compressed)) ||
           (offset_max && !next(e.local_offset)))
-        return damaged(diag, fmt::format("entry '{}' has a short Zip64 field", e.name));
+        return damaged(diag, fmt::format("entry '{}' has a short Zip64 field", printable_name(e.name)));
       return {};
     }
     at += 4 + length;
   }
   if (size_max || compressed_max || offset_max)
-    return damaged(diag, fmt::format("entry '{}' lacks the Zip64 field its sizes call for", e.name));
+    return damaged(diag, fmt::format("entry '{}' lacks the Zip64 field its sizes call for", printable_name(e.name)));
   return {};
 }
 
@@ -135,12 +136,12 @@ result<std::vector<zip_entry>> parse_directory(std::string_view directory, const
         !r)
       return r.error();
     if ((made_by >> 8) == 3) e.mode = external >> 16;  // Unix
-    if (disk != 0 && disk != u16_max) return damaged(diag, fmt::format("entry '{}' is on another disk", e.name));
-    if (flags & 1) return damaged(diag, fmt::format("entry '{}' is encrypted", e.name));
+    if (disk != 0 && disk != u16_max) return damaged(diag, fmt::format("entry '{}' is on another disk", printable_name(e.name)));
+    if (flags & 1) return damaged(diag, fmt::format("entry '{}' is encrypted", printable_name(e.name)));
     if (e.method != 0 && e.method != 8)
-      return damaged(diag, fmt::format("entry '{}' uses compression method {}", e.name, e.method));
+      return damaged(diag, fmt::format("entry '{}' uses compression method {}", printable_name(e.name), e.method));
     if (e.method == 0 && e.compressed != e.size)
-      return damaged(diag, fmt::format("stored entry '{}' has two sizes", e.name));
+      return damaged(diag, fmt::format("stored entry '{}' has two sizes", printable_name(e.name)));
     entries.push_back(std::move(e));
     at = end;
   }
@@ -153,7 +154,7 @@ result<std::vector<zip_entry>> parse_directory(std::string_view directory, const
     // The local header is at least 30 bytes and the name as long as the directory's.
     const auto least = 30 + e.name.size();
     if (e.local_offset > limit || limit - e.local_offset < least || limit - e.local_offset - least < e.compressed)
-      return damaged(diag, fmt::format("entry '{}' overlaps the next one", e.name));
+      return damaged(diag, fmt::format("entry '{}' overlaps the next one", printable_name(e.name)));
   }
   return entries;
 }

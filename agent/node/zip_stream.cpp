@@ -1,5 +1,6 @@
 #include "agent/node/zip_stream.hpp"
 
+#include "agent/node/entry_name.hpp"
 #include "agent/node/error.hpp"
 #include "agent/node/zip_bytes.hpp"
 
@@ -42,7 +43,7 @@ result<void> zip_stream::feed(std::string_view bytes, entry_sink& sink, diagnost
         // Between entries: a data descriptor, or nothing. After the last entry, up to the directory.
         const auto target = index_ < entries_.size() ? entries_[index_].local_offset : body_end_;
         if (position_ > target)
-          return damaged(diag, fmt::format("entry '{}' starts inside the one before it", entries_[index_].name));
+          return damaged(diag, fmt::format("entry '{}' starts inside the one before it", printable_name(entries_[index_].name)));
         used = static_cast<std::size_t>(std::min<std::uint64_t>(bytes.size(), target - position_));
         if (position_ + used == target && index_ < entries_.size()) {
           state_ = state::header;
@@ -57,7 +58,7 @@ result<void> zip_stream::feed(std::string_view bytes, entry_sink& sink, diagnost
         if (header_.size() < header_want_) break;
         if (header_want_ == local_header_size) {
           if (read_u32(header_, 0) != local_signature)
-            return damaged(diag, fmt::format("entry '{}' has no local header at byte {}", entries_[index_].name,
+            return damaged(diag, fmt::format("entry '{}' has no local header at byte {}", printable_name(entries_[index_].name),
                                              entries_[index_].local_offset));
           header_want_ += read_u16(header_, 26) + read_u16(header_, 28);
           if (header_.size() < header_want_) break;
@@ -86,13 +87,13 @@ result<void> zip_stream::on_header(entry_sink& sink, diagnostics& diag) {
   const auto& e = entries_[index_];
   const auto name_length = read_u16(header_, 26);
   if (std::string_view(header_).substr(local_header_size, name_length) != e.name)
-    return damaged(diag, fmt::format("entry '{}' is named otherwise in its local header", e.name));
+    return damaged(diag, fmt::format("entry '{}' is named otherwise in its local header", printable_name(e.name)));
   if (read_u16(header_, 8) != e.method)
-    return damaged(diag, fmt::format("entry '{}' has another method in its local header", e.name));
+    return damaged(diag, fmt::format("entry '{}' has another method in its local header", printable_name(e.name)));
   const auto data_start = e.local_offset + header_want_;
   const auto limit = index_ + 1 < entries_.size() ? entries_[index_ + 1].local_offset : body_end_;
   if (data_start > limit || limit - data_start < e.compressed)
-    return damaged(diag, fmt::format("entry '{}' runs into the next one", e.name));
+    return damaged(diag, fmt::format("entry '{}' runs into the next one", printable_name(e.name)));
   if (auto r = sink.begin(e, diag); !r) return r;
   compressed_left_ = e.compressed;
   produced_ = 0;
@@ -117,7 +118,7 @@ result<void> zip_stream::on_header(entry_sink& sink, diagnostics& diag) {
 result<void> zip_stream::emit(std::string_view out, entry_sink& sink, diagnostics& diag) {
   const auto& e = entries_[index_];
   if (out.size() > e.size - produced_)
-    return damaged(diag, fmt::format("entry '{}' inflates to more than its {} bytes", e.name, e.size));
+    return damaged(diag, fmt::format("entry '{}' inflates to more than its {} bytes", printable_name(e.name), e.size));
   produced_ += out.size();
   crc_ = static_cast<std::uint32_t>(
       crc32_z(crc_, reinterpret_cast<const unsigned char*>(out.data()), out.size()));
@@ -138,7 +139,7 @@ result<std::size_t> zip_stream::on_data(std::string_view bytes, entry_sink& sink
   const auto offered = z->avail_in;
   for (;;) {
     if (inflate_ended_) {
-      if (z->avail_in > 0) return damaged(diag, fmt::format("entry '{}' has bytes after its deflate stream", e.name));
+      if (z->avail_in > 0) return damaged(diag, fmt::format("entry '{}' has bytes after its deflate stream", printable_name(e.name)));
       break;
     }
     z->next_out = out_.data();
@@ -147,7 +148,7 @@ result<std::size_t> zip_stream::on_data(std::string_view bytes, entry_sink& sink
     const std::size_t made = out_.size() - z->avail_out;
     if (rc == Z_BUF_ERROR && made == 0) break;  // no progress possible: it wants more input
     if (rc != Z_OK && rc != Z_STREAM_END)
-      return damaged(diag, fmt::format("entry '{}' does not inflate: {}", e.name, z->msg ? z->msg : "bad data"));
+      return damaged(diag, fmt::format("entry '{}' does not inflate: {}", printable_name(e.name), z->msg ? z->msg : "bad data"));
     if (made > 0) {
       if (auto r = emit({reinterpret_cast<const char*>(out_.data()), made}, sink, diag); !r) return r.error();
     }
@@ -166,11 +167,11 @@ result<std::size_t> zip_stream::on_data(std::string_view bytes, entry_sink& sink
 result<void> zip_stream::end_entry(entry_sink& sink, diagnostics& diag) {
   const auto& e = entries_[index_];
   if (e.method == 8 && !inflate_ended_)
-    return damaged(diag, fmt::format("entry '{}' ends before its deflate stream does", e.name));
+    return damaged(diag, fmt::format("entry '{}' ends before its deflate stream does", printable_name(e.name)));
   if (produced_ != e.size)
-    return damaged(diag, fmt::format("entry '{}' holds {} bytes, not the {} its directory says", e.name, produced_,
+    return damaged(diag, fmt::format("entry '{}' holds {} bytes, not the {} its directory says", printable_name(e.name), produced_,
                                      e.size));
-  if (crc_ != e.crc32) return damaged(diag, fmt::format("entry '{}' fails its CRC-32 check", e.name));
+  if (crc_ != e.crc32) return damaged(diag, fmt::format("entry '{}' fails its CRC-32 check", printable_name(e.name)));
   if (auto r = sink.end(diag); !r) return r;
   ++done_;
   ++index_;
@@ -180,7 +181,7 @@ result<void> zip_stream::end_entry(entry_sink& sink, diagnostics& diag) {
 
 result<void> zip_stream::finish(diagnostics& diag) const {
   if (done_ < entries_.size())
-    return damaged(diag, fmt::format("the zip ends inside entry '{}'", entries_[index_].name));
+    return damaged(diag, fmt::format("the zip ends inside entry '{}'", printable_name(entries_[index_].name)));
   if (position_ != body_end_)
     return damaged(diag, fmt::format("the zip ends at byte {}, before its central directory at {}", position_,
                                      body_end_));
