@@ -3,6 +3,7 @@
 #include "agent/error.hpp"
 #include "net/cancellation.hpp"
 #include "net/run_all.hpp"
+#include "net/s3_url.hpp"
 #include "packaging/stored_manifest.hpp"
 
 #include <fmt/format.h>
@@ -15,27 +16,25 @@ namespace asio = boost::asio;
 
 namespace {
 
-// The manifest as a node needs it: each layer's shards behind presigned URLs (credentials never reach a
-// node), in sys.path order, and which layer is the working directory.
-environment_plan plan_of(const packaging::stored_manifest& m, const net::s3_client& s3, const std::string& bucket,
-                         std::uint64_t cache_cap) {
-  environment_plan plan;
-  plan.cache_cap = cache_cap;
+// A layer as a node needs it: its shards behind presigned URLs (credentials never reach a node).
+layer_source source_of(const packaging::shipped_layer& l, const net::s3_client& s3, const std::string& bucket) {
+  layer_source source;
+  source.id = net::to_hex(l.packed->id);
+  source.name = l.packed->name;
+  for (const auto& s : l.shards)
+    source.shards.push_back({s3.presign_get(bucket, s.key), s.sha256, s.zip_bytes, s.files, s.bytes});
+  return source;
+}
+
+// Which layer is the command's working directory: the first of the workspace root's, in manifest order.
+std::optional<std::size_t> workspace_of(const packaging::stored_manifest& m) {
   std::optional<std::size_t> workspace_root;
   for (const auto& r : m.roots) {
     if (r.kind == "workspace") workspace_root = r.index;
   }
-  for (const auto& l : m.layers) {
-    layer_source source;
-    source.id = l.id;
-    source.name = l.name;
-    for (const auto& s : l.shards) {
-      source.shards.push_back({s3.presign_get(bucket, s.key), s.sha256, s.zip_bytes, s.files, s.bytes});
-    }
-    if (workspace_root && l.root == *workspace_root && !plan.workspace) plan.workspace = plan.layers.size();
-    plan.layers.push_back(std::move(source));
-  }
-  return plan;
+  for (std::size_t i = 0; i < m.layers.size(); ++i)
+    if (workspace_root && m.layers[i].root == *workspace_root) return i;
+  return std::nullopt;
 }
 
 double seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
@@ -53,7 +52,7 @@ std::string startup_line(const startup_times& t, double ran) {
 }
 
 job::job(const command_context& ctx, tracing::action& act)
-    : ctx_(ctx), act_(act), start_(std::chrono::steady_clock::now()), packed_event_(ctx.io) {}
+    : ctx_(ctx), act_(act), start_(std::chrono::steady_clock::now()), feed_(ctx.io) {}
 
 job::~job() = default;
 
@@ -86,12 +85,21 @@ result<void> job::open(std::string_view provider, diagnostics& diag) {
 asio::awaitable<void> job::pack_step(diagnostics& diag) {
   co_await net::accept_cancellation();
   auto act = act_.child("ferry:pack");
-  auto packed = co_await run_pack(act, ctx_, &*storage_, pack_request{}, nullptr, diag);
+  // Each layer goes to the nodes the moment it is in storage. (open() checked the URL.)
+  diagnostics ignored;
+  const auto url = net::parse_s3_url(ctx_.config.values.storage.url, ignored);
+  const std::string bucket = url ? url->bucket : std::string();
+  packaging::pack_progress progress;
+  progress.on_layer_shipped = [this, &bucket](const packaging::shipped_layer& l) {
+    feed_.add(l.index, source_of(l, *storage_->s3, bucket));
+  };
+  auto packed = co_await run_pack(act, ctx_, &*storage_, pack_request{}, &progress, diag);
   times_.pack = since_start();
+  packed_at_ = std::chrono::steady_clock::now();
   if (packed) {
     auto stored = packaging::parse_manifest(packed->report.manifest_text, diag);
     if (stored) {
-      plan_ = plan_of(*stored, *storage_->s3, packed->settings.bucket, ctx_.config.values.nodes.cache_size.bytes);
+      feed_.end(stored->layers.size(), workspace_of(*stored));
       times_.layers = packed->report.layers.size();
       times_.layers_cached = packed->layers_present;
       packed_ = std::move(*packed);
@@ -102,24 +110,26 @@ asio::awaitable<void> job::pack_step(diagnostics& diag) {
     pack_error_ = packed.error();
   }
   if (pack_error_) {
+    feed_.abandon();
     act.fail(pack_error_, diag);
   } else {
     act.succeed({{"layers", times_.layers}, {"cached", times_.layers_cached},
                  {"uploaded_bytes", packed_->report.uploaded_bytes}, {"manifest", packed_->report.manifest_key}});
   }
-  packed_event_.set();
 }
 
 asio::awaitable<void> job::on_node(ready_node& node) {
-  if (auto ec = co_await packed_event_.wait(); ec || !packed_) co_return;
   diagnostics diag;
   const auto begin = std::chrono::steady_clock::now();
-  auto env = co_await materialise(act_, *node.session, plan_, materialise_, diag);
+  auto env = co_await materialise(act_, *node.session, feed_, materialise_, diag);
   if (!env) {
-    failures_.push_back(fmt::format("{}: {}", node.node.id, describe(env.error(), diag)));
+    // A pack that failed says why itself; its nodes only saw their plan stop short.
+    if (!pack_error_) failures_.push_back(fmt::format("{}: {}", node.node.id, describe(env.error(), diag)));
     co_return;
   }
-  times_.env = std::max(times_.env, seconds(std::chrono::steady_clock::now() - begin));
+  // What the environment cost beyond the pack and the node: from the later of the two to its end.
+  const auto from = packed_at_ ? std::max(begin, *packed_at_) : begin;
+  times_.env = std::max(times_.env, seconds(std::chrono::steady_clock::now() - from));
   times_.layers_fetched += env->layers_fetched;
   times_.ready = std::max(times_.ready, since_start());
   ++working_;

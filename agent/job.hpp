@@ -1,7 +1,8 @@
 #pragma once
 // One job (`ferry run`, `ferry map`, `ferry warmup`): the project is packed while nodes are provided, and
-// each node, as soon as it is ready and the layers are in storage, materialises them; then the job's own
-// work runs there. Pack and provision overlap; every node goes at its own pace.
+// each node, as soon as it is ready, materialises the layers, each one as soon as it is in storage
+// (agent/layer_feed.hpp); then the job's own work runs there. Pack, provision and materialise overlap;
+// every node goes at its own pace.
 //
 // Trace, inside the job's action: `ferry:pack` alongside `ferry:provision` (node_pool.hpp), then per node
 // `ferry:agent:materialise` (materialise.hpp), then whatever the job's work writes (`ferry:agent:task`).
@@ -84,11 +85,11 @@ class job {
   std::optional<node_access> access_;
   std::unique_ptr<provision::provider> provider_;
   std::unique_ptr<node_pool> pool_;
-  net::async_event packed_event_;
+  layer_feed feed_;  // the layers as they reach storage, for every node at once
   std::optional<pack_outcome> packed_;
+  std::optional<std::chrono::steady_clock::time_point> packed_at_;
   error_code pack_error_;
   diagnostics pack_diag_;
-  environment_plan plan_;
   materialise_options materialise_;
   job_work work_;
   std::vector<std::string> failures_;

@@ -144,6 +144,22 @@ error_code failure_of(const node_output& out, const net::exit_info& exit, std::s
   return ec;
 }
 
+// Runs `ferry-node version` on the node, and installs the program when that finds it missing.
+asio::awaitable<result<void>> ensure_program(tracing::action& act, net::ssh_session& session,
+                                             const materialise_options& options, diagnostics& diag) {
+  net::collect_sink out(64 << 10);
+  net::exec_request probe{node_program_command(*options.program, options.cache_dir, "version", options.node_path),
+                          nullptr, &out};
+  auto done = co_await net::exec(act, session, probe, diag);
+  if (!done) co_return done.error();
+  if (done->success()) co_return result<void>{};
+  if (done->status == 127 && out.err.find(missing_marker) != std::string::npos)
+    co_return co_await install_node_program(act, session, *options.program, options.cache_dir, options.node_path,
+                                            diag);
+  diag.set(fmt::format("the node program on {} does not run ({}): {}", session.peer().node, done->describe(), out.err));
+  co_return make_error_code(errc::node_lacks_tools);
+}
+
 }  // namespace
 
 materialise_options materialise_options::from(const config::settings& settings) {
@@ -158,6 +174,7 @@ materialise_options materialise_options::from(const config::settings& settings) 
   l.parallelism = std::max(1, settings.agent.download_parallelism);
   l.range_size = std::max<std::uint64_t>(settings.agent.download_range.bytes, 64 << 10);
   l.max_shard_content = settings.agent.max_shard_content.bytes;
+  o.cache_cap = settings.nodes.cache_size.bytes;
   return o;
 }
 
@@ -165,31 +182,49 @@ asio::awaitable<result<environment>> materialise(tracing::action& parent, net::s
                                                  const environment_plan& plan, const materialise_options& options,
                                                  diagnostics& diag) {
   co_await asio::this_coro::throw_if_cancelled(false);
+  if (auto checked = node::check_plan(plan, diag); !checked) {
+    auto act = parent.child("ferry:materialise", {{"node", session.peer().node}, {"layers", plan.layers.size()}});
+    act.fail(checked.error(), diag);
+    co_return checked.error();
+  }
+  auto feed = layer_feed::of(co_await asio::this_coro::executor, plan);
+  auto o = options;
+  o.cache_dir = plan.cache_dir;
+  o.cache_cap = plan.cache_cap;
+  co_return co_await materialise(parent, session, *feed, o, diag);
+}
+
+asio::awaitable<result<environment>> materialise(tracing::action& parent, net::ssh_session& session,
+                                                 layer_feed& feed, const materialise_options& options,
+                                                 diagnostics& diag) {
+  co_await asio::this_coro::throw_if_cancelled(false);
   const auto node_name = session.peer().node;
-  auto act = parent.child("ferry:materialise", {{"node", node_name}, {"layers", plan.layers.size()}});
+  auto act = parent.child("ferry:materialise", {{"node", node_name}});
   auto fail = [&](error_code ec) {
     act.fail(ec, diag);
     return result<environment>(boost::system::in_place_error, ec);
   };
-  if (auto checked = node::check_plan(plan, diag); !checked) co_return fail(checked.error());
   if (!options.program) {
     diag.set("no node program was loaded");
     co_return fail(make_error_code(errc::node_lacks_tools));
   }
-  environment_plan sent = plan;
-  sent.limits = options.limits;
-  const auto command = node_program_command(*options.program, plan.cache_dir, "materialise", options.node_path);
+  node::plan_header header{options.cache_dir, options.cache_cap, {}, options.limits};
+  const auto command = node_program_command(*options.program, options.cache_dir, "materialise", options.node_path);
+  // While the feed is open, exec waits for its lines without watching the command: a node that lacks the
+  // program would only be found out when the pack ends. So then the program is made sure of first.
+  if (!feed.ended()) {
+    if (auto present = co_await ensure_program(act, session, options, diag); !present) co_return fail(present.error());
+  }
   auto trace = node_trace(act, node_name);
   for (int round = 0;; ++round) {
-    sent.task_id = act.serialize_task_id();
-    const auto text = node::plan_json(sent);
-    net::buffer_source input(text);
+    header.task_id = act.serialize_task_id();
+    auto input = feed.reader(node::header_line(header));
     node_output out(*trace);
-    net::exec_request request{command, &input, &out};
+    net::exec_request request{command, input.get(), &out};
     auto done = co_await net::exec(act, session, request, diag);
     if (!done) co_return fail(done.error());
     if (done->success() && out.end && string_of(*out.end, "action_status") == "succeeded") {
-      auto env = environment_of(*out.end, plan.layers.size(), diag);
+      auto env = environment_of(*out.end, feed.layers(), diag);
       if (!env) co_return fail(env.error());
       act.succeed({{"workdir", env->workdir},
                    {"layers_cached", env->layers_cached},
@@ -203,11 +238,11 @@ asio::awaitable<result<environment>> materialise(tracing::action& parent, net::s
       // The level handed to a program that was not there holds one action saying so, so that the task
       // has no hole in it.
       diagnostics ignored;
-      if (auto level = tracing::parse_task_id(sent.task_id, ignored)) {
+      if (auto level = tracing::parse_task_id(header.task_id, ignored)) {
         auto absent = tracing::action::continue_task(act.output(), *level, node::action_types::absent);
         absent.succeed();
       }
-      if (auto installed = co_await install_node_program(act, session, *options.program, plan.cache_dir,
+      if (auto installed = co_await install_node_program(act, session, *options.program, options.cache_dir,
                                                           options.node_path, diag);
           !installed)
         co_return fail(installed.error());

@@ -17,6 +17,7 @@
 //           ferry:materialise:shard {shard, bytes}       downloaded, entries
 // No credentials travel and none is traced: the URLs are presigned, go on stdin, never into an argv or a
 // file, and the plan is not written to the trace.
+#include "agent/layer_feed.hpp"
 #include "agent/node/plan.hpp"
 #include "agent/node_program.hpp"
 #include "config/settings.hpp"
@@ -42,12 +43,15 @@ using node::shard_source;
 
 struct materialise_options {
   node::node_limits limits;  // deadlines, attempts and parallelism the node program works within
+  std::string cache_dir;     // on the node; empty: ${XDG_CACHE_HOME:-$HOME/.cache}/ferry
+  std::uint64_t cache_cap = 0;  // nodes.cache_size: least recently used layers beyond it are evicted
   std::shared_ptr<const node_program> program;  // must be set: load_node_program()
   // PATH for ferry's commands on the node; empty: the login's. Tests narrow it to show what a node needs.
   std::string node_path;
 
   // The limits from config (net.connect_timeout, agent.download_timeout as the read deadline,
-  // net.retry.*, agent.cache_lock_timeout, agent.download_parallelism); the program is left unset.
+  // net.retry.*, agent.cache_lock_timeout, agent.download_parallelism) and nodes.cache_size; the program
+  // is left unset.
   static materialise_options from(const config::settings& settings);
 };
 
@@ -64,6 +68,11 @@ struct environment {                     // what the node now holds for this pla
 // disk, a lock's timeout...) with its words in the diagnostics, with net::errc when the session fails,
 // and with operation_aborted when cancelled: the node program is then stopped, and what it left half
 // made is never taken for a layer.
+// The layers come from `feed` as they reach storage: the node starts on each one as it comes.
+asio::awaitable<result<environment>> materialise(tracing::action& parent, net::ssh_session& session,
+                                                 layer_feed& feed, const materialise_options& options,
+                                                 diagnostics& diag);
+// A whole plan at once (its cache_dir and cache_cap instead of the options').
 asio::awaitable<result<environment>> materialise(tracing::action& parent, net::ssh_session& session,
                                                  const environment_plan& plan, const materialise_options& options,
                                                  diagnostics& diag);

@@ -55,11 +55,56 @@ std::vector<shard_job> shard_jobs(const scan_result& scan, const std::string& pr
   return jobs;
 }
 
+// Tells the caller of each layer whose shards are all in storage (pack_progress::on_layer_shipped).
+class shipping {
+ public:
+  shipping(const scan_result& scan, std::string_view prefix, pack_progress* progress)
+      : scan_(scan), prefix_(prefix), progress_(progress && progress->on_layer_shipped ? progress : nullptr) {
+    for (const auto& l : scan.layers) remaining_.push_back(l.shards.size());
+  }
+
+  // Layers without shards are in storage from the start.
+  void start() {
+    for (std::size_t i = 0; i < remaining_.size(); ++i)
+      if (remaining_[i] == 0) ship(i);
+  }
+  // A shard job is in storage with this digest: its layers may now be whole.
+  void stored(const sha256_digest& shard_id, const std::vector<std::size_t>& layers, const zip_digest& digest) {
+    digests_[shard_id] = digest;
+    for (auto i : layers)
+      if (--remaining_[i] == 0) ship(i);
+  }
+  // Everything is in storage (a manifest found): every layer at once.
+  void all(const shard_digests& digests) {
+    digests_ = digests;
+    for (std::size_t i = 0; i < remaining_.size(); ++i) ship(i);
+  }
+
+ private:
+  void ship(std::size_t i) {
+    if (!progress_) return;
+    const auto& l = scan_.layers[i];
+    shipped_layer out{i, &l, {}};
+    for (const auto& s : l.shards) {
+      const auto& d = digests_.at(s.id);
+      out.shards.push_back({shard_key(prefix_, s), net::to_hex(d.sha256), d.zip_bytes, s.count, s.bytes});
+    }
+    progress_->on_layer_shipped(out);
+  }
+
+  const scan_result& scan_;
+  std::string_view prefix_;
+  pack_progress* progress_;
+  std::vector<std::size_t> remaining_;
+  shard_digests digests_;
+};
+
 // Whatever the caller's concurrency, these run `limit` at a time by pulling from a shared index.
 struct job_queue {
   std::size_t next = 0;
   error_code first;
   diagnostics diag;
+  shipping* shipped = nullptr;  // told of each shard in storage
 
   void fail(const error_code& ec, diagnostics& d) {
     if (first) return;
@@ -107,6 +152,7 @@ asio::awaitable<void> upload_worker(tracing::action& parent, net::s3_client& s3,
           progress->shards_to_upload -= 1;
           progress->bytes_to_zip -= job.part->bytes;
         }
+        if (queue.shipped) queue.shipped->stored(job.part->id, job.reports, job.digest);
         continue;
       }
     }
@@ -123,6 +169,7 @@ asio::awaitable<void> upload_worker(tracing::action& parent, net::s3_client& s3,
     job.uploaded = true;
     job.digest = zip_digest{done->sha256, done->zip_bytes};
     digests.insert(job.part->id, job.digest, done->etag);
+    if (queue.shipped) queue.shipped->stored(job.part->id, job.reports, job.digest);
     if (progress) {
       progress->shards_uploaded += 1;
       progress->bytes_uploaded += done->zip_bytes;
@@ -163,7 +210,7 @@ asio::awaitable<result<void>> check_storage(tracing::action& parent, net::s3_cli
 asio::awaitable<result<void>> upload_missing(tracing::action& parent, net::s3_client& s3, net::cpu_pool& pool,
                                              const pack_settings& settings, std::vector<shard_job>& jobs,
                                              zip_digest_cache& digests, pack_progress* progress,
-                                             diagnostics& diag) {
+                                             shipping& shipped, diagnostics& diag) {
   std::vector<shard_job*> todo;
   for (auto& j : jobs) {
     if (!j.present) todo.push_back(&j);
@@ -175,6 +222,8 @@ asio::awaitable<result<void>> upload_missing(tracing::action& parent, net::s3_cl
     for (auto* j : todo) progress->bytes_to_zip += j->part->bytes;
   }
   job_queue queue;
+  queue.shipped = &shipped;
+  shipped.start();
   std::vector<asio::awaitable<void>> workers;
   for (std::size_t i = 0; i < std::max<std::size_t>(1, settings.upload_concurrency); ++i) {
     workers.push_back(upload_worker(parent, s3, pool, settings, todo, digests, queue, progress));
@@ -287,6 +336,7 @@ asio::awaitable<result<pack_report>> pack(tracing::action& parent, net::cpu_pool
     if (*found) {
       report.manifest_present = true;
       report.manifest_text = std::move(**found);
+      if (!settings.dry_run) shipping(report.scan, settings.prefix, progress).all(report.digests);
     }
   }
   if (storage && !report.manifest_present) {
@@ -295,7 +345,8 @@ asio::awaitable<result<pack_report>> pack(tracing::action& parent, net::cpu_pool
     if (settings.dry_run) {
       shipped = co_await check_storage(parent, *s3, settings, jobs, digests, diag);
     } else {
-      shipped = co_await upload_missing(parent, *s3, pool, settings, jobs, digests, progress, diag);
+      shipping ship(report.scan, settings.prefix, progress);
+      shipped = co_await upload_missing(parent, *s3, pool, settings, jobs, digests, progress, ship, diag);
     }
     // The digests learned are good whatever happens to the rest: keep them.
     if (diagnostics d; !digests.save(d)) parent.log("ferry:packaging:digest_cache_not_saved", {{"reason", d.message}});

@@ -15,6 +15,7 @@
 #include "packaging/zip_writer.hpp"
 
 #include <atomic>
+#include <functional>
 #include <optional>
 
 namespace ferry::packaging {
@@ -31,7 +32,25 @@ struct pack_settings {
   std::size_t upload_concurrency = 4;   // shards zipping and uploading at once
 };
 
+// A layer whose every shard is in storage, its zip's digest known: what a node needs to fetch it.
+struct shipped_shard {
+  std::string key;
+  std::string sha256;  // of the zip, lowercase hex
+  std::uint64_t zip_bytes = 0;
+  std::uint64_t files = 0;
+  std::uint64_t bytes = 0;  // of the files' content
+};
+struct shipped_layer {
+  std::size_t index = 0;  // among the scan's layers, the manifest's order
+  const layer* packed = nullptr;
+  std::vector<shipped_shard> shards;
+};
+
 struct pack_progress {
+  // Called on the I/O thread the moment a layer is wholly in storage (its shards uploaded, or found there),
+  // once per layer, in no set order; every layer at once when the manifest was there already. Not in a
+  // dry run. Nodes can start on a layer before the pack ends.
+  std::function<void(const shipped_layer&)> on_layer_shipped;
   scan_progress scan;
   std::atomic<std::uint64_t> shards_to_upload{0};
   std::atomic<std::uint64_t> shards_uploaded{0};

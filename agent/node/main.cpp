@@ -2,7 +2,8 @@
 // its SHA-256, kept in the node's cache under that digest), so a node needs nothing installed but `sh` to
 // start it. It reads a JSON plan on stdin and writes Eliot messages on stdout that continue ferry's task.
 //
-//   ferry-node materialise         the plan's layers into the node's layer cache (materialise_layers.hpp)
+//   ferry-node materialise         the plan's layers into the node's layer cache as its lines arrive
+//                                  (plan.hpp, materialise_layers.hpp)
 //   ferry-node install SHA256 PATH this very file, checked to hash to SHA256, renamed to PATH
 //   ferry-node version
 //
@@ -10,6 +11,7 @@
 // by a signal (TERM, INT or HUP: the work is cancelled and every action still ends, as cancelled).
 #include "agent/node/action_types.hpp"
 #include "agent/node/error.hpp"
+#include "agent/node/line_reader.hpp"
 #include "agent/node/materialise_layers.hpp"
 #include "net/cancellation.hpp"
 #include "net/digest.hpp"
@@ -28,6 +30,7 @@
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <variant>
 #include <exception>
 #include <csignal>
 #include <cstdio>
@@ -42,21 +45,6 @@ namespace node = ferry::agent::node;
 using ferry::diagnostics;
 using ferry::error_code;
 using ferry::result;
-
-constexpr std::size_t max_plan = 256 << 20;
-
-std::string read_stdin() {
-  std::string text;
-  char buffer[1 << 16];
-  for (;;) {
-    const auto n = ::read(0, buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    text.append(buffer, static_cast<std::size_t>(n));
-    if (text.size() > max_plan) break;
-  }
-  return text;
-}
 
 int say(int code, const std::string& text) {
   std::fprintf(stderr, "ferry-node: %s\n", text.c_str());
@@ -91,38 +79,54 @@ int install(const std::string& expected, const std::string& target) {
   return 0;
 }
 
-ferry::tracing::action root_action(ferry::tracing::sink& out, const std::string& task_id, std::size_t layers) {
+ferry::tracing::action root_action(ferry::tracing::sink& out, const std::string& task_id) {
   diagnostics ignored;
   if (auto parent = ferry::tracing::parse_task_id(task_id, ignored))
-    return ferry::tracing::action::continue_task(out, *parent, node::action_types::materialise, {{"layers", layers}});
-  return ferry::tracing::action::start_task(out, node::action_types::materialise, {{"layers", layers}});
+    return ferry::tracing::action::continue_task(out, *parent, node::action_types::materialise);
+  return ferry::tracing::action::start_task(out, node::action_types::materialise);
+}
+
+// The plan's first line, read before anything starts.
+result<node::plan_header> read_header(node::line_reader& lines, diagnostics& diag) {
+  auto first = lines.next_blocking(diag);
+  if (!first) return first.error();
+  if (!*first) {
+    diag.set("the plan is empty");
+    return make_error_code(node::errc::bad_plan);
+  }
+  auto parsed = node::parse_plan_line(**first, diag);
+  if (!parsed) return parsed.error();
+  auto* header = std::get_if<node::plan_header>(&*parsed);
+  if (!header) {
+    diag.set("the plan does not begin with its header");
+    return make_error_code(node::errc::bad_plan);
+  }
+  return std::move(*header);
+}
+
+ferry::net::http_client_settings http_settings_of(const node::node_limits& limits) {
+  ferry::net::http_client_settings s;
+  s.timeouts.connect = std::chrono::milliseconds(limits.connect_timeout_ms);
+  s.timeouts.read = std::chrono::milliseconds(limits.read_timeout_ms);
+  s.timeouts.write = std::chrono::milliseconds(limits.read_timeout_ms);
+  s.max_connections_per_host = std::max(1, limits.parallelism);
+  return s;
 }
 
 int materialise() {
-  const auto text = read_stdin();
-  diagnostics diag;
-  auto plan = node::parse_plan(text, diag);
-  if (!plan) return say(2, ferry::describe(plan.error(), diag));
-  auto out = ferry::tracing::sink::adopt(::dup(1), "stdout");
-  auto act = root_action(*out, plan->task_id, plan->layers.size());
-
   asio::io_context io(1);
+  node::line_reader lines(io.get_executor(), 0);
+  diagnostics diag;
+  auto header = read_header(lines, diag);
+  if (!header) return say(2, ferry::describe(header.error(), diag));
+  auto out = ferry::tracing::sink::adopt(::dup(1), "stdout");
+  auto act = root_action(*out, header->task_id);
+
   ferry::net::cpu_pool pool;
   auto tls = ferry::net::make_tls_context("", diag);
   if (!tls) return say(1, ferry::describe(tls.error(), diag));
-  ferry::net::http_client_settings http_settings;
-  http_settings.timeouts.connect = std::chrono::milliseconds(plan->limits.connect_timeout_ms);
-  http_settings.timeouts.read = std::chrono::milliseconds(plan->limits.read_timeout_ms);
-  http_settings.timeouts.write = std::chrono::milliseconds(plan->limits.read_timeout_ms);
-  http_settings.max_connections_per_host = std::max(1, plan->limits.parallelism);
-  // What is collected whole is a small shard, a zip's end records, or its central directory: never more
-  // than the largest shard.
-  std::uint64_t largest = 8 << 20;
-  for (const auto& l : plan->layers)
-    for (const auto& s : l.shards) largest = std::max(largest, s.bytes);
-  http_settings.max_collected_body = static_cast<std::size_t>(largest);
-  ferry::net::http_client http(io.get_executor(), http_settings, *tls);
-  node::fetch_context ctx{http, pool, plan->limits};
+  ferry::net::http_client http(io.get_executor(), http_settings_of(header->limits), *tls);
+  node::fetch_context ctx{http, pool, header->limits};
 
   asio::cancellation_signal stop;
   asio::signal_set signals(io, SIGTERM, SIGINT, SIGHUP);
@@ -140,7 +144,8 @@ int materialise() {
       io,
       [&]() -> asio::awaitable<void> {
         co_await ferry::net::accept_cancellation();
-        outcome = co_await node::materialise_layers(act, ctx, *plan, diag);
+        outcome = co_await node::materialise_layers(
+            act, ctx, *header, [&](diagnostics& d) { return lines.next(d); }, [&] { lines.cancel(); }, diag);
       },
       asio::bind_cancellation_slot(stop.slot(), [&](std::exception_ptr e) {
         bug = e;
@@ -165,7 +170,7 @@ int materialise() {
     act.fail(got.error(), diag);
     out->flush();
     if (stopped) return 130;
-    return say(1, ferry::describe(got.error(), diag));
+    return say(got.error() == node::errc::bad_plan ? 2 : 1, ferry::describe(got.error(), diag));
   }
   boost::json::array path;
   for (const auto& p : got->python_path) path.emplace_back(p);

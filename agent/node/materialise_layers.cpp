@@ -15,6 +15,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <set>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -50,15 +54,11 @@ struct shared_state {
   // A constructor, not braces: GCC 12 destroys a temporary twice when a coroutine aggregate-initialises
   // from it.
   shared_state(fetch_context& c, const layer_cache& lc, asio::any_io_executor io)
-      : ctx(c),
-        cache(lc),
-        slots(io, static_cast<std::size_t>(std::max(1, c.limits.parallelism))),
-        layer_slots(io, static_cast<std::size_t>(std::max(1, c.limits.parallelism))) {}
+      : ctx(c), cache(lc), slots(io, static_cast<std::size_t>(std::max(1, c.limits.parallelism))) {}
 
   fetch_context& ctx;
   const layer_cache& cache;
-  slots_channel slots;        // shards downloading at once
-  slots_channel layer_slots;  // layers locked and being made at once: each holds descriptors
+  slots_channel slots;  // shards downloading at once
   bool stop = false;  // a layer failed for good: start nothing new
 };
 
@@ -222,8 +222,6 @@ asio::awaitable<result<layer_result>> materialise_layer(tracing::action& parent,
     act.succeed({{"cached", true}});
     co_return layer_result{true, 0};
   }
-  auto layer_slot = co_await slot::take(s.layer_slots);
-  if (!layer_slot) co_return finish(layer_slot.error());
   auto lock = co_await lock_layer(act, s, layer, diag);
   if (!lock) co_return finish(lock.error());
   if (s.cache.cached(layer.id)) {  // another run made it while we waited
@@ -244,58 +242,150 @@ asio::awaitable<result<layer_result>> materialise_layer(tracing::action& parent,
   co_return layer_result{false, downloaded};
 }
 
-asio::awaitable<void> materialise_one(tracing::action& act, shared_state& s, const layer_source& layer,
-                                      result<layer_result>& out, diagnostics& d) {
+// The plan as it arrives: each new layer queued for the workers, the places of every layer kept.
+struct arrivals {
+  arrivals(asio::any_io_executor io, int worker_count) : workers(worker_count), queue(io, 1 << 16) {}
+
+  // What a worker receives once the plan has ended: nothing more will come. (Closing the queue would
+  // drop what is still in it.)
+  static constexpr std::size_t no_more = SIZE_MAX;
+
+  std::deque<layer_source> layers;         // each id once: equal ids are equal contents
+  std::map<std::size_t, std::string> ids;  // place in the plan -> id
+  std::set<std::string> seen;
+  std::optional<plan_end> end;
+  int workers;
+  asio::experimental::channel<void(error_code, std::size_t)> queue;  // indexes into `layers`; closed on failure
+  error_code failed;
+  diagnostics diag;
+};
+
+// Reads the plan's lines until its end line, queueing each layer the first time its id comes.
+asio::awaitable<void> read_plan(line_source& next, arrivals& in) {
   co_await net::accept_cancellation();
-  out = co_await materialise_layer(act, s, layer, d);
-  if (!out) s.stop = true;  // a layer failed for good: no new shard starts
+  auto fail = [&](error_code ec) {
+    if (!in.failed) in.failed = ec;
+    in.queue.close();
+  };
+  for (;;) {
+    auto line = co_await next(in.diag);
+    if (!line) co_return fail(line.error());
+    if (!*line) {
+      in.diag.set("the plan ended before its end line (ferry stopped, or its pack failed)");
+      co_return fail(make_error_code(errc::bad_plan));
+    }
+    auto parsed = parse_plan_line(**line, in.diag);
+    if (!parsed) co_return fail(parsed.error());
+    if (auto* end = std::get_if<plan_end>(&*parsed)) {
+      in.end = *end;
+      for (int w = 0; w < in.workers; ++w) {
+        error_code ec;
+        co_await in.queue.async_send(error_code{}, arrivals::no_more, asio::redirect_error(asio::use_awaitable, ec));
+      }
+      co_return;
+    }
+    auto* placed = std::get_if<placed_layer>(&*parsed);
+    if (!placed) {
+      in.diag.set("the plan holds a second header");
+      co_return fail(make_error_code(errc::bad_plan));
+    }
+    in.ids[placed->index] = placed->layer.id;
+    if (!in.seen.insert(placed->layer.id).second) continue;
+    in.layers.push_back(std::move(placed->layer));
+    error_code ec;
+    co_await in.queue.async_send(error_code{}, in.layers.size() - 1, asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) co_return;  // closed: a layer failed, or cancelled
+  }
+}
+
+struct layer_outcome {
+  std::string id;
+  result<layer_result> got;
+  diagnostics diag;
+};
+
+// One of the plan's workers: takes queued layers one at a time until the queue closes. A layer that
+// failed for good stops the rest: no new shard starts, no new layer is taken, and the plan is not read on.
+asio::awaitable<void> work_on_layers(tracing::action& act, shared_state& s, arrivals& in,
+                                     std::vector<layer_outcome>& outcomes, const std::function<void()>& stop_reading) {
+  co_await net::accept_cancellation();
+  for (;;) {
+    error_code ec;
+    const auto i = co_await in.queue.async_receive(asio::redirect_error(asio::use_awaitable, ec));
+    if (ec || s.stop || i == arrivals::no_more) co_return;
+    layer_outcome out{in.layers[i].id, layer_result{}, {}};
+    out.got = co_await materialise_layer(act, s, in.layers[i], out.diag);
+    const bool failed = !out.got;
+    outcomes.push_back(std::move(out));
+    if (failed && !s.stop) {
+      s.stop = true;
+      in.queue.close();
+      stop_reading();
+    }
+  }
+}
+
+// The first real failure: not merely another layer stopping for it.
+const layer_outcome* first_failure(const std::vector<layer_outcome>& outcomes) {
+  const layer_outcome* failed = nullptr;
+  for (const auto& o : outcomes) {
+    if (o.got) continue;
+    if (!failed || (failed->got.error() == asio::error::operation_aborted &&
+                    o.got.error() != asio::error::operation_aborted))
+      failed = &o;
+  }
+  return failed;
 }
 
 }  // namespace
 
 asio::awaitable<result<materialised>> materialise_layers(tracing::action& act, fetch_context& ctx,
-                                                          const environment_plan& plan, diagnostics& diag) {
-  auto cache = layer_cache::open(plan.cache_dir, diag);
+                                                          const plan_header& header, line_source next,
+                                                          std::function<void()> stop_reading, diagnostics& diag) {
+  auto cache = layer_cache::open(header.cache_dir, diag);
   if (!cache) co_return cache.error();
   act.log(action_types::cache, {{"cache_dir", cache->dir()}});
-  shared_state s(ctx, *cache, co_await asio::this_coro::executor);
-  // Each id once: equal ids are equal contents (two empty sys.path directories, say).
-  std::vector<const layer_source*> unique;
-  std::set<std::string> ids;
-  for (const auto& l : plan.layers)
-    if (ids.insert(l.id).second) unique.push_back(&l);
-  std::vector<result<layer_result>> results(unique.size(), result<layer_result>(layer_result{}));
-  std::vector<diagnostics> diags(unique.size());
+  auto io = co_await asio::this_coro::executor;
+  shared_state s(ctx, *cache, io);
+  // Layers in progress at once: each holds its lock and its directory open.
+  const int workers = std::max(1, ctx.limits.parallelism);
+  arrivals in(io, workers);
+  std::vector<layer_outcome> outcomes;
   std::vector<asio::awaitable<void>> work;
-  for (std::size_t i = 0; i < unique.size(); ++i) {
-    work.push_back(materialise_one(act, s, *unique[i], results[i], diags[i]));
-  }
+  work.push_back(read_plan(next, in));
+  for (int i = 0; i < workers; ++i)
+    work.push_back(work_on_layers(act, s, in, outcomes, stop_reading));
   co_await net::run_all(std::move(work));
+  if (const auto* failed = first_failure(outcomes)) {
+    diag = failed->diag;
+    co_return failed->got.error();
+  }
+  if (in.failed) {
+    diag = std::move(in.diag);
+    co_return in.failed;
+  }
+  if (co_await net::cancelled()) co_return error_code(asio::error::operation_aborted);
+  if (!in.end) co_return error_code(asio::error::operation_aborted);
   materialised m;
   m.cache_dir = cache->dir();
-  // The first failure in plan order that is not merely the others stopping for it.
-  std::optional<std::size_t> failed;
-  for (std::size_t i = 0; i < results.size(); ++i) {
-    if (results[i]) continue;
-    if (!failed || (results[*failed].error() == asio::error::operation_aborted &&
-                    results[i].error() != asio::error::operation_aborted))
-      failed = i;
-  }
-  if (failed) {
-    diag = std::move(diags[*failed]);
-    co_return results[*failed].error();
-  }
-  for (const auto& r : results) {
-    if (r->cached) {
+  for (const auto& o : outcomes) {
+    if (o.got->cached) {
       ++m.layers_cached;
     } else {
       ++m.layers_fetched;
-      m.bytes_fetched += r->downloaded;
+      m.bytes_fetched += o.got->downloaded;
     }
   }
-  for (const auto& l : plan.layers) m.python_path.push_back(cache->layer_dir(l.id));
-  if (plan.workspace) {
-    m.workdir = cache->layer_dir(plan.layers[*plan.workspace].id);
+  for (std::size_t i = 0; i < in.end->layers; ++i) {
+    const auto it = in.ids.find(i);
+    if (it == in.ids.end()) {
+      diag.set(fmt::format("the plan ended without layer {} of its {}", i + 1, in.end->layers));
+      co_return make_error_code(errc::bad_plan);
+    }
+    m.python_path.push_back(cache->layer_dir(it->second));
+  }
+  if (in.end->workspace) {
+    m.workdir = m.python_path[*in.end->workspace];
   } else {
     // A command without a workspace runs in an empty directory of the cache, never in a layer.
     m.workdir = cache->dir() + "/empty";
@@ -304,7 +394,7 @@ asio::awaitable<result<materialised>> materialise_layers(tracing::action& act, f
       co_return make_error_code(errc::cache_failed);
     }
   }
-  for (const auto& e : cache->evict(plan.cache_cap, ids)) {
+  for (const auto& e : cache->evict(header.cache_cap, in.seen)) {
     act.log(action_types::evicted, {{"layer", e.id}, {"disk_bytes", e.disk_bytes}});
     ++m.layers_evicted;
   }

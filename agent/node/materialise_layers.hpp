@@ -1,7 +1,7 @@
 #pragma once
-// The node program's materialise: makes a plan's layers present in the node's layer cache. Every layer
-// goes at once, each under its own lock; its shards download `limits.parallelism` at a time across the
-// whole plan, each streamed, hashed and extracted straight into the layer's temporary directory
+// The node program's materialise: makes a plan's layers present in the node's layer cache as their lines
+// arrive (plan.hpp): `limits.parallelism` layers at a time, each under its own lock; their shards download
+// `limits.parallelism` at a time across the whole plan, each streamed, hashed and extracted straight into the layer's temporary directory
 // (shard_fetch.hpp); a layer whose shards all succeeded is renamed into place, then marked. A failed
 // attempt at a layer (a cut download, a 5xx) throws its directory away and tries again through the retry
 // helper; once a layer has failed for good, no new shard starts. Least recently used layers beyond the
@@ -11,6 +11,9 @@
 #include "tracing/action.hpp"
 
 #include <boost/asio/awaitable.hpp>
+
+#include <functional>
+#include <optional>
 
 #include <string>
 #include <vector>
@@ -25,7 +28,13 @@ struct materialised {
   std::uint64_t bytes_fetched = 0;
 };
 
+// The plan's next line (after its header), waiting for it; none at the end of the input.
+using line_source = std::function<asio::awaitable<result<std::optional<std::string>>>(diagnostics&)>;
+
+// Reads the plan from `next` and makes its layers present; `stop_reading` ends a wait of `next` (a layer
+// failed: the rest of the plan is not wanted).
 asio::awaitable<result<materialised>> materialise_layers(tracing::action& act, fetch_context& ctx,
-                                                          const environment_plan& plan, diagnostics& diag);
+                                                          const plan_header& header, line_source next,
+                                                          std::function<void()> stop_reading, diagnostics& diag);
 
 }  // namespace ferry::agent::node

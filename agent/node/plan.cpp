@@ -73,20 +73,24 @@ const json::object* object_of(const json::value& v) { return v.is_object() ? &v.
 
 }  // namespace
 
-result<void> check_plan(const environment_plan& plan, diagnostics& diag) {
-  for (const auto& layer : plan.layers) {
-    if (!is_hex(layer.id) || layer.id.size() > 128)
-      return bad(diag, fmt::format("layer {} has the id '{}', which is not hex", layer.name, layer.id));
-    for (std::size_t i = 0; i < layer.shards.size(); ++i) {
-      const auto& s = layer.shards[i];
-      if (s.sha256.size() != 64 || !is_hex(s.sha256))
-        return bad(diag, fmt::format("shard {} of layer {} has the digest '{}', which is not a hex SHA-256", i + 1,
-                                     layer.name, s.sha256));
-      if (s.url.empty() || !one_line(s.url))
-        return bad(diag, fmt::format("shard {} of layer {} has an empty URL or one with a line break", i + 1,
-                                     layer.name));
-    }
+result<void> check_layer(const layer_source& layer, diagnostics& diag) {
+  if (!is_hex(layer.id) || layer.id.size() > 128)
+    return bad(diag, fmt::format("layer {} has the id '{}', which is not hex", layer.name, layer.id));
+  for (std::size_t i = 0; i < layer.shards.size(); ++i) {
+    const auto& s = layer.shards[i];
+    if (s.sha256.size() != 64 || !is_hex(s.sha256))
+      return bad(diag, fmt::format("shard {} of layer {} has the digest '{}', which is not a hex SHA-256", i + 1,
+                                   layer.name, s.sha256));
+    if (s.url.empty() || !one_line(s.url))
+      return bad(diag, fmt::format("shard {} of layer {} has an empty URL or one with a line break", i + 1,
+                                   layer.name));
   }
+  return {};
+}
+
+result<void> check_plan(const environment_plan& plan, diagnostics& diag) {
+  for (const auto& layer : plan.layers)
+    if (auto r = check_layer(layer, diag); !r) return r;
   if (plan.workspace && *plan.workspace >= plan.layers.size())
     return bad(diag, fmt::format("the workspace is layer {} of a plan of {}", *plan.workspace + 1, plan.layers.size()));
   if (!one_line(plan.cache_dir))
@@ -94,49 +98,58 @@ result<void> check_plan(const environment_plan& plan, diagnostics& diag) {
   return {};
 }
 
-std::string plan_json(const environment_plan& plan) {
-  json::object o;
-  json::array layers;
-  for (const auto& l : plan.layers) {
-    json::array shards;
-    for (const auto& s : l.shards)
-      shards.push_back(json::object{{"url", s.url}, {"sha256", s.sha256}, {"bytes", s.bytes},
-                                    {"files", s.files}, {"content", s.content}});
-    layers.push_back(json::object{{"id", l.id}, {"name", l.name}, {"shards", std::move(shards)}});
-  }
-  o["layers"] = std::move(layers);
-  if (plan.workspace) o["workspace"] = *plan.workspace;
-  o["cache_dir"] = plan.cache_dir;
-  o["cache_cap"] = plan.cache_cap;
-  o["task_id"] = plan.task_id;
-  const auto& m = plan.limits;
-  o["limits"] = json::object{{"connect_timeout_ms", m.connect_timeout_ms},
-                             {"read_timeout_ms", m.read_timeout_ms},
-                             {"lock_timeout_ms", m.lock_timeout_ms},
-                             {"attempts", m.attempts},
-                             {"retry_base_ms", m.retry_base_ms},
-                             {"retry_max_ms", m.retry_max_ms},
-                             {"parallelism", m.parallelism},
-                             {"range_size", m.range_size},
-                             {"max_shard_content", m.max_shard_content}};
-  return json::serialize(o);
+std::string header_line(const plan_header& h) {
+  const auto& m = h.limits;
+  json::object o{{"cache_dir", h.cache_dir},
+                 {"cache_cap", h.cache_cap},
+                 {"task_id", h.task_id},
+                 {"limits", json::object{{"connect_timeout_ms", m.connect_timeout_ms},
+                                         {"read_timeout_ms", m.read_timeout_ms},
+                                         {"lock_timeout_ms", m.lock_timeout_ms},
+                                         {"attempts", m.attempts},
+                                         {"retry_base_ms", m.retry_base_ms},
+                                         {"retry_max_ms", m.retry_max_ms},
+                                         {"parallelism", m.parallelism},
+                                         {"range_size", m.range_size},
+                                         {"max_shard_content", m.max_shard_content}}}};
+  return json::serialize(json::object{{"header", std::move(o)}});
 }
 
-result<environment_plan> parse_plan(std::string_view text, diagnostics& diag) {
-  json::error_code jec;
-  const auto doc = json::parse(text, jec);
-  if (jec) return bad(diag, fmt::format("the plan is not JSON: {}", jec.message()));
-  const auto* top = object_of(doc);
-  if (!top) return bad(diag, "the plan is not a JSON object");
-  environment_plan plan;
-  reader r{*top, "top", diag, {}};
-  plan.cache_dir = r.text("cache_dir");
-  plan.cache_cap = r.number("cache_cap");
-  plan.task_id = r.text("task_id");
-  if (top->contains("workspace")) plan.workspace = static_cast<std::size_t>(r.number("workspace"));
-  if (const auto* limits = top->if_contains("limits"); limits && object_of(*limits)) {
+std::string layer_line(std::size_t index, const layer_source& l) {
+  json::array shards;
+  for (const auto& s : l.shards)
+    shards.push_back(json::object{{"url", s.url}, {"sha256", s.sha256}, {"bytes", s.bytes}, {"files", s.files},
+                                  {"content", s.content}});
+  return json::serialize(
+      json::object{{"layer", json::object{{"index", index}, {"id", l.id}, {"name", l.name}, {"shards", std::move(shards)}}}});
+}
+
+std::string end_line(const plan_end& e) {
+  json::object o{{"layers", e.layers}};
+  if (e.workspace) o["workspace"] = *e.workspace;
+  return json::serialize(json::object{{"end", std::move(o)}});
+}
+
+std::string plan_lines(const environment_plan& plan) {
+  std::string out = header_line({plan.cache_dir, plan.cache_cap, plan.task_id, plan.limits}) + "\n";
+  for (std::size_t i = 0; i < plan.layers.size(); ++i) out += layer_line(i, plan.layers[i]) + "\n";
+  return out + end_line({plan.layers.size(), plan.workspace}) + "\n";
+}
+
+namespace {
+
+result<plan_header> read_header(const json::object& top, diagnostics& diag) {
+  plan_header h;
+  reader r{top, "header", diag, {}};
+  h.cache_dir = r.text("cache_dir");
+  h.cache_cap = r.number("cache_cap");
+  h.task_id = r.text("task_id");
+  if (r.ec) return r.ec;
+  if (!one_line(h.cache_dir))
+    return bad(diag, fmt::format("the node's cache directory '{}' holds a line break", h.cache_dir));
+  if (const auto* limits = top.if_contains("limits"); limits && object_of(*limits)) {
     reader m{*object_of(*limits), "limits", diag, {}};
-    auto& l = plan.limits;
+    auto& l = h.limits;
     // Deadlines between a millisecond and a day: 0 would fail every wait, 2^64 would wrap negative.
     constexpr std::uint64_t day_ms = 86'400'000;
     auto deadline = [&](std::string_view key, std::int64_t fallback) {
@@ -154,38 +167,69 @@ result<environment_plan> parse_plan(std::string_view text, diagnostics& diag) {
     l.max_shard_content = m.number_or("max_shard_content", l.max_shard_content);
     if (m.ec) return m.ec;
   }
-  const auto* layers = r.array("layers");
-  if (r.ec) return r.ec;
-  for (std::size_t i = 0; i < layers->size(); ++i) {
-    const auto* lo = object_of((*layers)[i]);
-    if (!lo) return bad(diag, fmt::format("the plan's layer {} is not an object", i + 1));
-    const auto where = fmt::format("layer {}", i + 1);
-    reader lr{*lo, where, diag, {}};
-    layer_source layer;
-    layer.id = lr.text("id");
-    layer.name = lr.text("name");
-    const auto* shards = lr.array("shards");
-    if (lr.ec) return lr.ec;
-    for (std::size_t j = 0; j < shards->size(); ++j) {
-      const auto* so = object_of((*shards)[j]);
-      if (!so) return bad(diag, fmt::format("the plan's {} shard {} is not an object", where, j + 1));
-      const auto swhere = fmt::format("layer {} shard {}", i + 1, j + 1);
-      reader sr{*so, swhere, diag, {}};
-      shard_source s;
-      s.url = sr.text("url");
-      s.sha256 = sr.text("sha256");
-      s.bytes = sr.number("bytes");
-      s.files = sr.number_or("files", 0);
-      s.content = sr.number_or("content", 0);
-      if (sr.ec) return sr.ec;
-      for (auto& c : s.sha256) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      layer.shards.push_back(std::move(s));
-    }
-    plan.layers.push_back(std::move(layer));
+  return h;
+}
+
+result<placed_layer> read_layer(const json::object& lo, diagnostics& diag) {
+  placed_layer out;
+  reader lr{lo, "layer", diag, {}};
+  out.index = static_cast<std::size_t>(lr.number("index"));
+  auto& layer = out.layer;
+  layer.id = lr.text("id");
+  layer.name = lr.text("name");
+  const auto* shards = lr.array("shards");
+  if (lr.ec) return lr.ec;
+  for (std::size_t j = 0; j < shards->size(); ++j) {
+    const auto* so = object_of((*shards)[j]);
+    if (!so) return bad(diag, fmt::format("the plan's layer {} shard {} is not an object", layer.name, j + 1));
+    const auto where = fmt::format("layer {} shard {}", layer.name, j + 1);
+    reader sr{*so, where, diag, {}};
+    shard_source s;
+    s.url = sr.text("url");
+    s.sha256 = sr.text("sha256");
+    s.bytes = sr.number("bytes");
+    s.files = sr.number_or("files", 0);
+    s.content = sr.number_or("content", 0);
+    if (sr.ec) return sr.ec;
+    for (auto& c : s.sha256) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    layer.shards.push_back(std::move(s));
   }
-  if (r.ec) return r.ec;
-  if (auto checked = check_plan(plan, diag); !checked) return checked.error();
-  return plan;
+  if (auto r = check_layer(layer, diag); !r) return r.error();
+  return out;
+}
+
+}  // namespace
+
+result<plan_line> parse_plan_line(std::string_view line, diagnostics& diag) {
+  json::error_code jec;
+  const auto doc = json::parse(line, jec);
+  if (jec) return bad(diag, fmt::format("a plan line is not JSON: {}", jec.message()));
+  const auto* top = object_of(doc);
+  if (!top || top->size() != 1) return bad(diag, "a plan line is not an object of one key");
+  const auto& [key, value] = *top->begin();
+  const auto* inner = object_of(value);
+  if (!inner) return bad(diag, fmt::format("the plan's {} is not an object", std::string_view(key)));
+  if (key == "header") {
+    auto h = read_header(*inner, diag);
+    if (!h) return h.error();
+    return plan_line(std::move(*h));
+  }
+  if (key == "layer") {
+    auto l = read_layer(*inner, diag);
+    if (!l) return l.error();
+    return plan_line(std::move(*l));
+  }
+  if (key == "end") {
+    plan_end e;
+    reader r{*inner, "end", diag, {}};
+    e.layers = static_cast<std::size_t>(r.number("layers"));
+    if (inner->contains("workspace")) e.workspace = static_cast<std::size_t>(r.number("workspace"));
+    if (r.ec) return r.ec;
+    if (e.workspace && *e.workspace >= e.layers)
+      return bad(diag, fmt::format("the workspace is layer {} of a plan of {}", *e.workspace + 1, e.layers));
+    return plan_line(e);
+  }
+  return bad(diag, fmt::format("a plan line of the unknown kind '{}'", std::string_view(key)));
 }
 
 }  // namespace ferry::agent::node

@@ -1,5 +1,5 @@
 #pragma once
-// What ferry asks of the node program, as the JSON document it sends on stdin: the layers of a run, each
+// What ferry asks of the node program, as the JSON lines it sends on stdin: the layers of a run, each
 // with its shards behind presigned URLs (credentials never reach a node) and the SHA-256, size, file count
 // and content bytes the manifest gives each shard's zip; where the node's cache lives and how large it may
 // grow; the limits and deadlines of the work; and the eliot task the node's own actions continue.
@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <variant>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,20 +41,50 @@ struct node_limits {
   std::uint64_t max_shard_content = 0;       // cap on what one shard may expand to; 0: none
 };
 
-struct environment_plan {
-  std::vector<layer_source> layers;      // in sys.path (PYTHONPATH) order
-  std::optional<std::size_t> workspace;  // index of the workspace layer: the command's working directory
-  std::string cache_dir;                 // on the node; empty: ${XDG_CACHE_HOME:-$HOME/.cache}/ferry
-  std::uint64_t cache_cap = 0;           // least recently used layers beyond it are evicted; 0: no cap
-  std::string task_id;                   // eliot's serialised task id the node's actions continue
+// The plan as ferry sends it on stdin, JSON lines: a header, then one line per layer as soon as the layer
+// is in storage (in any order, each with its place in the plan), then an end line with the count and the
+// workspace. A node starts on each layer as its line arrives, so it need not wait for the whole pack.
+struct plan_header {
+  std::string cache_dir;    // on the node; empty: ${XDG_CACHE_HOME:-$HOME/.cache}/ferry
+  std::uint64_t cache_cap = 0;  // least recently used layers beyond it are evicted; 0: no cap
+  std::string task_id;      // eliot's serialised task id the node's actions continue
   node_limits limits;
 };
 
-// Checks what the node relies on (hex ids and digests, URLs without line breaks, a workspace index
-// inside the plan); errc::bad_plan naming the layer otherwise.
-result<void> check_plan(const environment_plan& plan, diagnostics& diag);
+struct plan_end {
+  std::size_t layers = 0;                // how many layer lines came (indexes 0..layers-1)
+  std::optional<std::size_t> workspace;  // the workspace layer's index: the command's working directory
+};
 
-std::string plan_json(const environment_plan& plan);
-result<environment_plan> parse_plan(std::string_view text, diagnostics& diag);
+struct placed_layer {
+  std::size_t index = 0;  // its place in sys.path (PYTHONPATH) order
+  layer_source layer;
+};
+
+using plan_line = std::variant<plan_header, placed_layer, plan_end>;
+
+std::string header_line(const plan_header& header);
+std::string layer_line(std::size_t index, const layer_source& layer);
+std::string end_line(const plan_end& end);
+// One line (without its newline); errc::bad_plan naming what is wrong.
+result<plan_line> parse_plan_line(std::string_view line, diagnostics& diag);
+
+// Checks what the node relies on: hex ids and digests, URLs without line breaks; errc::bad_plan naming
+// the layer otherwise.
+result<void> check_layer(const layer_source& layer, diagnostics& diag);
+
+// A whole plan known at once: the same lines, all together.
+struct environment_plan {
+  std::vector<layer_source> layers;      // in sys.path (PYTHONPATH) order
+  std::optional<std::size_t> workspace;  // index of the workspace layer
+  std::string cache_dir;
+  std::uint64_t cache_cap = 0;
+  std::string task_id;
+  node_limits limits;
+};
+
+// check_layer for each, and a workspace index inside the plan.
+result<void> check_plan(const environment_plan& plan, diagnostics& diag);
+std::string plan_lines(const environment_plan& plan);
 
 }  // namespace ferry::agent::node

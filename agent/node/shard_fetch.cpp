@@ -51,7 +51,19 @@ class shard_reader {
     request.headers.set(net::http::field::host, url_.host_header);
     const bool ranged = last != 0;
     if (ranged) request.headers.set(net::http::field::range, fmt::format("bytes={}-{}", first, last));
-    auto response = co_await ctx_.http.send(url_.to, request, net::response_sink{nullptr, sink}, diag);
+    const auto want = ranged ? last - first + 1 : shard_.bytes;
+    // What is kept whole is never more than was asked for, whatever the server says it sends.
+    const net::body_sink keep = [&](std::span<const char> chunk) -> error_code {
+      if (out->size() + chunk.size() > want) {
+        diag.set(fmt::format("downloading {}: storage sent more than the {} bytes asked for", layer_, want));
+        return make_error_code(errc::download_failed);
+      }
+      out->append(chunk.data(), chunk.size());
+      return {};
+    };
+    if (out) out->clear();
+    auto response =
+        co_await ctx_.http.send(url_.to, request, net::response_sink{out ? &keep : nullptr, sink}, diag);
     if (!response) co_return response.error();
     if (response->status != (ranged ? 206u : 200u)) {
       if (response->status / 100 == 2)
@@ -60,13 +72,11 @@ class shard_reader {
                                    response->status, ranged ? "ranged " : ""));
       co_return status_error(response->status, layer_, diag);
     }
-    const auto want = ranged ? last - first + 1 : shard_.bytes;
     if (response->body_bytes != want)
       co_return fail(errc::download_failed, diag,
                      fmt::format("downloading {}: {} bytes came, {} were asked for", layer_,
                                  response->body_bytes, want));
     downloaded_ += response->body_bytes;
-    if (out) *out = std::move(response->body);
     co_return result<void>{};
   }
 

@@ -197,6 +197,15 @@ class materialise_node : public net::ssh_harness {
     co_return r;
   }
 
+  asio::awaitable<result<environment>> materialise_fed(layer_feed& feed, const materialise_options& o,
+                                                       diagnostics& diag) {
+    auto session = co_await connect(server, diag);
+    if (!session) co_return session.error();
+    auto r = co_await materialise(trace.root(), **session, feed, o, diag);
+    (*session)->close();
+    co_return r;
+  }
+
   // The node's PATH: only what the node program's installation uses. No curl, unzip, sha256sum, flock or
   // python3.
   materialise_options bare_options() {
@@ -419,6 +428,73 @@ TEST_F(materialise_node, fetches_every_layer_once_then_finds_them_all_cached) {
   EXPECT_TRUE(tasks[0].at("complete").as_bool());
 }
 
+// Feeds `first`, waits (up to a minute) until the node has made it, then feeds `second` and ends the
+// plan. True when the first layer was there before the plan ended.
+asio::awaitable<bool> feed_one_then_the_rest(materialise_node& t, layer_feed& feed, const layer_source& first,
+                                             const layer_source& second) {
+  co_await net::accept_cancellation();
+  feed.add(1, first);  // places in the plan need not come in order
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  bool early = false;
+  for (int i = 0; i < 3000 && !early; ++i) {
+    early = fs::exists(t.marker(first));
+    timer.expires_after(20ms);
+    co_await timer.async_wait(asio::use_awaitable);
+  }
+  feed.add(0, second);
+  feed.end(2, 0);
+  co_return early;
+}
+
+TEST_F(materialise_node, each_layer_is_made_as_soon_as_it_is_fed_before_the_plan_ends) {
+  const auto first = layer("first", {{{"f.py", "F = 1\n"}}});
+  const auto second = layer("workspace", workspace_files());
+  auto o = bare_options();
+  o.cache_dir = cache().string();
+  diagnostics diag;
+  auto outcome = run([](materialise_node& t, const layer_source& a, const layer_source& b,
+                        const materialise_options& opts, diagnostics& d) -> asio::awaitable<std::pair<bool, bool>> {
+    layer_feed feed(co_await asio::this_coro::executor);
+    bool early = false;
+    result<environment> env = make_error_code(errc::materialise_failed);
+    std::vector<asio::awaitable<void>> both;
+    both.push_back([](materialise_node& tt, layer_feed& f, const materialise_options& op, result<environment>& out,
+                      diagnostics& dd) -> asio::awaitable<void> {
+      co_await net::accept_cancellation();
+      out = co_await tt.materialise_fed(f, op, dd);
+    }(t, feed, opts, env, d));
+    both.push_back([](materialise_node& tt, layer_feed& f, const layer_source& x, const layer_source& y,
+                      bool& out) -> asio::awaitable<void> { out = co_await feed_one_then_the_rest(tt, f, x, y); }(
+        t, feed, a, b, early));
+    co_await net::run_all(std::move(both));
+    co_return std::pair<bool, bool>{early, env.has_value() && env->python_path.size() == 2 &&
+                                               env->workdir == t.layer_dir(b).string() &&
+                                               env->python_path[1] == t.layer_dir(a).string()};
+  }(*this, first, second, o, diag));
+  EXPECT_TRUE(outcome.first) << "the first layer was not made before the plan ended";
+  EXPECT_TRUE(outcome.second) << diag.message;
+  expect_workspace(layer_dir(second));
+}
+
+// A plan that stops short (the pack failed) fails the node program, and leaves no half-made layer.
+TEST_F(materialise_node, a_plan_that_stops_short_fails_and_leaves_nothing_half_made) {
+  const auto first = layer("first", {{{"f.py", "F = 1\n"}}});
+  auto o = bare_options();
+  o.cache_dir = cache().string();
+  diagnostics diag;
+  auto r = run([](materialise_node& t, const layer_source& a, const materialise_options& opts,
+                  diagnostics& d) -> asio::awaitable<result<environment>> {
+    layer_feed feed(co_await asio::this_coro::executor);
+    feed.add(0, a);
+    feed.abandon();
+    co_return co_await t.materialise_fed(feed, opts, d);
+  }(*this, first, o, diag));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), node::errc::bad_plan) << diag.message;
+  EXPECT_NE(diag.message.find("the plan ended before its end line"), std::string::npos) << diag.message;
+  EXPECT_TRUE(leftovers().empty());
+}
+
 TEST_F(materialise_node, a_copy_of_the_program_that_does_not_match_its_digest_is_never_put_in_place) {
   auto o = bare_options();
   auto wrong = std::make_shared<node_program>(*the_program());
@@ -444,7 +520,7 @@ TEST_F(materialise_node, a_large_plan_travels_on_stdin) {
     std::ofstream(marker(l)) << "4096\n";
     plan.layers.push_back(std::move(l));
   }
-  ASSERT_GT(node::plan_json(plan).size(), 400000u);
+  ASSERT_GT(node::plan_lines(plan).size(), 400000u);
   diagnostics diag;
   auto r = materialise_now(plan, diag);
   ASSERT_TRUE(r) << diag.message;

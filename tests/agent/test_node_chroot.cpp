@@ -61,7 +61,7 @@ TEST(node_program, runs_on_debian_11_whose_glibc_is_older_and_which_has_no_curl_
   plan.layers.push_back({net::hex_sha256("old-layer"), "workspace",
                          {{url.out.substr(0, url.out.find('\n')), net::hex_sha256(zip), zip.size(), 2, 9}}});
   test::process_options o;
-  o.input = plan_json(plan);
+  o.input = plan_lines(plan);
   const auto r = test::run({"chroot", debian_11.string(), "/tmp/" + own + "/ferry-node", "materialise"}, o);
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   const auto layer = inside / "cache" / "layers" / plan.layers[0].id;

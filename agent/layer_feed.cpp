@@ -1,0 +1,88 @@
+#include "agent/layer_feed.hpp"
+
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <algorithm>
+#include <cstring>
+
+namespace ferry::agent {
+
+namespace asio = boost::asio;
+
+class layer_feed::feed_reader final : public net::input_source {
+ public:
+  feed_reader(layer_feed& feed, std::string header) : feed_(feed), current_(std::move(header) + "\n") {}
+
+  asio::awaitable<result<std::size_t>> read(std::span<char> into) override {
+    for (;;) {
+      if (offset_ < current_.size()) {
+        const auto n = std::min(into.size(), current_.size() - offset_);
+        std::memcpy(into.data(), current_.data() + offset_, n);
+        offset_ += n;
+        co_return n;
+      }
+      if (next_ < feed_.lines_.size()) {
+        current_ = feed_.lines_[next_++];
+        offset_ = 0;
+        continue;
+      }
+      if (feed_.closed_) co_return std::size_t{0};
+      // Wait for the next line. A wake is told from a cancellation by the generation it moved on.
+      const auto seen = feed_.generation_;
+      error_code ec;
+      co_await feed_.changed_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      if (feed_.generation_ == seen) co_return error_code(asio::error::operation_aborted);
+    }
+  }
+
+ private:
+  layer_feed& feed_;
+  std::string current_;
+  std::size_t offset_ = 0;
+  std::size_t next_ = 0;
+};
+
+layer_feed::layer_feed(asio::any_io_executor io) : changed_(std::move(io)) {
+  changed_.expires_at(asio::steady_timer::time_point::max());
+}
+
+std::unique_ptr<layer_feed> layer_feed::of(asio::any_io_executor io, const node::environment_plan& plan) {
+  auto feed = std::make_unique<layer_feed>(std::move(io));
+  for (std::size_t i = 0; i < plan.layers.size(); ++i) feed->add(i, plan.layers[i]);
+  feed->end(plan.layers.size(), plan.workspace);
+  return feed;
+}
+
+void layer_feed::wake() {
+  ++generation_;
+  changed_.cancel();
+  changed_.expires_at(asio::steady_timer::time_point::max());
+}
+
+void layer_feed::add(std::size_t index, const node::layer_source& layer) {
+  if (closed_) return;
+  lines_.push_back(node::layer_line(index, layer) + "\n");
+  wake();
+}
+
+void layer_feed::end(std::size_t layers, std::optional<std::size_t> workspace) {
+  if (closed_) return;
+  lines_.push_back(node::end_line({layers, workspace}) + "\n");
+  layers_ = layers;
+  ended_ = true;
+  closed_ = true;
+  wake();
+}
+
+void layer_feed::abandon() {
+  if (closed_) return;
+  closed_ = true;
+  wake();
+}
+
+std::unique_ptr<net::input_source> layer_feed::reader(std::string header) {
+  return std::make_unique<feed_reader>(*this, std::move(header));
+}
+
+}  // namespace ferry::agent

@@ -1,0 +1,54 @@
+#pragma once
+// The layers of a job as they reach storage, for every node's node program at once: each layer becomes a
+// plan line (agent/node/plan.hpp) the moment the pack has it in storage, and each node reads the lines at
+// its own pace, waiting for more, until the end line (the pack is done) or the end of the feed without it
+// (the pack failed, and the node programs stop). So a node fetches the first layers while the pack still
+// zips the rest: a cold start costs about the longer of packing and fetching, not their sum.
+//
+// Lives on the I/O thread, like the job that fills it.
+#include "agent/node/plan.hpp"
+#include "net/ssh_streams.hpp"
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ferry::agent {
+
+class layer_feed {
+ public:
+  explicit layer_feed(boost::asio::any_io_executor io);
+  // A whole plan at once: its layers, then its end.
+  static std::unique_ptr<layer_feed> of(boost::asio::any_io_executor io, const node::environment_plan& plan);
+
+  // A layer is in storage: `index` is its place in sys.path order.
+  void add(std::size_t index, const node::layer_source& layer);
+  // Every layer is in: `layers` of them.
+  void end(std::size_t layers, std::optional<std::size_t> workspace);
+  // No more layers will come, and no end: readers see the input stop short.
+  void abandon();
+
+  bool ended() const { return ended_; }
+  std::size_t layers() const { return layers_; }
+
+  // stdin for one node program: `header` (its own line: the task id differs per node), then the feed's
+  // lines as they come. The feed must outlive it.
+  std::unique_ptr<net::input_source> reader(std::string header);
+
+ private:
+  class feed_reader;
+  void wake();
+
+  std::vector<std::string> lines_;  // each with its newline
+  bool ended_ = false;
+  bool closed_ = false;  // ended or abandoned: nothing more comes
+  std::size_t layers_ = 0;
+  boost::asio::steady_timer changed_;  // never expires: cancelled to wake every reader when lines come
+  std::uint64_t generation_ = 0;
+};
+
+}  // namespace ferry::agent
