@@ -40,7 +40,8 @@ struct startup_times {
   double nodes = 0;           // until the last node was ready
   std::size_t nodes_new = 0;
   std::size_t nodes_warm = 0;
-  double env = 0;             // the longest materialise
+  double env = 0;             // the longest a node spent on its layers after both it and the pack were done
+                              // (it starts on each layer as soon as that one is stored)
   std::size_t layers_fetched = 0;  // downloads over all nodes
   double ready = 0;           // from the start until the last node began the work
 };

@@ -24,6 +24,7 @@
 
 namespace fs = std::filesystem;
 using ferry::bench::first_line;
+using ferry::bench::field;
 using ferry::bench::output_of;
 using ferry::bench::quote;
 using ferry::bench::shell;
@@ -34,12 +35,6 @@ double seconds_of(const std::function<void()>& f) {
   const auto start = std::chrono::steady_clock::now();
   f();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-double field(const std::string& line, const std::string& name) {
-  std::smatch m;
-  if (!std::regex_search(line, m, std::regex(name + " ([0-9.]+) s"))) throw std::runtime_error("no " + name + " in: " + line);
-  return std::stod(m[1]);
 }
 
 struct node_address {

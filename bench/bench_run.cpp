@@ -27,6 +27,7 @@
 
 namespace fs = std::filesystem;
 using ferry::bench::best_of;
+using ferry::bench::field;
 using ferry::bench::output_of;
 using ferry::bench::quote;
 using ferry::bench::shell;
@@ -67,12 +68,6 @@ void make_project(world& w) {
   for (const char* pkg : {"botocore", "boto3", "s3transfer", "urllib3", "jmespath", "dateutil", "yaml"}) {
     shell(fmt::format("cp -r {}/{} {}/", source.substr(0, source.find('\n')), pkg, site.substr(0, site.find('\n'))));
   }
-}
-
-double field(const std::string& line, const std::string& name) {
-  std::smatch m;
-  if (!std::regex_search(line, m, std::regex(name + " ([0-9.]+) s"))) throw std::runtime_error("no " + name + " in: " + line);
-  return std::stod(m[1]);
 }
 
 int run(world& w) {

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <regex>
 #include <stdexcept>
 #include <string>
 
@@ -49,6 +50,13 @@ inline std::string quote(const std::filesystem::path& p) { return quote(p.string
 // build/bench/bench_x -> build/agent/ferry.
 inline std::filesystem::path ferry_binary() {
   return std::filesystem::read_symlink("/proc/self/exe").parent_path().parent_path() / "agent" / "ferry";
+}
+
+// The seconds a start-up line gives `name`: field("ready in 1.31 s: pack 0.40 s ...", "pack") is 0.40.
+inline double field(const std::string& line, const std::string& name) {
+  std::smatch m;
+  if (!std::regex_search(line, m, std::regex(name + " ([0-9.]+) s"))) throw std::runtime_error("no " + name + " in: " + line);
+  return std::stod(m[1]);
 }
 
 // A bench's main: makes its world, runs it, and turns a failed step (an exception) into a message and exit 1.
