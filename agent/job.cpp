@@ -93,6 +93,11 @@ asio::awaitable<void> job::pack_step(diagnostics& diag) {
   progress.on_layer_shipped = [this, &bucket](const packaging::shipped_layer& l) {
     feed_.add(l.index, source_of(l, *storage_->s3, bucket));
   };
+  // On every way out the feed closes, an exception's too: no node may wait on it for ever.
+  struct close_feed {
+    layer_feed& feed;
+    ~close_feed() { feed.abandon(); }  // after end(), a no-op
+  } closer{feed_};
   auto packed = co_await run_pack(act, ctx_, &*storage_, pack_request{}, &progress, diag);
   times_.pack = since_start();
   packed_at_ = std::chrono::steady_clock::now();
@@ -119,6 +124,7 @@ asio::awaitable<void> job::pack_step(diagnostics& diag) {
 }
 
 asio::awaitable<void> job::on_node(ready_node& node) {
+  if (pack_error_) co_return;  // the pack failed: nothing to put on the node
   diagnostics diag;
   const auto begin = std::chrono::steady_clock::now();
   auto env = co_await materialise(act_, *node.session, feed_, materialise_, diag);

@@ -1,5 +1,7 @@
 #include "agent/layer_feed.hpp"
 
+#include "net/cancellation.hpp"
+
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
@@ -32,7 +34,11 @@ class layer_feed::feed_reader final : public net::input_source {
       const auto seen = feed_.generation_;
       error_code ec;
       co_await feed_.changed_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-      if (feed_.generation_ == seen) co_return error_code(asio::error::operation_aborted);
+      // A wake moves the generation on; a cancellation may come with one in the same turn, so it is asked
+      // for too.
+      // (Not `a || co_await b`: GCC 12 miscompiles co_await in a short-circuit operand.)
+      const bool stopped = co_await net::cancelled();
+      if (feed_.generation_ == seen || stopped) co_return error_code(asio::error::operation_aborted);
     }
   }
 

@@ -1,7 +1,7 @@
 #pragma once
 // Making a run's layers present on a node before its command runs: one exec per node of the node program
 // (agent/node/, put there first when the node lacks this build: agent/node_program.hpp), with the plan as
-// JSON on its stdin. The node program streams each missing layer's shards from their presigned URLs,
+// JSON lines on its stdin, each layer's line as soon as the layer is in storage (agent/layer_feed.hpp). The node program streams each missing layer's shards from their presigned URLs,
 // checks them against the manifest's SHA-256, sizes and file counts, extracts them with names kept byte
 // for byte and every entry confined to its layer, and keeps them in its layer cache for later runs
 // (agent/node/layer_cache.hpp: per-layer locks, markers, least recently used layers evicted beyond
@@ -10,7 +10,8 @@
 // The node program's stdout is Eliot messages continuing this action's task: they go, as they arrive, to
 // the node's own trace file beside ferry's (<trace>.node-<node>-<n>.jsonl: each process writes its own
 // file), and its root action's end says what the node now holds:
-//   ferry:materialise {node, layers}                     here
+//   ferry:materialise {node}                             here (with an ssh:exec of `ferry-node version`
+//                                                        first while the feed is open)
 //     ferry:node:materialise {layers}                    on the node (agent/node/action_types.hpp)
 //       ferry:materialise:layer {layer, name}            cached=true, or fetched
 //         ferry:materialise:lock, :attempt {attempt}

@@ -2,7 +2,8 @@
 // workspace beside a venv that holds this machine's own site-packages (the interpreter's, without
 // __pycache__), and on each node `python3 main.py`, which imports boto3, botocore and yaml from it.
 //   ferry       `ferry run --nodes 2` on fresh nodes (empty layer caches), an empty storage prefix and a cold
-//               hash cache; then warm, after one workspace file was edited.
+//               hash cache; then warm, after one workspace file was edited; then the env step alone: fresh
+//               nodes again with the layers already in storage.
 //   rsync       `rsync -a` over ssh into a directory of its own per node, both nodes at once, then
 //               `ssh node python3 main.py`; warm: the same again after the edit.
 //   zip + s3    one `zip -r`, `aws s3 cp` up, then on each node `aws s3 cp` down and `unzip`, both nodes at
@@ -179,7 +180,6 @@ int run(world& w) {
     const auto cold = ferry_round(w);
     if (cold.total < ferry_cold) {
       ferry_cold = cold.total;
-      ferry_env = cold.env;
       cold_line = cold.line;
     }
     shell(w.in_project(fmt::format("sed -i 's/VALUE = .*/VALUE = {}/' app/__init__.py", r + 2)));
@@ -188,8 +188,13 @@ int run(world& w) {
       ferry_warm = warm.total;
       warm_line = warm.line;
     }
+    // The env step alone: fresh nodes, the layers already in storage (the cold round put them there), so
+    // the pack ends at once and the line's env is the whole of the nodes' work.
+    nodes = w.fresh_nodes();
+    shell(w.in_project("sed -i 's/VALUE = .*/VALUE = 1/' app/__init__.py"));
+    ferry_env = std::min(ferry_env, ferry_round(w).env);
 
-    // rsync into directories of its own on the same (now warm) nodes: its cold start copies everything.
+    // rsync into directories of its own on the same nodes: its cold start copies everything.
     const auto dir = fmt::format("/tmp/ferry-bench-rsync-{}", r);
     shell(w.in_project("sed -i 's/VALUE = .*/VALUE = 1/' app/__init__.py"));
     rsync_cold = std::min(rsync_cold, rsync_round(w, nodes, dir));
@@ -213,7 +218,7 @@ int run(world& w) {
   fmt::print("warm start (one workspace file edited)\n");
   fmt::print("  ferry run --nodes 2     {:7.2f} s   {}\n", ferry_warm, warm_line);
   fmt::print("  rsync -a over ssh       {:7.2f} s   ferry/rsync {:.2f}x (goal <= 0.4x)\n", rsync_warm, ferry_warm / rsync_warm);
-  fmt::print("env step (layers onto the nodes)\n");
+  fmt::print("env step (layers onto 2 fresh nodes, already in storage)\n");
   fmt::print("  ferry env               {:7.2f} s\n", ferry_env);
   fmt::print("  zip peer's node side    {:7.2f} s   ferry/zip {:.2f}x (goal <= 0.5x)\n", zip_node, ferry_env / zip_node);
   return 0;

@@ -245,6 +245,13 @@ asio::awaitable<error_code> exec_channel::feed_input(bool& progressed, diagnosti
       input_ended_ = *n == 0;
       pending_input_ = std::span<const char>(input_buffer_.data(), *n);
       progressed = true;
+      // The read may have waited (for input that comes as other work finishes): a command that ended
+      // meanwhile reads no more either, and its channel takes no more.
+      if (exit_.status || !exit_.signal.empty() || peer_closed_) {
+        pending_input_ = {};
+        eof_sent_ = true;
+        co_return error_code{};
+      }
     }
   }
   ssh_channel ch = channel_.get();

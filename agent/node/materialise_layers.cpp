@@ -261,10 +261,11 @@ struct arrivals {
 };
 
 // Reads the plan's lines until its end line, queueing each layer the first time its id comes.
-asio::awaitable<void> read_plan(line_source& next, arrivals& in) {
+asio::awaitable<void> read_plan(line_source& next, arrivals& in, shared_state& s) {
   co_await net::accept_cancellation();
   auto fail = [&](error_code ec) {
     if (!in.failed) in.failed = ec;
+    s.stop = true;  // what is in progress stops too: the plan is not whole
     in.queue.close();
   };
   for (;;) {
@@ -352,17 +353,19 @@ asio::awaitable<result<materialised>> materialise_layers(tracing::action& act, f
   arrivals in(io, workers);
   std::vector<layer_outcome> outcomes;
   std::vector<asio::awaitable<void>> work;
-  work.push_back(read_plan(next, in));
+  work.push_back(read_plan(next, in, s));
   for (int i = 0; i < workers; ++i)
     work.push_back(work_on_layers(act, s, in, outcomes, stop_reading));
   co_await net::run_all(std::move(work));
-  if (const auto* failed = first_failure(outcomes)) {
-    diag = failed->diag;
-    co_return failed->got.error();
-  }
-  if (in.failed) {
+  // The plan's own failure comes first when the layers only stopped for it.
+  const auto* failed = first_failure(outcomes);
+  if (in.failed && (!failed || failed->got.error() == asio::error::operation_aborted)) {
     diag = std::move(in.diag);
     co_return in.failed;
+  }
+  if (failed) {
+    diag = failed->diag;
+    co_return failed->got.error();
   }
   if (co_await net::cancelled()) co_return error_code(asio::error::operation_aborted);
   if (!in.end) co_return error_code(asio::error::operation_aborted);

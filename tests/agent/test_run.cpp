@@ -235,15 +235,23 @@ TEST_F(run_cli, a_node_lost_mid_map_leaves_its_tasks_to_the_others) {
   const auto marks = home_ / "marks";
   fs::create_directories(marks);
   const auto trace = home_ / "map.jsonl";
+  // Each task marks where it runs: sshd's SSH_CONNECTION names the node's own address.
   auto child = spawn_ferry({"--trace", trace.string(), "map", "--range", "1..12", "--concurrency", "2", "--", "sh",
-                            "-c", fmt::format("touch {}/$1; sleep 1; echo done $1", marks.string()), "_", "{}"},
+                            "-c", fmt::format("echo \"$SSH_CONNECTION\" > {}/$1; sleep 1; echo done $1", marks.string()),
+                            "_", "{}"},
                            o);
-  // Once tasks run, end one node under the map.
+  // Once tasks run, end a node that runs one under the map (the other may still be making its layers).
   for (int i = 0; i < 400 && fs::is_empty(marks); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   ASSERT_FALSE(fs::is_empty(marks)) << "no task ever started";
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the mark's line is written
+  std::string where;
+  for (const auto& e : fs::directory_iterator(marks)) where += read_file(e.path());
   const auto nodes = json::parse(read_file(home_ / "state" / "ferry" / "nodes.json")).at("nodes").as_array();
   ASSERT_EQ(nodes.size(), 2u);
-  const std::string victim(nodes[0].at("id").as_string());
+  std::string victim;
+  for (const auto& n : nodes)
+    if (contains(where, " " + std::string(n.at("host").as_string()) + " ")) victim = n.at("id").as_string();
+  ASSERT_FALSE(victim.empty()) << "no node's address in the marks: " << where;
   EXPECT_EQ(run_ferry({"nodes", "down", victim}, o).exit_code, 0);
   const auto r = child->wait();
   EXPECT_EQ(r.exit_code, 0) << r.err;

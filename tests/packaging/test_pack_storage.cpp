@@ -19,6 +19,8 @@
 #include <boost/asio/use_future.hpp>
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -77,7 +79,7 @@ class pack_storage : public ::testing::Test {
     return done.get();
   }
 
-  pack_report pack(zip_digest_cache& digests, bool dry_run = false) {
+  pack_report pack(zip_digest_cache& digests, bool dry_run = false, pack_progress* progress = nullptr) {
     pack_settings p;
     p.scan.threads = 2;
     p.scan.shard_size = 64 << 10;  // a.bin and b.bin in shards of their own
@@ -86,7 +88,7 @@ class pack_storage : public ::testing::Test {
     p.dry_run = dry_run;
     hash_cache cache;
     diagnostics diag;
-    auto r = run(packaging::pack(trace_.root(), cpu_, session_->s3.get(), roots_, python_, p, cache, digests, nullptr,
+    auto r = run(packaging::pack(trace_.root(), cpu_, session_->s3.get(), roots_, python_, p, cache, digests, progress,
                                  diag));
     if (!r) throw std::runtime_error(diag.message);
     return std::move(*r);
@@ -154,6 +156,53 @@ TEST_F(pack_storage, every_shard_in_the_manifest_carries_the_sha256_of_its_store
   EXPECT_EQ(test::read_file(*stored), report.manifest_text);
   const auto content = manifest_content_json(python_, roots_, report.scan.layers, prefix_);
   EXPECT_EQ(report.manifest_key, manifest_key(prefix_, content)) << "the key names the content text";
+}
+
+// Each layer is told of once, as soon as all its shards are in storage, with what the manifest then says
+// of them: on a cold pack as the uploads end, on a warm one all at once, in a dry run never. Two roots with
+// the same files share their shards; an empty root is a layer too.
+TEST_F(pack_storage, each_layer_is_told_of_once_when_its_shards_are_stored) {
+  temp_dir twin_a, twin_b, empty;
+  for (auto* t : {&twin_a, &twin_b}) {
+    t->write("lib.py", "L = 1\n");
+    t->write("data.bin", random_bytes(100 << 10, 9));
+  }
+  roots_.push_back({twin_a.path(), root_spec::kind::other, 1});
+  roots_.push_back({twin_b.path(), root_spec::kind::other, 2});
+  roots_.push_back({empty.path(), root_spec::kind::other, 3});
+  for (const bool warm : {false, true}) {
+    std::map<std::size_t, int> told;
+    std::vector<shipped_layer> shipped;
+    pack_progress progress;
+    progress.on_layer_shipped = [&](const shipped_layer& l) {
+      ++told[l.index];
+      shipped.push_back(l);
+    };
+    zip_digest_cache digests;
+    const auto report = pack(digests, false, &progress);
+    EXPECT_EQ(report.manifest_present, warm);
+    const auto manifest = parsed(report.manifest_text);
+    ASSERT_EQ(told.size(), manifest.layers.size()) << (warm ? "warm" : "cold");
+    for (const auto& [index, times] : told) EXPECT_EQ(times, 1) << "layer " << index;
+    for (const auto& l : shipped) {
+      const auto& stored = manifest.layers.at(l.index);
+      EXPECT_EQ(l.packed->name, stored.name);
+      ASSERT_EQ(l.shards.size(), stored.shards.size()) << stored.name;
+      for (std::size_t i = 0; i < l.shards.size(); ++i) {
+        EXPECT_EQ(l.shards[i].key, stored.shards[i].key);
+        EXPECT_EQ(l.shards[i].sha256, stored.shards[i].sha256);
+        EXPECT_EQ(l.shards[i].zip_bytes, stored.shards[i].zip_bytes);
+        EXPECT_EQ(l.shards[i].files, stored.shards[i].files);
+        EXPECT_EQ(l.shards[i].bytes, stored.shards[i].bytes);
+      }
+    }
+  }
+  std::size_t in_dry_run = 0;
+  pack_progress dry;
+  dry.on_layer_shipped = [&](const shipped_layer&) { ++in_dry_run; };
+  zip_digest_cache digests;
+  pack(digests, true, &dry);
+  EXPECT_EQ(in_dry_run, 0u);
 }
 
 TEST_F(pack_storage, a_warm_pack_gets_the_stored_manifest_back_and_uploads_nothing) {
