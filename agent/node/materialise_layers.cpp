@@ -251,11 +251,14 @@ struct arrivals {
   static constexpr std::size_t no_more = SIZE_MAX;
 
   std::deque<layer_source> layers;         // each id once: equal ids are equal contents
+  std::multimap<std::uint64_t, std::size_t, std::greater<>> waiting;  // bytes -> index into `layers`
   std::map<std::size_t, std::string> ids;  // place in the plan -> id
   std::set<std::string> seen;
   std::optional<plan_end> end;
   int workers;
-  asio::experimental::channel<void(error_code, std::size_t)> queue;  // indexes into `layers`; closed on failure
+  // One token per waiting layer, or no_more; closed on failure. A worker that takes a token takes the
+  // largest layer waiting: the longest ones start first, and the small ones fill the gaps at the end.
+  asio::experimental::channel<void(error_code, std::size_t)> queue;
   error_code failed;
   diagnostics diag;
 };
@@ -293,8 +296,9 @@ asio::awaitable<void> read_plan(line_source& next, arrivals& in, shared_state& s
     in.ids[placed->index] = placed->layer.id;
     if (!in.seen.insert(placed->layer.id).second) continue;
     in.layers.push_back(std::move(placed->layer));
+    in.waiting.emplace(content_of(in.layers.back()), in.layers.size() - 1);
     error_code ec;
-    co_await in.queue.async_send(error_code{}, in.layers.size() - 1, asio::redirect_error(asio::use_awaitable, ec));
+    co_await in.queue.async_send(error_code{}, 0, asio::redirect_error(asio::use_awaitable, ec));
     if (ec) co_return;  // closed: a layer failed, or cancelled
   }
 }
@@ -312,8 +316,10 @@ asio::awaitable<void> work_on_layers(tracing::action& act, shared_state& s, arri
   co_await net::accept_cancellation();
   for (;;) {
     error_code ec;
-    const auto i = co_await in.queue.async_receive(asio::redirect_error(asio::use_awaitable, ec));
-    if (ec || s.stop || i == arrivals::no_more) co_return;
+    const auto token = co_await in.queue.async_receive(asio::redirect_error(asio::use_awaitable, ec));
+    if (ec || s.stop || token == arrivals::no_more || in.waiting.empty()) co_return;
+    const auto i = in.waiting.begin()->second;
+    in.waiting.erase(in.waiting.begin());
     layer_outcome out{in.layers[i].id, layer_result{}, {}};
     out.got = co_await materialise_layer(act, s, in.layers[i], out.diag);
     const bool failed = !out.got;

@@ -799,7 +799,7 @@ TEST_F(materialise_node, cancelled_mid_download_leaves_no_half_layer_and_no_proc
   url.replace(url.find(at), at.size(), fmt::format("127.0.0.1:{}", proxy.port()));
   auto plan = plan_of({small, big}, 0);
   auto o = bare_options();
-  o.limits.parallelism = 1;
+  o.limits.parallelism = 2;  // both layers at once: the small one ends while the big one crawls
   diagnostics diag;
   auto outcome = run([](materialise_node& t, const environment_plan& p, const materialise_options& opts,
                         std::string id, diagnostics& d) -> asio::awaitable<int> {
