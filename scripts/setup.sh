@@ -33,7 +33,7 @@ fi
 old_root=/var/cache/ferry/debian-11
 if [ ! -f "$old_root/etc/debian_version" ]; then
   mirror=$(apt-get indextargets --format '$(REPO_URI)' 'Created-By: Packages' 2>/dev/null |
-           grep -v -- '-security' | grep '/debian/$' | head -n 1)
+           grep -v -- '-security' | grep '/debian/$' | head -n 1 || true)
   [ -n "$mirror" ] || { echo "setup: no Debian mirror in apt's sources for debootstrap" >&2; exit 1; }
   rm -rf "$old_root.tmp" && mkdir -p "$(dirname "$old_root")"
   debootstrap --variant=minbase bullseye "$old_root.tmp" "$mirror" >"$old_root.log" 2>&1 ||
