@@ -71,6 +71,8 @@ class job {
   const pack_outcome* packed() const { return packed_ ? &*packed_ : nullptr; }
   // The storage the job packs into (open() made it).
   net::s3_client& storage() { return *storage_->s3; }
+  // How the node program is reached (open() loaded it): for other work on the nodes, such as staging.
+  const materialise_options& node_options() const { return materialise_; }
   std::size_t nodes_working() const { return working_; }
 
  private:

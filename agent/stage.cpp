@@ -1,9 +1,10 @@
 #include "agent/stage.hpp"
 
 #include "agent/error.hpp"
+#include "agent/node/action_types.hpp"
+#include "agent/node/entry_name.hpp"
+#include "agent/node_call.hpp"
 #include "net/s3_url.hpp"
-#include "net/ssh_exec.hpp"
-#include "net/ssh_quote.hpp"
 
 #include <fmt/format.h>
 
@@ -15,69 +16,10 @@ namespace ferry::agent {
 
 namespace {
 
-constexpr std::string_view script_body =
-#include "agent/stage_script.inc"
-    ;
-
-// Seconds for curl, at least 1.
-long whole_seconds(config::duration d) {
-  return std::max<long>(1, static_cast<long>(std::chrono::duration_cast<std::chrono::seconds>(d).count()));
-}
-
-// A value inside double quotes in a curl config file (curl -K): backslash and quote escaped.
-std::string curl_config_value(std::string_view v) {
-  std::string out;
-  for (char c : v) {
-    if (c == '\\' || c == '"') out.push_back('\\');
-    out.push_back(c);
-  }
-  return out;
-}
-
 std::string unquoted(std::string etag) {
   if (etag.size() >= 2 && etag.front() == '"' && etag.back() == '"') etag = etag.substr(1, etag.size() - 2);
   return etag;
 }
-
-// Splits stdout into lines and counts what the node reports; the last failure line is kept.
-class stage_sink final : public net::output_sink {
- public:
-  asio::awaitable<error_code> write(net::output_stream stream, std::span<const char> bytes) override {
-    const std::string_view text(bytes.data(), bytes.size());
-    if (stream == net::output_stream::err) {
-      if (err.size() < 16384) err.append(text);
-      co_return error_code{};
-    }
-    pending_.append(text);
-    std::size_t nl;
-    while ((nl = pending_.find('\n')) != std::string::npos) {
-      line(std::string_view(pending_).substr(0, nl));
-      pending_.erase(0, nl + 1);
-    }
-    co_return error_code{};
-  }
-
-  stage_result result;
-  std::string failure;
-  bool done = false;
-  std::string err;
-
- private:
-  void line(std::string_view l) {
-    if (l.starts_with("@ferry kept ")) {
-      ++result.kept;
-    } else if (l.starts_with("@ferry fetched ")) {
-      ++result.fetched;
-      const auto rest = l.substr(15);
-      result.bytes += std::strtoull(std::string(rest.substr(0, rest.find(' '))).c_str(), nullptr, 10);
-    } else if (l.starts_with("@ferry fail ")) {
-      failure = std::string(l.substr(12));
-    } else if (l == "@ferry done") {
-      done = true;
-    }
-  }
-  std::string pending_;
-};
 
 }  // namespace
 
@@ -106,10 +48,13 @@ result<stage_spec> parse_stage_spec(std::string_view text, diagnostics& diag) {
 
 stage_options stage_options::from(const config::settings& s) {
   stage_options o;
-  o.connect_timeout = s.net.connect_timeout;
-  o.download_timeout = s.agent.download_timeout;
-  o.attempts = std::max(1, s.net.retry.max_attempts);
-  o.parallel = std::max(1, s.agent.stage_parallelism);
+  auto& l = o.limits;
+  l.connect_timeout_ms = s.net.connect_timeout.count();
+  l.read_timeout_ms = s.agent.download_timeout.count();
+  l.attempts = std::max(1, s.net.retry.max_attempts);
+  l.retry_base_ms = s.net.retry.base_delay.count();
+  l.retry_max_ms = s.net.retry.max_delay.count();
+  l.parallelism = std::max(1, s.agent.stage_parallelism);
   return o;
 }
 
@@ -130,9 +75,13 @@ asio::awaitable<result<stage_plan>> plan_stage(tracing::action& parent, net::s3_
     if (o.key.ends_with('/')) continue;  // a "directory" placeholder
     std::string path = o.key.substr(spec.prefix.size());
     while (path.starts_with('/')) path.erase(0, 1);
-    if (path.empty() || path.find('\n') != std::string::npos || path == ".." || path.starts_with("../") ||
-        path.find("/../") != std::string::npos || path.starts_with(".ferry-stage")) {
-      diag.set(fmt::format("{}: the object {} cannot be a file under {}", plan.source, o.key, plan.node_dir));
+    // The node refuses what cannot be a file under its directory: said here first, naming the object.
+    diagnostics why;
+    const auto where = node::split_entry_name(path, plan.source, why);
+    const bool own = path.starts_with(".ferry-stage");
+    if (!where || where->directory || own || path.find('\n') != std::string::npos) {
+      diag.set(fmt::format("{}: the object {} cannot be a file under {}", plan.source, node::printable_name(o.key),
+                           plan.node_dir));
       act.fail(errc::bad_stage, diag);
       co_return error_code(errc::bad_stage);
     }
@@ -190,55 +139,48 @@ result<void> order_stage(stage_plan& plan, std::string_view prefix, std::string_
   return {};
 }
 
-std::string stage_script(const stage_plan& plan, const stage_options& options) {
-  std::string s;
-  s += fmt::format("dir={}\nbatch_c={}\nwindow={}\nparallel={}\nconnect_timeout={}\nmax_time={}\nattempts={}\n"
-                   "count={}\n",
-                   net::shell_quote(plan.node_dir),
-                   net::shell_quote(curl_config_value(plan.node_dir + "/.ferry-stage/tmp/batch.")) + "$$",
-                   plan.window ? std::to_string(plan.window) : std::string("''"),
-                   options.parallel, whole_seconds(options.connect_timeout), whole_seconds(options.download_timeout),
-                   std::max(0, options.attempts - 1), plan.objects.size());
-  for (std::size_t i = 0; i < plan.objects.size(); ++i) {
-    const auto& o = plan.objects[i];
-    s += fmt::format("p_{0}={1} c_{0}={2} s_{0}={3} e_{0}={4} u_{0}={5}\n", i, net::shell_quote(o.path),
-                     net::shell_quote(curl_config_value(o.path)), o.size, net::shell_quote(o.etag),
-                     net::shell_quote(o.url));
-  }
-  s += script_body;
-  return s;
-}
-
 asio::awaitable<result<stage_result>> stage(tracing::action& parent, net::ssh_session& session,
                                             const stage_plan& plan, const stage_options& options, diagnostics& diag) {
   co_await asio::this_coro::throw_if_cancelled(false);
   auto act = parent.child("ferry:stage", {{"node", session.peer().node}, {"source", plan.source},
                                           {"node_dir", plan.node_dir}, {"objects", plan.objects.size()},
                                           {"bytes", plan.bytes}, {"window", plan.window}});
+  auto fail = [&](error_code ec) {
+    act.fail(ec, diag);
+    return result<stage_result>(boost::system::in_place_error, ec);
+  };
+  if (!options.program) {
+    diag.set("no node program was loaded");
+    co_return fail(make_error_code(errc::node_lacks_tools));
+  }
   const auto begin = std::chrono::steady_clock::now();
-  const auto script = stage_script(plan, options);
-  net::buffer_source input(script);
-  stage_sink sink;
-  net::exec_request request{"sh -s", &input, &sink};
-  auto done = co_await net::exec(act, session, request, diag);
-  if (!done) {
-    act.fail(done.error(), diag);
-    co_return done.error();
+  const node_call call{options.program, options.cache_dir, options.node_path, "stage", node::action_types::stage};
+  node::stage_request request{{}, plan.source, plan.node_dir, plan.window, options.limits, plan.objects};
+  auto trace = node_trace(act, session.peer().node);
+  std::string lines;
+  auto answer = co_await call_node(
+      act, session, call,
+      [&](const std::string& task_id) -> std::unique_ptr<net::input_source> {
+        request.task_id = task_id;
+        lines = node::stage_lines(request);
+        return std::make_unique<net::buffer_source>(lines);
+      },
+      *trace, diag);
+  if (!answer) co_return fail(answer.error());
+  if (!answer->succeeded()) {
+    diagnostics why;
+    const auto ec = node_failure(*answer, session.peer().node, make_error_code(errc::stage_failed), why);
+    diag.set(fmt::format("staging {} {}", plan.source, why.message));
+    co_return fail(ec);
   }
-  if (!done->success() || !sink.done) {
-    diag.set(fmt::format("staging {} on node {}: {}", plan.source, session.peer().node,
-                         !sink.failure.empty() ? sink.failure
-                                               : fmt::format("{} ({})", done->describe(), sink.err)));
-    act.fail(errc::stage_failed, diag);
-    co_return error_code(errc::stage_failed);
-  }
+  stage_result got{end_count(*answer, "fetched"), end_count(*answer, "kept"), end_count(*answer, "bytes_fetched")};
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
-  act.succeed({{"fetched", sink.result.fetched},
-               {"kept", sink.result.kept},
-               {"bytes_fetched", sink.result.bytes},
+  act.succeed({{"fetched", got.fetched},
+               {"kept", got.kept},
+               {"bytes_fetched", got.bytes},
                {"seconds", seconds},
-               {"mb_per_s", seconds > 0 ? static_cast<double>(sink.result.bytes) / seconds / 1e6 : 0.0}});
-  co_return sink.result;
+               {"mb_per_s", seconds > 0 ? static_cast<double>(got.bytes) / seconds / 1e6 : 0.0}});
+  co_return got;
 }
 
 }  // namespace ferry::agent

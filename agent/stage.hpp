@@ -3,7 +3,10 @@
 // node's local disk by presigned URL, before the command starts, or, with a window, alongside it: at most
 // `window` bytes of files the command has not yet read (and deleted) are on the node at any time, and
 // the next ones arrive as it deletes them, in listing order, until a marker says the stream has ended.
-// The node-side script is agent/stage_script.inc; every file is checked and renamed into place whole.
+// The node program does it (`ferry-node stage`, agent/node/stage_objects.hpp): the plan goes on its stdin,
+// so no URL reaches an argv or a file on the node, and every file is checked and renamed into place whole.
+#include "agent/node/stage_plan.hpp"
+#include "agent/node_program.hpp"
 #include "config/settings.hpp"
 #include "net/s3_client.hpp"
 #include "net/ssh_session.hpp"
@@ -27,12 +30,7 @@ struct stage_spec {
 };
 result<stage_spec> parse_stage_spec(std::string_view text, diagnostics& diag);
 
-struct stage_object {
-  std::string path;  // under node_dir: the key without the prefix
-  std::string url;   // presigned GET, as the node reaches storage
-  std::uint64_t size = 0;
-  std::string etag;  // without quotes
-};
+using node::stage_object;
 
 struct stage_plan {
   std::string source;  // "s3://BUCKET/PREFIX", for messages
@@ -43,10 +41,13 @@ struct stage_plan {
 };
 
 struct stage_options {
-  config::duration connect_timeout{};
-  config::duration download_timeout{};
-  int attempts = 1;
-  int parallel = 1;
+  node::node_limits limits;  // parallelism: objects downloading at once (agent.stage_parallelism)
+  std::shared_ptr<const node_program> program;  // must be set: load_node_program()
+  std::string cache_dir;  // where the program is kept on the node; empty: the default
+  std::string node_path;  // PATH for the program's command line; empty: the login's
+
+  // The limits from config (net.connect_timeout, agent.download_timeout as the read deadline, net.retry.*,
+  // agent.stage_parallelism); the program is left unset.
   static stage_options from(const config::settings& s);
 };
 
@@ -61,17 +62,16 @@ asio::awaitable<result<stage_plan>> plan_stage(tracing::action& parent, net::s3_
 result<void> order_stage(stage_plan& plan, std::string_view prefix, std::string_view order_text,
                          std::string_view file, diagnostics& diag);
 
-// The script the node runs for the plan (agent/stage_script.inc after the plan's assignments).
-std::string stage_script(const stage_plan& plan, const stage_options& options);
-
 struct stage_result {
   std::size_t fetched = 0;
   std::size_t kept = 0;  // already there, unchanged
   std::uint64_t bytes = 0;
 };
 
-// Runs the plan on the node over one exec. Traced as `ferry:stage` (node, source, objects, bytes; at the end
-// fetched, kept, bytes and MB/s). Cancelling it stops the node's downloads and leaves no partial file.
+// Runs the plan on the node over one exec of the node program. Traced as `ferry:stage` (node, source,
+// objects, bytes; at the end fetched, kept, bytes and MB/s), and on the node as `ferry:node:stage` with an
+// action per object fetched (in the node's own trace file). Cancelling it stops the node's downloads and
+// leaves no partial file.
 asio::awaitable<result<stage_result>> stage(tracing::action& parent, net::ssh_session& session,
                                             const stage_plan& plan, const stage_options& options, diagnostics& diag);
 

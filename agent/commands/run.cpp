@@ -86,6 +86,13 @@ asio::awaitable<error_code> stage_all(tracing::action& job_act, net::ssh_session
   co_return error_code{};
 }
 
+// `mkdir -p` of every streamed directory, as a line for the node's shell.
+std::string streamed_dirs_line(const run_state& state) {
+  std::vector<std::string> argv{"mkdir", "-p", "--"};
+  for (const auto& plan : state.stages) argv.push_back(plan.node_dir);
+  return net::quote_argv(argv) + " || exit 1\n";
+}
+
 // With a window the data streams in while the command runs: the stager is started first and stopped
 // (its remote downloads killed) when the command ends, whoever ended it. It is always waited for.
 struct stager {
@@ -138,8 +145,10 @@ asio::awaitable<void> run_on(tracing::action& job_act, job_node& jn, run_state& 
                                                   {"command", net::quote_argv(state.args.command)}});
   node_output output(state.prefixed ? fmt::format("{} | ", jn.ready.node.name) : std::string());
   net::exec_request request;
-  request.command =
-      command_for(jn.ready.node, task_command(jn.env, task.hand_off_task_id(), state.vars, state.args.command));
+  auto lines = task_command(jn.env, task.hand_off_task_id(), state.vars, state.args.command);
+  // The stream's directories exist before the command looks for them, however late the stager starts.
+  if (streaming) lines = streamed_dirs_line(state) + lines;
+  request.command = command_for(jn.ready.node, lines);
   request.output = &output;
   auto done = co_await net::exec(task, *jn.ready.session, request, result.diag);
   output.flush();
@@ -225,6 +234,9 @@ asio::awaitable<int> run(command_context& ctx, const run_args& args) {
   job j(ctx, act);
   if (auto opened = j.open("", diag); !opened) co_return report(act, opened.error(), diag);
   state.staging = stage_options::from(ctx.config.values);
+  state.staging.program = j.node_options().program;
+  state.staging.cache_dir = j.node_options().cache_dir;
+  state.staging.node_path = j.node_options().node_path;
   for (const auto& spec : specs) {
     auto plan = co_await plan_stage(act, j.storage(), spec, window, diag);
     if (!plan) co_return report(act, plan.error(), diag);

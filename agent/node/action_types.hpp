@@ -14,6 +14,11 @@ inline constexpr std::string_view attempt = "ferry:materialise:attempt";  // {at
 inline constexpr std::string_view shard = "ferry:materialise:shard";      // {shard, bytes}: downloaded, entries
 inline constexpr std::string_view cache = "ferry:materialise:cache";      // message {cache_dir}
 inline constexpr std::string_view evicted = "ferry:materialise:evicted";  // message {layer, disk_bytes}
+// `ferry-node stage`'s root: continues ferry's ferry:stage on that node; its success carries fetched, kept
+// and bytes_fetched.
+inline constexpr std::string_view stage = "ferry:node:stage";
+inline constexpr std::string_view stage_object = "ferry:stage:object";    // {path, bytes}: one object fetched
+inline constexpr std::string_view stage_attempt = "ferry:stage:attempt";  // {attempt}: one try at it
 inline constexpr std::string_view install = "ferry:node:install";         // the program put in place
 inline constexpr std::string_view absent = "ferry:node:absent";  // written by ferry at the level handed to a
                                                                  // node that lacked the program

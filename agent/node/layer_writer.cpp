@@ -23,7 +23,9 @@ mode_t file_mode(const zip_entry& e) {
   return bits ? bits : 0644;
 }
 
-// The process's umask, read without changing it (umask(2) would, for every thread).
+
+}  // namespace
+
 mode_t process_umask() {
   static const mode_t mask = [] {
     std::FILE* f = std::fopen("/proc/self/status", "r");
@@ -38,8 +40,6 @@ mode_t process_umask() {
   }();
   return mask;
 }
-
-}  // namespace
 
 layer_writer::layer_writer(int root, std::string root_path, std::string layer, std::uint64_t layer_bytes)
     : root_(root), root_path_(std::move(root_path)), layer_(std::move(layer)), layer_bytes_(layer_bytes) {}

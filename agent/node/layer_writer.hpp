@@ -10,9 +10,13 @@
 #include "packaging/unique_fd.hpp"
 
 #include <string>
+#include <sys/types.h>
 #include <vector>
 
 namespace ferry::agent::node {
+
+// The process's umask, read without changing it (umask(2) would, for every thread).
+mode_t process_umask();
 
 class layer_writer final : public entry_sink {
  public:

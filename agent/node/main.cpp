@@ -4,6 +4,8 @@
 //
 //   ferry-node materialise         the plan's layers into the node's layer cache as its lines arrive
 //                                  (plan.hpp, materialise_layers.hpp)
+//   ferry-node stage               the staging plan's objects into a node directory (stage_plan.hpp,
+//                                  stage_objects.hpp)
 //   ferry-node install SHA256 PATH this very file, checked to hash to SHA256, renamed to PATH
 //   ferry-node version
 //
@@ -13,6 +15,8 @@
 #include "agent/node/error.hpp"
 #include "agent/node/line_reader.hpp"
 #include "agent/node/materialise_layers.hpp"
+#include "agent/node/stage_objects.hpp"
+#include "agent/node/stage_plan.hpp"
 #include "net/cancellation.hpp"
 #include "net/digest.hpp"
 #include "net/tls_context.hpp"
@@ -79,22 +83,28 @@ int install(const std::string& expected, const std::string& target) {
   return 0;
 }
 
-ferry::tracing::action root_action(ferry::tracing::sink& out, const std::string& task_id) {
+ferry::tracing::action root_action(ferry::tracing::sink& out, const std::string& task_id, std::string_view type) {
   diagnostics ignored;
   if (auto parent = ferry::tracing::parse_task_id(task_id, ignored))
-    return ferry::tracing::action::continue_task(out, *parent, node::action_types::materialise);
-  return ferry::tracing::action::start_task(out, node::action_types::materialise);
+    return ferry::tracing::action::continue_task(out, *parent, type);
+  return ferry::tracing::action::start_task(out, type);
 }
 
 // The plan's first line, read before anything starts.
-result<node::plan_header> read_header(node::line_reader& lines, diagnostics& diag) {
+result<std::string> first_line(node::line_reader& lines, diagnostics& diag) {
   auto first = lines.next_blocking(diag);
   if (!first) return first.error();
   if (!*first) {
     diag.set("the plan is empty");
     return make_error_code(node::errc::bad_plan);
   }
-  auto parsed = node::parse_plan_line(**first, diag);
+  return std::move(**first);
+}
+
+result<node::plan_header> read_header(node::line_reader& lines, diagnostics& diag) {
+  auto first = first_line(lines, diag);
+  if (!first) return first.error();
+  auto parsed = node::parse_plan_line(*first, diag);
   if (!parsed) return parsed.error();
   auto* header = std::get_if<node::plan_header>(&*parsed);
   if (!header) {
@@ -113,21 +123,22 @@ ferry::net::http_client_settings http_settings_of(const node::node_limits& limit
   return s;
 }
 
-int materialise() {
-  asio::io_context io(1);
-  node::line_reader lines(io.get_executor(), 0);
-  diagnostics diag;
-  auto header = read_header(lines, diag);
-  if (!header) return say(2, ferry::describe(header.error(), diag));
-  auto out = ferry::tracing::sink::adopt(::dup(1), "stdout");
-  auto act = root_action(*out, header->task_id);
+// What a subcommand's work needs: storage over HTTP(S) and the CPU pool.
+struct work_context {
+  work_context(asio::io_context& io, const node::node_limits& limits, std::shared_ptr<boost::asio::ssl::context> tls_context)
+      : tls(std::move(tls_context)), http(io.get_executor(), http_settings_of(limits), tls), fetch{http, pool, limits} {}
 
   ferry::net::cpu_pool pool;
-  auto tls = ferry::net::make_tls_context("", diag);
-  if (!tls) return say(1, ferry::describe(tls.error(), diag));
-  ferry::net::http_client http(io.get_executor(), http_settings_of(header->limits), *tls);
-  node::fetch_context ctx{http, pool, header->limits};
+  std::shared_ptr<boost::asio::ssl::context> tls;
+  ferry::net::http_client http;
+  node::fetch_context fetch;
+};
 
+// Runs `work` (-> awaitable<result<T>>) under `act` until it ends, or a signal (TERM, INT, HUP) cancels
+// it; then ends `act`: by `succeed(act, T)`, as failed, or as cancelled. The exit code.
+template <class T, class Work, class Succeed>
+int run_work(asio::io_context& io, ferry::tracing::sink& out, ferry::tracing::action& act, Work work, Succeed succeed,
+             diagnostics& diag) {
   asio::cancellation_signal stop;
   asio::signal_set signals(io, SIGTERM, SIGINT, SIGHUP);
   bool stopped = false;
@@ -137,15 +148,13 @@ int materialise() {
     // Everything stops: the process is on its way out, so nothing need stay usable (terminal).
     stop.emit(asio::cancellation_type::terminal);
   });
-
-  std::optional<result<node::materialised>> outcome;
+  std::optional<result<T>> outcome;
   std::exception_ptr bug;
   asio::co_spawn(
       io,
       [&]() -> asio::awaitable<void> {
         co_await ferry::net::accept_cancellation();
-        outcome = co_await node::materialise_layers(
-            act, ctx, *header, [&](diagnostics& d) { return lines.next(d); }, [&] { lines.cancel(); }, diag);
+        outcome = co_await work();
       },
       asio::bind_cancellation_slot(stop.slot(), [&](std::exception_ptr e) {
         bug = e;
@@ -162,28 +171,92 @@ int materialise() {
       what = e.what();
     }
     act.fail_exception("exception", what);
-    out->flush();
+    out.flush();
     return say(1, "internal error: " + what);
   }
   const auto& got = *outcome;
   if (!got) {
     act.fail(got.error(), diag);
-    out->flush();
+    out.flush();
     if (stopped) return 130;
     return say(got.error() == node::errc::bad_plan ? 2 : 1, ferry::describe(got.error(), diag));
   }
-  boost::json::array path;
-  for (const auto& p : got->python_path) path.emplace_back(p);
-  const boost::json::value python_path(std::move(path));
-  act.succeed({{"cache_dir", got->cache_dir},
-               {"workdir", got->workdir},
-               {"python_path", python_path},
-               {"layers_cached", got->layers_cached},
-               {"layers_fetched", got->layers_fetched},
-               {"bytes_fetched", got->bytes_fetched},
-               {"layers_evicted", got->layers_evicted}});
-  out->flush();
+  succeed(act, *got);
+  out.flush();
   return 0;
+}
+
+int materialise() {
+  asio::io_context io(1);
+  node::line_reader lines(io.get_executor(), 0);
+  diagnostics diag;
+  auto header = read_header(lines, diag);
+  if (!header) return say(2, ferry::describe(header.error(), diag));
+  auto out = ferry::tracing::sink::adopt(::dup(1), "stdout");
+  auto act = root_action(*out, header->task_id, node::action_types::materialise);
+  auto tls = ferry::net::make_tls_context("", diag);
+  if (!tls) return say(1, ferry::describe(tls.error(), diag));
+  work_context ctx(io, header->limits, std::move(*tls));
+  return run_work<node::materialised>(
+      io, *out, act,
+      [&] {
+        return node::materialise_layers(
+            act, ctx.fetch, *header, [&](diagnostics& d) { return lines.next(d); }, [&] { lines.cancel(); }, diag);
+      },
+      [](ferry::tracing::action& a, const node::materialised& got) {
+        boost::json::array path;
+        for (const auto& p : got.python_path) path.emplace_back(p);
+        const boost::json::value python_path(std::move(path));
+        a.succeed({{"cache_dir", got.cache_dir},
+                   {"workdir", got.workdir},
+                   {"python_path", python_path},
+                   {"layers_cached", got.layers_cached},
+                   {"layers_fetched", got.layers_fetched},
+                   {"bytes_fetched", got.bytes_fetched},
+                   {"layers_evicted", got.layers_evicted}});
+      },
+      diag);
+}
+
+// The staging plan: its header line, then as many object lines as the header says.
+result<node::stage_request> read_stage(node::line_reader& lines, diagnostics& diag) {
+  auto first = first_line(lines, diag);
+  if (!first) return first.error();
+  auto header = node::parse_stage_header(*first, diag);
+  if (!header) return header.error();
+  auto& [request, count] = *header;
+  request.objects.reserve(std::min<std::size_t>(count, 1 << 20));
+  for (std::size_t i = 0; i < count; ++i) {
+    auto line = lines.next_blocking(diag);
+    if (!line) return line.error();
+    if (!*line) {
+      diag.set(fmt::format("the staging plan ended after {} of its {} objects", i, count));
+      return make_error_code(node::errc::bad_plan);
+    }
+    auto object = node::parse_stage_object(**line, i, diag);
+    if (!object) return object.error();
+    request.objects.push_back(std::move(*object));
+  }
+  return std::move(request);
+}
+
+int stage() {
+  asio::io_context io(1);
+  node::line_reader lines(io.get_executor(), 0);
+  diagnostics diag;
+  auto request = read_stage(lines, diag);
+  if (!request) return say(2, ferry::describe(request.error(), diag));
+  auto out = ferry::tracing::sink::adopt(::dup(1), "stdout");
+  auto act = root_action(*out, request->task_id, node::action_types::stage);
+  auto tls = ferry::net::make_tls_context("", diag);
+  if (!tls) return say(1, ferry::describe(tls.error(), diag));
+  work_context ctx(io, request->limits, std::move(*tls));
+  return run_work<node::stage_outcome>(
+      io, *out, act, [&] { return node::stage_objects(act, ctx.fetch, *request, diag); },
+      [](ferry::tracing::action& a, const node::stage_outcome& got) {
+        a.succeed({{"fetched", got.fetched}, {"kept", got.kept}, {"bytes_fetched", got.bytes}});
+      },
+      diag);
 }
 
 }  // namespace
@@ -192,10 +265,11 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
   const std::string command = argc > 1 ? argv[1] : "";
   if (command == "materialise" && argc == 2) return materialise();
+  if (command == "stage" && argc == 2) return stage();
   if (command == "install" && argc == 4) return install(argv[2], argv[3]);
   if (command == "version" && argc == 2) {
     std::printf("ferry-node %s\n", FERRY_VERSION);
     return 0;
   }
-  return say(2, "usage: ferry-node materialise < PLAN | install SHA256 PATH | version");
+  return say(2, "usage: ferry-node materialise < PLAN | stage < PLAN | install SHA256 PATH | version");
 }

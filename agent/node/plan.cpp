@@ -1,6 +1,7 @@
 #include "agent/node/plan.hpp"
 
 #include "agent/node/error.hpp"
+#include "agent/node/plan_reader.hpp"
 
 #include <boost/json.hpp>
 #include <fmt/format.h>
@@ -9,69 +10,8 @@
 #include <cctype>
 
 namespace ferry::agent::node {
-namespace {
-
 namespace json = boost::json;
-
-bool is_hex(std::string_view text) {
-  return !text.empty() && std::all_of(text.begin(), text.end(), [](unsigned char c) { return std::isxdigit(c); });
-}
-
-bool one_line(std::string_view text) {
-  return text.find_first_of(std::string_view("\0\n\r", 3)) == std::string_view::npos;
-}
-
-error_code bad(diagnostics& diag, std::string text) {
-  diag.set(std::move(text));
-  return make_error_code(errc::bad_plan);
-}
-
-// Reading with a named field in every error: the plan is ferry's own, so a fault here is a bug or a
-// mismatched build, and the message must say which.
-struct reader {
-  const json::object& o;
-  std::string_view where;
-  diagnostics& diag;
-  error_code ec;
-
-  const json::value* get(std::string_view key) {
-    const auto* v = o.if_contains(key);
-    if (!v && !ec) ec = bad(diag, fmt::format("the plan's {} lacks '{}'", where, key));
-    return v;
-  }
-  std::string text(std::string_view key) {
-    const auto* v = get(key);
-    if (!v) return {};
-    if (!v->is_string()) {
-      if (!ec) ec = bad(diag, fmt::format("the plan's {}.{} is not a string", where, key));
-      return {};
-    }
-    return std::string(v->get_string());
-  }
-  std::uint64_t number(std::string_view key) {
-    const auto* v = get(key);
-    if (!v) return 0;
-    if (v->is_uint64()) return v->get_uint64();
-    if (v->is_int64() && v->get_int64() >= 0) return static_cast<std::uint64_t>(v->get_int64());
-    if (!ec) ec = bad(diag, fmt::format("the plan's {}.{} is not a count", where, key));
-    return 0;
-  }
-  std::uint64_t number_or(std::string_view key, std::uint64_t fallback) {
-    return o.contains(key) ? number(key) : fallback;
-  }
-  const json::array* array(std::string_view key) {
-    const auto* v = get(key);
-    if (v && !v->is_array()) {
-      if (!ec) ec = bad(diag, fmt::format("the plan's {}.{} is not a list", where, key));
-      return nullptr;
-    }
-    return v ? &v->get_array() : nullptr;
-  }
-};
-
-const json::object* object_of(const json::value& v) { return v.is_object() ? &v.get_object() : nullptr; }
-
-}  // namespace
+using namespace plan_reading;
 
 result<void> check_layer(const layer_source& layer, diagnostics& diag) {
   if (!is_hex(layer.id) || layer.id.size() > 128)
@@ -98,20 +38,46 @@ result<void> check_plan(const environment_plan& plan, diagnostics& diag) {
   return {};
 }
 
+json::object limits_json(const node_limits& m) {
+  return json::object{{"connect_timeout_ms", m.connect_timeout_ms},
+                      {"read_timeout_ms", m.read_timeout_ms},
+                      {"lock_timeout_ms", m.lock_timeout_ms},
+                      {"attempts", m.attempts},
+                      {"retry_base_ms", m.retry_base_ms},
+                      {"retry_max_ms", m.retry_max_ms},
+                      {"parallelism", m.parallelism},
+                      {"range_size", m.range_size},
+                      {"max_shard_content", m.max_shard_content}};
+}
+
+result<node_limits> read_limits(const json::value* limits, diagnostics& diag) {
+  node_limits l;
+  if (!limits || !object_of(*limits)) return l;
+  reader m{*object_of(*limits), "limits", diag, {}};
+  // Deadlines between a millisecond and a day: 0 would fail every wait, 2^64 would wrap negative.
+  constexpr std::uint64_t day_ms = 86'400'000;
+  auto deadline = [&](std::string_view key, std::int64_t fallback) {
+    return static_cast<std::int64_t>(
+        std::clamp<std::uint64_t>(m.number_or(key, static_cast<std::uint64_t>(fallback)), 1, day_ms));
+  };
+  l.connect_timeout_ms = deadline("connect_timeout_ms", l.connect_timeout_ms);
+  l.read_timeout_ms = deadline("read_timeout_ms", l.read_timeout_ms);
+  l.lock_timeout_ms = deadline("lock_timeout_ms", l.lock_timeout_ms);
+  l.attempts = static_cast<int>(std::clamp<std::uint64_t>(m.number_or("attempts", l.attempts), 1, 100));
+  l.retry_base_ms = deadline("retry_base_ms", l.retry_base_ms);
+  l.retry_max_ms = deadline("retry_max_ms", l.retry_max_ms);
+  l.parallelism = static_cast<int>(std::clamp<std::uint64_t>(m.number_or("parallelism", l.parallelism), 1, 256));
+  l.range_size = std::max<std::uint64_t>(m.number_or("range_size", l.range_size), 64 << 10);
+  l.max_shard_content = m.number_or("max_shard_content", l.max_shard_content);
+  if (m.ec) return m.ec;
+  return l;
+}
+
 std::string header_line(const plan_header& h) {
-  const auto& m = h.limits;
   json::object o{{"cache_dir", h.cache_dir},
                  {"cache_cap", h.cache_cap},
                  {"task_id", h.task_id},
-                 {"limits", json::object{{"connect_timeout_ms", m.connect_timeout_ms},
-                                         {"read_timeout_ms", m.read_timeout_ms},
-                                         {"lock_timeout_ms", m.lock_timeout_ms},
-                                         {"attempts", m.attempts},
-                                         {"retry_base_ms", m.retry_base_ms},
-                                         {"retry_max_ms", m.retry_max_ms},
-                                         {"parallelism", m.parallelism},
-                                         {"range_size", m.range_size},
-                                         {"max_shard_content", m.max_shard_content}}}};
+                 {"limits", limits_json(h.limits)}};
   return json::serialize(json::object{{"header", std::move(o)}});
 }
 
@@ -147,26 +113,9 @@ result<plan_header> read_header(const json::object& top, diagnostics& diag) {
   if (r.ec) return r.ec;
   if (!one_line(h.cache_dir))
     return bad(diag, fmt::format("the node's cache directory '{}' holds a line break", h.cache_dir));
-  if (const auto* limits = top.if_contains("limits"); limits && object_of(*limits)) {
-    reader m{*object_of(*limits), "limits", diag, {}};
-    auto& l = h.limits;
-    // Deadlines between a millisecond and a day: 0 would fail every wait, 2^64 would wrap negative.
-    constexpr std::uint64_t day_ms = 86'400'000;
-    auto deadline = [&](std::string_view key, std::int64_t fallback) {
-      return static_cast<std::int64_t>(
-          std::clamp<std::uint64_t>(m.number_or(key, static_cast<std::uint64_t>(fallback)), 1, day_ms));
-    };
-    l.connect_timeout_ms = deadline("connect_timeout_ms", l.connect_timeout_ms);
-    l.read_timeout_ms = deadline("read_timeout_ms", l.read_timeout_ms);
-    l.lock_timeout_ms = deadline("lock_timeout_ms", l.lock_timeout_ms);
-    l.attempts = static_cast<int>(std::clamp<std::uint64_t>(m.number_or("attempts", l.attempts), 1, 100));
-    l.retry_base_ms = deadline("retry_base_ms", l.retry_base_ms);
-    l.retry_max_ms = deadline("retry_max_ms", l.retry_max_ms);
-    l.parallelism = static_cast<int>(std::clamp<std::uint64_t>(m.number_or("parallelism", l.parallelism), 1, 256));
-    l.range_size = std::max<std::uint64_t>(m.number_or("range_size", l.range_size), 64 << 10);
-    l.max_shard_content = m.number_or("max_shard_content", l.max_shard_content);
-    if (m.ec) return m.ec;
-  }
+  auto limits = read_limits(top.if_contains("limits"), diag);
+  if (!limits) return limits.error();
+  h.limits = *limits;
   return h;
 }
 

@@ -20,16 +20,6 @@ error_code fail(errc code, diagnostics& diag, std::string text) {
   return make_error_code(code);
 }
 
-// An HTTP status as net's codes, so the retry predicate knows 5xx and 429 from 403 and 404.
-error_code status_error(unsigned status, std::string_view layer, diagnostics& diag) {
-  diag.set(fmt::format("downloading {}: storage answered HTTP {}", layer, status));
-  if (status == 429 || status == 503) return net::make_error_code(net::errc::throttled);
-  if (status >= 500) return net::make_error_code(net::errc::server_error);
-  if (status == 403) return net::make_error_code(net::errc::access_denied);
-  if (status == 404) return net::make_error_code(net::errc::no_such_key);
-  return net::make_error_code(net::errc::http_status);
-}
-
 class shard_reader {
  public:
   shard_reader(fetch_context& ctx, const shard_source& shard, std::string_view layer, layer_writer& writer,
@@ -70,7 +60,7 @@ class shard_reader {
         co_return fail(errc::download_failed, diag,
                        fmt::format("downloading {}: storage answered {} to a {}request", layer_,
                                    response->status, ranged ? "ranged " : ""));
-      co_return status_error(response->status, layer_, diag);
+      co_return storage_status_error(response->status, layer_, diag);
     }
     if (response->body_bytes != want)
       co_return fail(errc::download_failed, diag,
@@ -197,6 +187,17 @@ class shard_reader {
 };
 
 }  // namespace
+
+// An HTTP status as net's codes, so the retry predicate knows 5xx and 429 from 403 and 404.
+error_code storage_status_error(unsigned status, std::string_view what, diagnostics& diag) {
+  diag.set(fmt::format("downloading {}: storage answered HTTP {}{}", what, status,
+                       status == 404 ? " (it is gone from storage)" : ""));
+  if (status == 429 || status == 503) return net::make_error_code(net::errc::throttled);
+  if (status >= 500) return net::make_error_code(net::errc::server_error);
+  if (status == 403) return net::make_error_code(net::errc::access_denied);
+  if (status == 404) return net::make_error_code(net::errc::no_such_key);
+  return net::make_error_code(net::errc::http_status);
+}
 
 result<url_parts> split_url(std::string_view url, diagnostics& diag) {
   auto bad = [&] {

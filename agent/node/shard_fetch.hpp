@@ -37,6 +37,10 @@ struct shard_outcome {
 asio::awaitable<result<shard_outcome>> fetch_shard(fetch_context& ctx, const shard_source& shard, std::string_view label,
                                                    layer_writer& writer, diagnostics& diag);
 
+// An HTTP status from storage as net's codes, so a retry predicate knows 5xx and 429 (worth another try)
+// from 403 and 404 (not); the diagnostics say "downloading WHAT: storage answered HTTP N".
+error_code storage_status_error(unsigned status, std::string_view what, diagnostics& diag);
+
 // A presigned URL split into where it goes and what to ask: http(s)://HOST[:PORT]/PATH?QUERY.
 struct url_parts {
   net::origin to;

@@ -15,9 +15,11 @@
 
 #include <boost/json.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cctype>
 #include <csignal>
 #include <random>
 #include <fstream>
@@ -428,6 +430,87 @@ TEST_F(run_cli, stage_copies_every_object_and_a_second_run_fetches_nothing) {
   ASSERT_EQ(second.exit_code, 0) << second.err;
   const auto log = read_file(trace2);
   EXPECT_TRUE(contains(log, R"("fetched":0,"kept":200)")) << log.substr(log.find("ferry:stage\""), 400);
+}
+
+// What a local user of a node could read of a staging while it runs: every process's argv, and every
+// file under the staging directory (its own records included) that others may read.
+struct exposure_watch {
+  explicit exposure_watch(fs::path dir) : dir_(std::move(dir)), thread_([this] { watch(); }) {}
+  ~exposure_watch() { stop(); }
+  void stop() {
+    running_ = false;
+    if (thread_.joinable()) thread_.join();
+  }
+  std::vector<std::string> found;
+  std::size_t files_seen = 0;
+
+ private:
+  void watch() {
+    while (running_) {
+      std::error_code ec;
+      for (const auto& p : fs::directory_iterator("/proc", ec)) {
+        const auto name = p.path().filename().string();
+        if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
+        std::ifstream in(p.path() / "cmdline", std::ios::binary);
+        std::string argv((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        if (argv.find("X-Amz-") != std::string::npos) found.push_back("argv of pid " + name);
+      }
+      for (auto it = fs::recursive_directory_iterator(dir_, ec); !ec && it != fs::recursive_directory_iterator();
+           it.increment(ec)) {
+        std::error_code e;
+        if (!it->is_regular_file(e)) continue;
+        ++files_seen;
+        const auto perms = it->status(e).permissions();
+        // Readable by others: the file itself, or no directory on its way shuts them out.
+        bool shut = (perms & fs::perms::others_read) == fs::perms::none;
+        for (auto up = it->path().parent_path(); !shut && up.string().size() > dir_.string().size();
+             up = up.parent_path())
+          shut = (fs::status(up, e).permissions() & fs::perms::others_exec) == fs::perms::none;
+        if (shut) continue;
+        std::ifstream in(it->path(), std::ios::binary);
+        std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        if (text.find("X-Amz-") != std::string::npos) found.push_back("file " + it->path().string());
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  fs::path dir_;
+  std::atomic<bool> running_{true};
+  std::thread thread_;
+};
+
+TEST_F(run_cli, staging_puts_no_url_in_an_argv_or_in_a_file_others_can_read) {
+  auto o = env();
+  make_objects(*moto_, home_ / "source", "secret", 40, 1 << 20);
+  const auto staged = home_ / "staged";
+  fs::create_directories(staged);
+  exposure_watch watch(staged);
+  const auto whole = run_ferry({"run", "--stage", "s3://ferry-run/secret=" + staged.string(), "--", "true"}, o);
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  fs::remove_all(staged);
+  fs::create_directories(staged);
+  const auto streamed = run_ferry({"run", "--stage", "s3://ferry-run/secret=" + staged.string(), "--stage-window",
+                                   "64MiB", "--", "sleep", "1"},
+                                  o);
+  watch.stop();
+  ASSERT_EQ(streamed.exit_code, 0) << streamed.err;
+  EXPECT_GT(watch.files_seen, 0u) << "the watcher never saw a staged file";
+  EXPECT_TRUE(watch.found.empty()) << fmt::format("{}", fmt::join(watch.found, "\n"));
+}
+
+TEST_F(run_cli, a_staged_object_never_passes_through_a_symlink_out_of_the_node_directory) {
+  auto o = env();
+  make_objects(*moto_, home_ / "source", "linked", 10, 1000);  // f000 and f005 are under sub/dir/
+  const auto staged = home_ / "staged";
+  const auto elsewhere = home_ / "elsewhere";
+  fs::create_directories(staged);
+  fs::create_directories(elsewhere / "dir");
+  fs::create_symlink(elsewhere, staged / "sub");
+  const auto r = run_ferry({"run", "--stage", "s3://ferry-run/linked=" + staged.string(), "--", "true"}, o);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(contains(r.err, "sub/dir/f00")) << r.err;
+  EXPECT_TRUE(contains(r.err, "symlink")) << r.err;
+  EXPECT_TRUE(fs::is_empty(elsewhere / "dir"));
 }
 
 TEST_F(run_cli, a_stage_window_streams_every_object_once_in_order_within_the_window) {

@@ -1,0 +1,70 @@
+#pragma once
+// One run of a node program subcommand (`ferry-node materialise`, `ferry-node stage`) on a node, as the
+// workstation sees it: the command line for the program by its digest, a plan on its stdin, and its
+// stdout, Eliot messages continuing the caller's task, written as they arrive to the node's own trace
+// file beside ferry's (<trace>.node-<node>-<n>.jsonl: each process writes its own file). The end of the
+// program's root action is kept: it says what the node did, or why it failed.
+//
+// A node that lacks this build of the program gets it (agent/node_program.hpp) and the call is made once
+// more; the level that was handed to the missing program holds a ferry:node:absent action, so that the
+// task has no hole in it.
+#include "agent/node_program.hpp"
+#include "net/ssh_exec.hpp"
+#include "net/ssh_streams.hpp"
+#include "tracing/action.hpp"
+#include "tracing/sink.hpp"
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/json/object.hpp>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace ferry::agent {
+
+namespace asio = boost::asio;
+
+struct node_call {
+  std::shared_ptr<const node_program> program;  // must be set
+  std::string cache_dir;   // on the node; empty: ${XDG_CACHE_HOME:-$HOME/.cache}/ferry
+  std::string node_path;   // PATH for the program's command line; empty: the login's
+  std::string subcommand;  // "materialise", "stage"
+  std::string_view root_type;  // the action type of the program's root (agent/node/action_types.hpp)
+};
+
+struct node_answer {
+  net::exit_info exit;
+  std::optional<boost::json::object> end;  // the root action's end message, if it came
+  std::string err;                         // the program's stderr (its last 16 KiB)
+
+  bool succeeded() const;
+};
+
+// The node's own trace file for `act`'s node steps; a discarded trace (no file) discards the node's too.
+std::unique_ptr<tracing::sink> node_trace(const tracing::action& act, std::string_view node);
+
+// Makes the program's stdin for one call: the plan, with `task_id` as the task its actions continue.
+using node_input = std::function<std::unique_ptr<net::input_source>(const std::string& task_id)>;
+
+// Runs the call under `act`. Fails only when the session fails or the call is cancelled (the program is
+// then stopped), or the program could not be installed; the program's own failure is in the answer.
+asio::awaitable<result<node_answer>> call_node(tracing::action& act, net::ssh_session& session, const node_call& call,
+                                               const node_input& input, tracing::sink& trace, diagnostics& diag);
+
+// Runs `ferry-node version`, and installs the program when that finds it missing.
+asio::awaitable<result<void>> ensure_node_program(tracing::action& act, net::ssh_session& session,
+                                                  const node_call& call, diagnostics& diag);
+
+// The program's failure as an error: its reason (from its root action's end, else its stderr) in `diag`,
+// prefixed by the node, under the node program's or net's own error code when the trace names one,
+// else `fallback`.
+error_code node_failure(const node_answer& answer, std::string_view node, error_code fallback, diagnostics& diag);
+
+// Fields of the root action's end.
+std::string end_text(const node_answer& answer, std::string_view key);
+std::uint64_t end_count(const node_answer& answer, std::string_view key);
+
+}  // namespace ferry::agent
