@@ -76,7 +76,7 @@ result<void> job::open(std::string_view provider, diagnostics& diag) {
   provider_ = std::move(*p);
   pool_ = std::make_unique<node_pool>(ctx_, *access_, *provider_);
   materialise_ = materialise_options::from(s);
-  auto program = load_node_program(s.agent.node_program, diag);
+  auto program = shared_node_program(s.agent.node_program, diag);
   if (!program) return program.error();
   materialise_.program = std::move(*program);
   return {};

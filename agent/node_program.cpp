@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <iterator>
 #include <unistd.h>
 
@@ -46,6 +48,16 @@ result<std::shared_ptr<const node_program>> load_node_program(const std::filesys
   program->bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   program->sha256 = net::hex_sha256(program->bytes);
   return std::shared_ptr<const node_program>(std::move(program));
+}
+
+result<std::shared_ptr<const node_program>> shared_node_program(const std::filesystem::path& path, diagnostics& diag) {
+  static std::mutex mutex;
+  static std::map<std::filesystem::path, std::shared_ptr<const node_program>> loaded;
+  const std::lock_guard lock(mutex);
+  if (auto it = loaded.find(path); it != loaded.end()) return it->second;
+  auto program = load_node_program(path, diag);
+  if (program) loaded.emplace(path, *program);
+  return program;
 }
 
 std::string node_program_command(const node_program& program, const std::string& cache_dir,

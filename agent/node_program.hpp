@@ -29,6 +29,8 @@ struct node_program {
 // Reads and hashes the program: `path`, or, when empty, `ferry-node` beside the running executable.
 // errc::node_lacks_tools naming the path when it is missing (a build without it).
 result<std::shared_ptr<const node_program>> load_node_program(const std::filesystem::path& path, diagnostics& diag);
+// The same, read once per process and path: the program does not change while ferry runs.
+result<std::shared_ptr<const node_program>> shared_node_program(const std::filesystem::path& path, diagnostics& diag);
 
 // A shell line that runs the program with `arguments` on the node when it is there, and otherwise
 // exits 127 after printing missing_marker on stderr.

@@ -1,18 +1,10 @@
 #pragma once
 // Nodes that stop themselves when idle (nodes.idle_timeout), enforced on the node itself: a node that
-// ferry forgets about, or that outlives the workstation that made it, still ends.
-//
-// On the node, a state dir (`${XDG_STATE_HOME:-$HOME/.local/state}/ferry` by default) holds:
-// - `busy/<pid>`: one marker per command that ferry runs there through activity_wrapper, named by the
-//   pid of the process that runs the command. The marker counts while that process runs; once it is gone
-//   (the command ended, or was killed) the marker is stale, and the watchdog removes it and counts the
-//   node as used at that moment.
-// - `last-used`: its mtime is when a command last started, or was last seen to have ended.
-// - `watchdog.sh`, `watchdog.pid`, `watchdog.log`: the watchdog, a sh loop running detached in a session
-//   of its own (so that sshd ending the installing session does not end it), with no descriptor of the
-//   SSH channel (so that the channel closes). Every nodes.watchdog_interval it looks: no live marker, and
-//   `last-used` older than nodes.idle_timeout, means the node is idle, and it logs why and runs the
-//   provider's self-stop command (provision::provider::self_stop_command).
+// ferry forgets about, or that outlives the workstation that made it, still ends. The watchdog is the node
+// program's (`ferry-node watchdog`, agent/node/idle_watchdog.hpp: a detached process that reads the busy
+// markers and `last-used` in the node's state dir and runs the provider's self-stop command,
+// provision::provider::self_stop_command); the markers are written by each command's own shell
+// (activity_wrapper below), with builtins alone.
 //
 // The warm minimum (nodes.min_nodes, see warm_nodes.hpp) gets no watchdog: those nodes are pinned
 // (details.pinned) and an installed watchdog is stopped. A node with a watchdog says so in
@@ -35,11 +27,13 @@ namespace ferry::agent {
 
 namespace asio = boost::asio;
 
-// Where the watchdog and the markers live on a node: one word for the node's sh, expanded there.
+// Where the watchdog and the markers live on a node: one word for the node's sh, expanded there, and
+// the same for the node program (empty: the same default, which it expands itself).
 struct watchdog_paths {
   std::string state_dir = "\"${XDG_STATE_HOME:-$HOME/.local/state}/ferry\"";
+  std::string dir;
 
-  // A fixed dir, quoted.
+  // A fixed dir.
   static watchdog_paths at(const std::filesystem::path& dir);
 };
 
@@ -56,6 +50,7 @@ struct watchdog_settings {
   std::chrono::milliseconds idle_timeout{};  // nodes.idle_timeout; 0: never stop
   std::chrono::milliseconds interval{};      // nodes.watchdog_interval, at most idle_timeout
   watchdog_paths paths;
+  std::filesystem::path program;  // agent.node_program: the node program to run it (empty: beside ferry)
 
   static watchdog_settings from(const config::settings& s);
   bool enabled() const { return idle_timeout.count() > 0; }
@@ -69,13 +64,12 @@ void note_watchdog(provision::node& n, const watchdog_settings* installed);
 // The line to send to run `command` on `n`: wrapped when n has a watchdog.
 std::string command_for(const provision::node& n, std::string_view command, const watchdog_paths& paths = {});
 
-// The watchdog's loop, as a script of its own (sans-io; the install compares it with the running one).
-std::string watchdog_script(const watchdog_settings& s, std::string_view stop_command);
-
-// Starts the watchdog on the node over one exec, or leaves it alone when the same one runs already, or
-// replaces one whose settings or stop command differ. A pinned node, an empty stop command or an idle
+// Starts the watchdog on the node over one exec of the node program (installed first when the node lacks
+// it), or leaves it alone when the same one runs already, or replaces one whose settings, stop command or
+// program differ. A pinned node, an empty stop command or an idle
 // timeout of 0 means no watchdog: one running is stopped instead. Traced as "ferry:watchdog:install".
-// Fails with errc::watchdog_failed (diag naming the node and what the node said) or SSH's error.
+// Fails with errc::watchdog_failed (diag naming the node and what the node said) or SSH's error. The node
+// program's own action, ferry:node:watchdog, goes to the node's trace file beside ferry's.
 asio::awaitable<result<void>> install_watchdog(tracing::action& parent, net::ssh_session& session,
                                                const provision::node& n, std::string_view stop_command,
                                                const watchdog_settings& s, diagnostics& diag);
@@ -84,6 +78,6 @@ asio::awaitable<result<void>> install_watchdog(tracing::action& parent, net::ssh
 // Traced as "ferry:watchdog:uninstall".
 asio::awaitable<result<void>> uninstall_watchdog(tracing::action& parent, net::ssh_session& session,
                                                  const provision::node& n, const watchdog_paths& paths,
-                                                 diagnostics& diag);
+                                                 const std::filesystem::path& program, diagnostics& diag);
 
 }  // namespace ferry::agent

@@ -75,7 +75,7 @@ asio::awaitable<void> run_watch_job(tracing::action& parent, const node_access& 
   }
   result<void> done;
   if (job.pin)
-    done = co_await uninstall_watchdog(parent, **session, job.node, settings.paths, job.diag);
+    done = co_await uninstall_watchdog(parent, **session, job.node, settings.paths, settings.program, job.diag);
   else
     done = co_await install_watchdog(parent, **session, job.node, job.stop_command, settings, job.diag);
   (*session)->close();

@@ -19,6 +19,8 @@ inline constexpr std::string_view evicted = "ferry:materialise:evicted";  // mes
 inline constexpr std::string_view stage = "ferry:node:stage";
 inline constexpr std::string_view stage_object = "ferry:stage:object";    // {path, bytes}: one object fetched
 inline constexpr std::string_view stage_attempt = "ferry:stage:attempt";  // {attempt}: one try at it
+// `ferry-node watchdog`: the node's idle watchdog set; its success carries the outcome.
+inline constexpr std::string_view watchdog = "ferry:node:watchdog";
 inline constexpr std::string_view install = "ferry:node:install";         // the program put in place
 inline constexpr std::string_view absent = "ferry:node:absent";  // written by ferry at the level handed to a
                                                                  // node that lacked the program

@@ -6,6 +6,8 @@
 //                                  (plan.hpp, materialise_layers.hpp)
 //   ferry-node stage               the staging plan's objects into a node directory (stage_plan.hpp,
 //                                  stage_objects.hpp)
+//   ferry-node watchdog            the node's idle watchdog started, replaced or stopped (idle_watchdog.hpp)
+//   ferry-node watchdog-loop DIR   the watchdog itself, detached
 //   ferry-node install SHA256 PATH this very file, checked to hash to SHA256, renamed to PATH
 //   ferry-node version
 //
@@ -13,6 +15,7 @@
 // by a signal (TERM, INT or HUP: the work is cancelled and every action still ends, as cancelled).
 #include "agent/node/action_types.hpp"
 #include "agent/node/error.hpp"
+#include "agent/node/idle_watchdog.hpp"
 #include "agent/node/line_reader.hpp"
 #include "agent/node/materialise_layers.hpp"
 #include "agent/node/stage_objects.hpp"
@@ -40,6 +43,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
+#include <iostream>
 #include <unistd.h>
 
 namespace {
@@ -259,6 +263,26 @@ int stage() {
       diag);
 }
 
+// One line on stdin: the watchdog's settings; the outcome ends the root action.
+int watchdog() {
+  std::string line;
+  if (!std::getline(std::cin, line)) return say(2, "the watchdog plan is empty");
+  diagnostics diag;
+  auto request = node::parse_watchdog_line(line, diag);
+  if (!request) return say(2, ferry::describe(request.error(), diag));
+  auto out = ferry::tracing::sink::adopt(::dup(1), "stdout");
+  auto act = root_action(*out, request->task_id, node::action_types::watchdog);
+  auto outcome = node::set_watchdog(*request, diag);
+  if (!outcome) {
+    act.fail(outcome.error(), diag);
+    out->flush();
+    return say(1, ferry::describe(outcome.error(), diag));
+  }
+  act.succeed({{"outcome", *outcome}});
+  out->flush();
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -266,10 +290,12 @@ int main(int argc, char** argv) {
   const std::string command = argc > 1 ? argv[1] : "";
   if (command == "materialise" && argc == 2) return materialise();
   if (command == "stage" && argc == 2) return stage();
+  if (command == "watchdog" && argc == 2) return watchdog();
+  if (command == "watchdog-loop" && argc == 3) return node::watchdog_loop(argv[2]);
   if (command == "install" && argc == 4) return install(argv[2], argv[3]);
   if (command == "version" && argc == 2) {
     std::printf("ferry-node %s\n", FERRY_VERSION);
     return 0;
   }
-  return say(2, "usage: ferry-node materialise < PLAN | stage < PLAN | install SHA256 PATH | version");
+  return say(2, "usage: ferry-node materialise < PLAN | stage < PLAN | watchdog < SETTINGS | install SHA256 PATH | version");
 }

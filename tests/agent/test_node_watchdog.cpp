@@ -64,13 +64,13 @@ class node_watchdog : public net::ssh_server_test {
   }
   bool live_marker() const { return !live_markers().empty(); }
 
-  // The server's processes running the watchdog script (zombies left out).
+  // The server's processes running the watchdog (zombies left out).
   int watchdogs() const {
     int n = 0;
     for (const pid_t pid : server.processes()) {
       const auto stat = test::read_file(fmt::format("/proc/{}/stat", pid));
       if (stat.empty() || stat.substr(stat.rfind(')') + 2, 1) == "Z") continue;
-      if (test::read_file(fmt::format("/proc/{}/cmdline", pid)).find("watchdog.sh") != std::string::npos) ++n;
+      if (test::read_file(fmt::format("/proc/{}/cmdline", pid)).find("watchdog-loop") != std::string::npos) ++n;
     }
     return n;
   }
@@ -170,7 +170,7 @@ asio::awaitable<result<void>> install(node_watchdog& t, provision::node n, std::
 }
 
 TEST_F(node_watchdog, installs_once_replaces_on_new_settings_and_stops_for_a_pinned_node) {
-  const watchdog_settings hour{1h, 5s, paths()};
+  const watchdog_settings hour{1h, 5s, paths(), FERRY_NODE_PROGRAM};
   const std::string stop = "true";
   diagnostics diag;
   ASSERT_TRUE(run(install(*this, node(), stop, hour, diag))) << diag.message;
@@ -182,11 +182,12 @@ TEST_F(node_watchdog, installs_once_replaces_on_new_settings_and_stops_for_a_pin
   EXPECT_EQ(watchdog_pid(), first);
   EXPECT_EQ(watchdogs(), 1);
   // Other settings: the old one goes, a new one runs.
-  const watchdog_settings two_hours{2h, 5s, paths()};
+  const watchdog_settings two_hours{2h, 5s, paths(), FERRY_NODE_PROGRAM};
   ASSERT_TRUE(run(install(*this, node(), stop, two_hours, diag))) << diag.message;
   EXPECT_NE(watchdog_pid(), first);
   EXPECT_TRUE(eventually([&] { return watchdogs() == 1; })) << watchdogs();
-  EXPECT_NE(test::read_file(state() / "watchdog.sh").find("idle_timeout=7200"), std::string::npos);
+  EXPECT_NE(test::read_file(state() / "watchdog.json").find(R"("idle_timeout_ms":7200000)"), std::string::npos)
+      << test::read_file(state() / "watchdog.json");
   // Pinned: none.
   auto pinned = node();
   pin(pinned);
@@ -196,7 +197,7 @@ TEST_F(node_watchdog, installs_once_replaces_on_new_settings_and_stops_for_a_pin
   EXPECT_NE(test::read_file(state() / "watchdog.log").find("ended by SIGTERM"), std::string::npos)
       << test::read_file(state() / "watchdog.log");
   // An idle timeout of 0 and an empty stop command mean none too (and nothing to stop is fine).
-  const watchdog_settings never{0ms, 5s, paths()};
+  const watchdog_settings never{0ms, 5s, paths(), FERRY_NODE_PROGRAM};
   EXPECT_TRUE(run(install(*this, node(), stop, never, diag))) << diag.message;
   EXPECT_TRUE(run(install(*this, node(), "", hour, diag))) << diag.message;
   EXPECT_EQ(watchdogs(), 0);
@@ -234,7 +235,7 @@ asio::awaitable<result<command_output>> busy_while_watched(node_watchdog& t, std
 TEST_F(node_watchdog, an_idle_node_runs_its_stop_command_and_a_busy_one_does_not) {
   const auto stopped = dir / "stopped";
   const auto stop = fmt::format("printf '%s\\n' \"$FERRY_STOP_REASON\" > {}", net::shell_quote(stopped.string()));
-  const watchdog_settings fast{1s, 100ms, paths()};
+  const watchdog_settings fast{1s, 100ms, paths(), FERRY_NODE_PROGRAM};
   // A marker whose process is gone does not keep the node busy.
   fs::create_directories(state() / "busy");
   std::ofstream(state() / "busy" / stale_marker).flush();
