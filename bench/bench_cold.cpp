@@ -10,8 +10,14 @@
 //               once, then `ssh node python3 main.py`. Its node-side part (download and unzip) is timed alone.
 // Goals (issue 15): cold and warm at most 0.4x rsync's time; ferry's env step at most 0.5x the zip peer's
 // node-side time. Each figure is the best of `rounds` rounds (FERRY_BENCH_ROUNDS, default 2).
+//
+// With FERRY_BENCH_UPLINK_MBIT=N the workstation sits behind an uplink of N Mbit/s each way (the test
+// proxy's rate, one link shared by every connection): ferry's and the aws CLI's S3 endpoint and each
+// node's ssh port for rsync go through it, while the nodes reach storage directly, as in one cloud region.
+// Then only cold starts are run, against `rsync -a` and `rsync -az` (goals: at most 0.3x and 0.6x).
 #include "bench/bench_support.hpp"
 #include "bench/bench_world.hpp"
+#include "support/fault_proxy.hpp"
 
 #include <fmt/format.h>
 
@@ -19,6 +25,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <regex>
 #include <stdexcept>
 #include <string>
@@ -43,10 +50,31 @@ struct node_address {
   std::string port;
 };
 
+// The workstation's uplink: a proxy per peer it talks to, all sharing one link of `rate` bytes/s.
+struct uplink {
+  std::uint64_t rate = 0;  // 0: no uplink, everything direct
+  std::vector<std::unique_ptr<ferry::test::fault_proxy>> proxies;
+
+  // Where to connect to reach host:port over the uplink.
+  node_address through(const std::string& host, const std::string& port) {
+    if (rate == 0) return {host, port};
+    auto p = std::make_unique<ferry::test::fault_proxy>(host, static_cast<std::uint16_t>(std::stoi(port)));
+    if (proxies.empty())
+      p->set_rate(rate);
+    else
+      p->share_link_with(*proxies.front());
+    node_address out{"127.0.0.1", std::to_string(p->port())};
+    proxies.push_back(std::move(p));
+    return out;
+  }
+};
+
 struct world : ferry::bench::node_world {
   fs::path project = dir / "project";
   int prefix = 0;
   std::string ssh;  // ssh with ferry's key, no host checks, the cheap key exchange
+  uplink link;
+  std::string node_endpoint;  // storage as the nodes reach it: directly
 
   explicit world(std::string binary) : node_world("cold", std::move(binary)) {
     fs::create_directories(project);
@@ -70,6 +98,15 @@ struct world : ferry::bench::node_world {
       out.push_back({(*it)[1].str(), (*it)[2].str()});
     if (out.size() != 2) throw std::runtime_error("expected 2 nodes:\n" + registry);
     return out;
+  }
+  // moto behind the uplink for the workstation (ferry and the aws CLI), directly for the nodes.
+  void storage_behind_uplink() {
+    node_endpoint = endpoint;
+    if (link.rate == 0) return;
+    const auto colon = endpoint.rfind(':');
+    const auto at = link.through("10.200.0.1", endpoint.substr(colon + 1));
+    ::setenv("AWS_ENDPOINT_URL", fmt::format("http://{}:{}", at.host, at.port).c_str(), 1);
+    ::setenv("FERRY_STORAGE_NODE_ENDPOINT", node_endpoint.c_str(), 1);
   }
 };
 
@@ -102,15 +139,17 @@ std::string remote_python(const world& w, const node_address& n, const std::stri
                      w.ssh, n.port, n.host, dir, dir);
 }
 
-double rsync_round(const world& w, const std::vector<node_address>& nodes, const std::string& dir) {
+// `nodes` as the workstation reaches their ssh (over the uplink, when there is one).
+double rsync_round(const world& w, const std::vector<node_address>& nodes, const std::string& dir,
+                   const char* flags = "-a") {
   return seconds_of([&] {
     // Local nodes share this filesystem: each gets a directory of its own.
     std::string both;
     for (std::size_t i = 0; i < nodes.size(); ++i) {
       const auto& n = nodes[i];
       const auto d = fmt::format("{}-{}", dir, i);
-      both += fmt::format("( rsync -a {} -e \"{} -p {}\" {}/ root@{}:{}/ && {} ) & p=\"$p $!\"; ", excludes, w.ssh,
-                          n.port, quote(w.project), n.host, d, remote_python(w, n, d));
+      both += fmt::format("( rsync {} {} -e \"{} -p {}\" {}/ root@{}:{}/ && {} ) & p=\"$p $!\"; ", flags, excludes,
+                          w.ssh, n.port, quote(w.project), n.host, d, remote_python(w, n, d));
     }
     shell(all_of(both));
   });
@@ -134,9 +173,11 @@ zip_times zip_round(const world& w, const std::vector<node_address>& nodes, int 
       std::string both;
       for (std::size_t i = 0; i < nodes.size(); ++i) {
         const auto d = fmt::format("{}-{}", dir, i);
+        // The nodes reach storage directly.
         both += fmt::format(
-            "( mkdir -p {0} && aws s3 cp --only-show-errors {1} {0}.zip && unzip -qo {0}.zip -d {0} ) & p=\"$p $!\"; ", d,
-            key);
+            "( mkdir -p {0} && aws s3 cp --endpoint-url {2} --only-show-errors {1} {0}.zip && unzip -qo {0}.zip -d {0} ) "
+            "& p=\"$p $!\"; ",
+            d, key, w.node_endpoint);
       }
       shell(all_of(both));
     });
@@ -162,11 +203,55 @@ ferry_times ferry_round(world& w) {
   return t;
 }
 
+std::vector<node_address> over_uplink(world& w, const std::vector<node_address>& nodes) {
+  std::vector<node_address> out;
+  for (const auto& n : nodes) out.push_back(w.link.through(n.host, n.port));
+  return out;
+}
+
+// Cold starts only, the workstation behind the uplink.
+int run_uplink(world& w, int rounds, double mbit) {
+  double ferry_cold = 1e9, rsync_a = 1e9, rsync_az = 1e9, zip_total = 1e9;
+  std::string cold_line;
+  for (int r = 0; r < rounds; ++r) {
+    auto nodes = w.fresh_nodes();
+    w.fresh_storage();
+    w.cold_hash_cache();
+    const auto cold = ferry_round(w);
+    if (cold.total < ferry_cold) {
+      ferry_cold = cold.total;
+      cold_line = cold.line;
+    }
+    const auto far = over_uplink(w, nodes);
+    const auto dir = fmt::format("/tmp/ferry-bench-rsync-{}", r);
+    rsync_a = std::min(rsync_a, rsync_round(w, far, dir, "-a"));
+    shell(fmt::format("rm -rf {}-*", dir));
+    rsync_az = std::min(rsync_az, rsync_round(w, far, dir, "-az"));
+    shell(fmt::format("rm -rf {}-*", dir));
+    zip_total = std::min(zip_total, zip_round(w, far, r).total);
+  }
+  fmt::print("project: workspace + venv of this machine's site-packages ({} in {} files, without __pycache__)\n",
+             first_line(output_of(w.in_project("du -sh --exclude __pycache__ . | cut -f1"))),
+             first_line(output_of(w.in_project("find . -type f -not -path '*/__pycache__/*' | wc -l"))));
+  fmt::print("2 fresh local nodes; the workstation behind a {} Mbit/s uplink (nodes reach storage directly); best of {} rounds\n",
+             mbit, rounds);
+  fmt::print("cold start (to main.py's last line on both nodes)\n");
+  fmt::print("  ferry run --nodes 2     {:7.2f} s   {}\n", ferry_cold, cold_line);
+  fmt::print("  rsync -a over ssh       {:7.2f} s   ferry/rsync -a  {:.2f}x (goal <= 0.3x)\n", rsync_a, ferry_cold / rsync_a);
+  fmt::print("  rsync -az over ssh      {:7.2f} s   ferry/rsync -az {:.2f}x (goal <= 0.6x)\n", rsync_az, ferry_cold / rsync_az);
+  fmt::print("  zip + aws s3 + unzip    {:7.2f} s   ferry/zip {:.2f}x\n", zip_total, ferry_cold / zip_total);
+  return 0;
+}
+
 int run(world& w) {
   make_project(w);
   w.fresh_nodes();  // the first nodes make the bridge moto listens on
   w.start_moto();
   const int rounds = std::getenv("FERRY_BENCH_ROUNDS") ? std::atoi(std::getenv("FERRY_BENCH_ROUNDS")) : 2;
+  const double mbit = std::getenv("FERRY_BENCH_UPLINK_MBIT") ? std::atof(std::getenv("FERRY_BENCH_UPLINK_MBIT")) : 0;
+  w.link.rate = static_cast<std::uint64_t>(mbit * 1e6 / 8);
+  w.storage_behind_uplink();
+  if (w.link.rate > 0) return run_uplink(w, rounds, mbit);
 
   double ferry_cold = 1e9, ferry_warm = 1e9, ferry_env = 1e9, rsync_cold = 1e9, rsync_warm = 1e9, zip_total = 1e9,
          zip_node = 1e9;

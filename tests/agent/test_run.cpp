@@ -182,13 +182,14 @@ TEST_F(run_cli, a_python_program_continues_the_run_trace) {
                             "/usr/bin/python3", "traced.py"},
                            o);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  // Each process wrote its own file: ferry, the node program (beside ferry's), and the Python program.
+  // Each process wrote its own file: ferry, the node program (beside ferry's: its materialise, and the
+  // idle watchdog it set on the node the run made), and the Python program.
   std::vector<std::string> files = {"/usr/bin/python3",
                                     (fs::path(FERRY_SOURCE_DIR) / "tests/peers/eliot_check.py").string(),
                                     trace.string(), python_trace.string()};
   for (const auto& e : fs::directory_iterator(home_.path()))
     if (e.path().filename().string().starts_with("run.node-")) files.push_back(e.path().string());
-  ASSERT_EQ(files.size(), 5u);
+  ASSERT_EQ(files.size(), 6u);
   const auto parsed = run(files);
   ASSERT_EQ(parsed.exit_code, 0) << parsed.err;
   const auto tasks = json::parse(parsed.out).as_array();
@@ -196,6 +197,7 @@ TEST_F(run_cli, a_python_program_continues_the_run_trace) {
   EXPECT_TRUE(tasks[0].at("complete").as_bool()) << parsed.out;
   EXPECT_EQ(tasks[0].at("root").at("action_type").as_string(), "ferry:run");
   EXPECT_TRUE(contains(parsed.out, "\"ferry:node:materialise\"")) << parsed.out;
+  EXPECT_TRUE(contains(parsed.out, "\"ferry:node:watchdog\"")) << parsed.out;
   EXPECT_TRUE(contains(parsed.out, "\"user:work\"")) << parsed.out;
   EXPECT_TRUE(contains(parsed.out, "\"ferry:pack\"")) << parsed.out;
   EXPECT_TRUE(contains(parsed.out, "\"ferry:provision\"")) << parsed.out;

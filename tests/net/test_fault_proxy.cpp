@@ -238,6 +238,31 @@ TEST(fault_proxy, delayed_chunks_still_arrive_whole_and_faults_clear) {
   EXPECT_EQ(proxy.connections_cut(), 1u);
 }
 
+// The rate is the link's, shared by its connections: two exchanges at once still arrive whole. What the
+// link carried per second is printed, not asserted on.
+TEST(fault_proxy, a_rate_limited_link_carries_every_byte_of_connections_side_by_side) {
+  echo_server server;
+  fault_proxy proxy("127.0.0.1", server.port());
+  constexpr std::uint64_t rate = 8 << 20;
+  proxy.set_rate(rate);
+  const auto a = random_bytes(2 << 20, 6);
+  const auto b = random_bytes(2 << 20, 7);
+  const auto start = std::chrono::steady_clock::now();
+  exchange_result ra, rb;
+  std::thread other([&] { rb = exchange(proxy.port(), b); });
+  ra = exchange(proxy.port(), a);
+  other.join();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_FALSE(ra.reset());
+  EXPECT_FALSE(rb.reset());
+  EXPECT_TRUE(ra.received == a);
+  EXPECT_TRUE(rb.received == b);
+  EXPECT_EQ(proxy.bytes_uploaded(), a.size() + b.size());
+  std::printf("4 MiB each way through a link of %llu bytes/s: %.2f s, %.1f MB/s each way\n",
+              static_cast<unsigned long long>(rate), seconds, static_cast<double>(a.size() + b.size()) / seconds / 1e6);
+  proxy.clear_faults();
+}
+
 TEST(fault_proxy, refused_target_resets_the_client) {
   const auto closed_port = pick_free_port();
   fault_proxy proxy("127.0.0.1", closed_port);

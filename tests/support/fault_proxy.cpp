@@ -11,6 +11,7 @@
 
 #include <array>
 #include <atomic>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -22,6 +23,21 @@ using tcp = asio::ip::tcp;
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
 enum direction { upload = 0, download = 1 };
+
+// A link with a rate: when each direction is free again. Shared between proxies, so locked.
+struct link_state {
+  std::atomic<std::uint64_t> rate{0};
+  std::mutex mutex;
+  std::array<std::chrono::steady_clock::time_point, 2> free_at{};
+
+  // When a chunk of `n` bytes the link takes now has passed.
+  std::chrono::steady_clock::time_point take(direction d, std::uint64_t n, std::uint64_t r) {
+    const std::lock_guard lock(mutex);
+    const auto now = std::chrono::steady_clock::now();
+    free_at[d] = std::max(free_at[d], now) + std::chrono::nanoseconds(n * 1'000'000'000ull / r);
+    return free_at[d];
+  }
+};
 
 // One proxied connection: both sockets, owned by the two pumps that share it. Everything here runs on
 // the proxy's single I/O thread, so it needs no locks.
@@ -82,6 +98,7 @@ struct fault_proxy::impl {
   std::atomic<std::int64_t> delay_ms{0};
   std::array<std::atomic<std::uint64_t>, 2> cut_after{unlimited, unlimited};
   std::atomic<std::uint64_t> faulty_budget{unlimited};
+  std::shared_ptr<link_state> link = std::make_shared<link_state>();
   std::atomic<std::uint64_t> accepted{0};
   std::atomic<std::uint64_t> cut{0};
   std::array<std::atomic<std::uint64_t>, 2> bytes{0, 0};
@@ -129,6 +146,11 @@ asio::awaitable<void> fault_proxy::impl::pump(std::shared_ptr<connection> conn, 
       co_await timer.async_wait(use_tuple);
       if (conn->closed) co_return;
     }
+    if (const auto r = link->rate.load(); r > 0) {
+      timer.expires_at(link->take(d, n, r));
+      co_await timer.async_wait(use_tuple);
+      if (conn->closed) co_return;
+    }
     // Forward at most up to the limit, so that the peer gets exactly `limit` bytes before the reset.
     const auto limit = conn->faulty ? cut_after[d].load() : unlimited;
     const auto sent = conn->forwarded[d];
@@ -164,12 +186,15 @@ void fault_proxy::set_delay(std::chrono::milliseconds per_chunk) { impl_->delay_
 void fault_proxy::cut_upload_after(std::uint64_t bytes) { impl_->cut_after[upload] = bytes; }
 void fault_proxy::cut_download_after(std::uint64_t bytes) { impl_->cut_after[download] = bytes; }
 void fault_proxy::set_faulty_connections(std::uint64_t count) { impl_->faulty_budget = count; }
+void fault_proxy::set_rate(std::uint64_t bytes_per_second) { impl_->link->rate = bytes_per_second; }
+void fault_proxy::share_link_with(const fault_proxy& other) { impl_->link = other.impl_->link; }
 
 void fault_proxy::clear_faults() {
   set_delay(std::chrono::milliseconds(0));
   cut_upload_after(unlimited);
   cut_download_after(unlimited);
   set_faulty_connections(unlimited);
+  set_rate(0);
 }
 
 std::uint64_t fault_proxy::connections_accepted() const { return impl_->accepted; }

@@ -8,7 +8,9 @@
 // - a cut per direction: once that many bytes of a connection went that way, both of its sockets are
 //   closed abruptly (SO_LINGER 0, so the peers see a reset, not an orderly end);
 // - which connections are cut: the next K accepted (so that a retry on a fresh connection succeeds),
-//   or all of them.
+//   or all of them;
+// - a rate per direction, shared by every connection as one link is (a workstation's uplink): each chunk
+//   waits until the link would have carried the chunks before it.
 #include <chrono>
 #include <cstdint>
 #include <limits>
@@ -37,7 +39,12 @@ class fault_proxy {
   // Cuts apply to the next `count` connections accepted from now on, and to none after them;
   // `unlimited` (the default) makes every connection subject to them. Open connections keep their lot.
   void set_faulty_connections(std::uint64_t count);
-  void clear_faults();  // no delay, no cuts, every connection faulty again
+  // Bytes per second each way, for all connections together; 0 (the default): as fast as they go.
+  void set_rate(std::uint64_t bytes_per_second);
+  // Makes this proxy's connections share `other`'s link (its rate and what it carries), as the
+  // connections of one workstation to several hosts share its uplink. Call before traffic flows.
+  void share_link_with(const fault_proxy& other);
+  void clear_faults();  // no delay, no cuts, no rate, every connection faulty again
 
   // Counters since the proxy started.
   std::uint64_t connections_accepted() const;
