@@ -74,10 +74,6 @@ asio::awaitable<result<environment>> materialise(tracing::action& parent, net::s
     act.fail(ec, diag);
     return result<environment>(boost::system::in_place_error, ec);
   };
-  if (!options.program) {
-    diag.set("no node program was loaded");
-    co_return fail(make_error_code(errc::node_lacks_tools));
-  }
   const node_call call{options.program, options.cache_dir, options.node_path, "materialise",
                        node::action_types::materialise};
   // While the feed is open, exec waits for its lines without watching the command: a node that lacks the

@@ -69,6 +69,23 @@ class node_output final : public net::output_sink {
   std::string pending_;
 };
 
+// A buffer_source that owns its bytes.
+class text_source final : public net::input_source {
+ public:
+  explicit text_source(std::string text) : text_(std::move(text)), source_(text_) {}
+  asio::awaitable<result<std::size_t>> read(std::span<char> into) override { return source_.read(into); }
+
+ private:
+  std::string text_;
+  net::buffer_source source_;
+};
+
+result<void> check_program(const node_call& call, diagnostics& diag) {
+  if (call.program) return {};
+  diag.set("no node program was loaded");
+  return make_error_code(errc::node_lacks_tools);
+}
+
 bool missing(const node_answer& a) { return a.exit.status == 127 && a.err.find(missing_marker) != std::string::npos; }
 
 }  // namespace
@@ -100,8 +117,15 @@ std::unique_ptr<tracing::sink> node_trace(const tracing::action& act, std::strin
   return opened ? std::move(*opened) : tracing::sink::discard();
 }
 
+node_input text_input(std::function<std::string(const std::string& task_id)> text) {
+  return [text = std::move(text)](const std::string& task_id) -> std::unique_ptr<net::input_source> {
+    return std::make_unique<text_source>(text(task_id));
+  };
+}
+
 asio::awaitable<result<node_answer>> call_node(tracing::action& act, net::ssh_session& session, const node_call& call,
                                                const node_input& input, tracing::sink& trace, diagnostics& diag) {
+  if (auto ok = check_program(call, diag); !ok) co_return ok.error();
   const auto command = node_program_command(*call.program, call.cache_dir, call.subcommand, call.node_path);
   for (int round = 0;; ++round) {
     const auto task_id = act.serialize_task_id();
@@ -127,6 +151,7 @@ asio::awaitable<result<node_answer>> call_node(tracing::action& act, net::ssh_se
 
 asio::awaitable<result<void>> ensure_node_program(tracing::action& act, net::ssh_session& session,
                                                   const node_call& call, diagnostics& diag) {
+  if (auto ok = check_program(call, diag); !ok) co_return ok.error();
   net::collect_sink out(64 << 10);
   net::exec_request probe{node_program_command(*call.program, call.cache_dir, "version", call.node_path), nullptr,
                           &out};

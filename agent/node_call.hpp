@@ -49,8 +49,12 @@ std::unique_ptr<tracing::sink> node_trace(const tracing::action& act, std::strin
 // Makes the program's stdin for one call: the plan, with `task_id` as the task its actions continue.
 using node_input = std::function<std::unique_ptr<net::input_source>(const std::string& task_id)>;
 
+// Input that is a text made for the task id (a plan of a few lines), kept for as long as the call reads it.
+node_input text_input(std::function<std::string(const std::string& task_id)> text);
+
 // Runs the call under `act`. Fails only when the session fails or the call is cancelled (the program is
-// then stopped), or the program could not be installed; the program's own failure is in the answer.
+// then stopped), or the program could not be loaded or installed (errc::node_lacks_tools); the program's
+// own failure is in the answer.
 asio::awaitable<result<node_answer>> call_node(tracing::action& act, net::ssh_session& session, const node_call& call,
                                                const node_input& input, tracing::sink& trace, diagnostics& diag);
 

@@ -26,15 +26,11 @@ asio::awaitable<result<std::string>> set_on_node(tracing::action& act, net::ssh_
   if (!program) co_return program.error();
   const node_call call{*program, {}, {}, "watchdog", node::action_types::watchdog};
   auto trace = node_trace(act, n.name);
-  std::string line;
-  auto answer = co_await call_node(
-      act, session, call,
-      [&](const std::string& task_id) -> std::unique_ptr<net::input_source> {
-        request.task_id = task_id;
-        line = node::watchdog_line(request);
-        return std::make_unique<net::buffer_source>(line);
-      },
-      *trace, diag);
+  auto answer = co_await call_node(act, session, call, text_input([&](const std::string& task_id) {
+                                     request.task_id = task_id;
+                                     return node::watchdog_line(request);
+                                   }),
+                                   *trace, diag);
   if (!answer) co_return answer.error();
   if (!answer->succeeded()) {
     diagnostics why;

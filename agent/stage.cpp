@@ -149,23 +149,15 @@ asio::awaitable<result<stage_result>> stage(tracing::action& parent, net::ssh_se
     act.fail(ec, diag);
     return result<stage_result>(boost::system::in_place_error, ec);
   };
-  if (!options.program) {
-    diag.set("no node program was loaded");
-    co_return fail(make_error_code(errc::node_lacks_tools));
-  }
   const auto begin = std::chrono::steady_clock::now();
   const node_call call{options.program, options.cache_dir, options.node_path, "stage", node::action_types::stage};
   node::stage_request request{{}, plan.source, plan.node_dir, plan.window, options.limits, plan.objects};
   auto trace = node_trace(act, session.peer().node);
-  std::string lines;
-  auto answer = co_await call_node(
-      act, session, call,
-      [&](const std::string& task_id) -> std::unique_ptr<net::input_source> {
-        request.task_id = task_id;
-        lines = node::stage_lines(request);
-        return std::make_unique<net::buffer_source>(lines);
-      },
-      *trace, diag);
+  auto answer = co_await call_node(act, session, call, text_input([&](const std::string& task_id) {
+                                     request.task_id = task_id;
+                                     return node::stage_lines(request);
+                                   }),
+                                   *trace, diag);
   if (!answer) co_return fail(answer.error());
   if (!answer->succeeded()) {
     diagnostics why;
