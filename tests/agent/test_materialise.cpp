@@ -6,6 +6,7 @@
 #include "agent/materialise.hpp"
 #include "agent/node/action_types.hpp"
 #include "agent/node/error.hpp"
+#include "agent/stage.hpp"
 #include "net/aws_profile.hpp"
 #include "net/digest.hpp"
 #include "net/error.hpp"
@@ -869,6 +870,55 @@ TEST_F(materialise_node, no_url_reaches_an_argv_or_a_file_on_the_node) {
     if (!e.is_regular_file() || e.path().filename().string().starts_with("ferry-node")) continue;
     EXPECT_EQ(test::read_file(e.path()).find("X-Amz"), std::string::npos) << e.path();
   }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Staging by the node program (`ferry-node stage`), with the same bare PATH: no curl, no md5sum.
+
+asio::awaitable<result<stage_plan>> plan_staging(materialise_node& t, std::string prefix, diagnostics& diag) {
+  const stage_spec spec{materialise_node::bucket, prefix, (t.dir / "staged").string()};
+  co_return co_await plan_stage(t.trace.root(), *t.s3_->s3, spec, 0, diag);
+}
+
+asio::awaitable<result<stage_result>> stage_on(materialise_node& t, const stage_plan& plan, diagnostics& diag) {
+  auto session = co_await t.connect(t.server, diag);
+  if (!session) co_return session.error();
+  auto o = stage_options{};
+  o.limits = test_options().limits;
+  o.program = the_program();
+  o.cache_dir = t.cache().string();
+  o.node_path = t.bin_with({"mkdir", "cat", "chmod", "rm"}).string();
+  auto r = co_await stage(t.trace.root(), **session, plan, o, diag);
+  (*session)->close();
+  co_return r;
+}
+
+TEST_F(materialise_node, staging_needs_no_curl_keeps_names_and_checks_each_object_against_its_etag) {
+  const auto prefix = prefix_ + "/data/";
+  const std::map<std::string, std::string> objects = {
+      {"big.bin", random_bytes(3 << 20, 21)}, {"data", "the plain one"}, {"data;1", "its version"},
+      {"sub/dir/small.bin", "small"}};
+  for (const auto& [path, bytes] : objects) store(prefix + path, bytes);
+  diagnostics diag;
+  auto plan = run(plan_staging(*this, prefix, diag));
+  ASSERT_TRUE(plan) << diag.message;
+  auto staged = run(stage_on(*this, *plan, diag));
+  ASSERT_TRUE(staged) << diag.message;
+  EXPECT_EQ(staged->fetched, objects.size());
+  for (const auto& [path, bytes] : objects) EXPECT_EQ(test::read_file(dir / "staged" / path), bytes) << path;
+  EXPECT_NE(all_traces().find(types::stage_object), std::string::npos);
+
+  // An object whose bytes do not have the MD5 of its ETag is refused, naming it, and nothing of the
+  // staging is put in place.
+  auto wrong = *plan;
+  wrong.node_dir = (dir / "staged-wrong").string();
+  for (auto& o : wrong.objects)
+    if (o.path == "big.bin") o.etag = std::string(32, '0');
+  auto refused = run(stage_on(*this, wrong, diag));
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error(), node::errc::digest_mismatch) << diag.message;
+  EXPECT_NE(diag.message.find("big.bin"), std::string::npos) << diag.message;
+  for (const auto& [path, bytes] : objects) EXPECT_FALSE(fs::exists(dir / "staged-wrong" / path)) << path;
 }
 
 }  // namespace
