@@ -3,6 +3,7 @@
 #include "agent/node/action_types.hpp"
 #include "agent/node/error.hpp"
 #include "agent/node/layer_cache.hpp"
+#include "agent/node/plan_progress.hpp"
 #include "net/cancellation.hpp"
 #include "net/retry.hpp"
 #include "net/run_all.hpp"
@@ -60,11 +61,6 @@ struct shared_state {
   const layer_cache& cache;
   slots_channel slots;  // shards downloading at once
   bool stop = false;  // a layer failed for good: start nothing new
-};
-
-struct layer_result {
-  bool cached = false;
-  std::uint64_t downloaded = 0;
 };
 
 std::uint64_t content_of(const layer_source& layer) {
@@ -242,106 +238,74 @@ asio::awaitable<result<layer_result>> materialise_layer(tracing::action& parent,
   co_return layer_result{false, downloaded};
 }
 
-// The plan as it arrives: each new layer queued for the workers, the places of every layer kept.
+// The plan as it arrives, and the workers' wake-ups: one token per layer queued, then one `no_more` per
+// worker at the plan's end; closed when the plan stops.
 struct arrivals {
   arrivals(asio::any_io_executor io, int worker_count) : workers(worker_count), queue(io, 1 << 16) {}
 
-  // What a worker receives once the plan has ended: nothing more will come. (Closing the queue would
-  // drop what is still in it.)
   static constexpr std::size_t no_more = SIZE_MAX;
 
-  std::deque<layer_source> layers;         // each id once: equal ids are equal contents
-  std::multimap<std::uint64_t, std::size_t, std::greater<>> waiting;  // bytes -> index into `layers`
-  std::map<std::size_t, std::string> ids;  // place in the plan -> id
-  std::set<std::string> seen;
-  std::optional<plan_end> end;
+  plan_progress plan;
   int workers;
-  // One token per waiting layer, or no_more; closed on failure. A worker that takes a token takes the
-  // largest layer waiting: the longest ones start first, and the small ones fill the gaps at the end.
   asio::experimental::channel<void(error_code, std::size_t)> queue;
-  error_code failed;
-  diagnostics diag;
+
+  // The plan stops: nothing new starts, and the workers waiting for a token end.
+  void stop(shared_state& s) {
+    s.stop = true;
+    queue.close();
+  }
 };
 
 // Reads the plan's lines until its end line, queueing each layer the first time its id comes.
 asio::awaitable<void> read_plan(line_source& next, arrivals& in, shared_state& s) {
   co_await net::accept_cancellation();
+  diagnostics diag;
   auto fail = [&](error_code ec) {
-    if (!in.failed) in.failed = ec;
-    s.stop = true;  // what is in progress stops too: the plan is not whole
-    in.queue.close();
+    in.plan.reading_failed(ec, diag);
+    in.stop(s);
   };
   for (;;) {
-    auto line = co_await next(in.diag);
+    auto line = co_await next(diag);
     if (!line) co_return fail(line.error());
     if (!*line) {
-      in.diag.set("the plan ended before its end line (ferry stopped, or its pack failed)");
+      diag.set("the plan ended before its end line (ferry stopped, or its pack failed)");
       co_return fail(make_error_code(errc::bad_plan));
     }
-    auto parsed = parse_plan_line(**line, in.diag);
+    auto parsed = parse_plan_line(**line, diag);
     if (!parsed) co_return fail(parsed.error());
-    if (auto* end = std::get_if<plan_end>(&*parsed)) {
-      in.end = *end;
-      for (int w = 0; w < in.workers; ++w) {
-        error_code ec;
-        co_await in.queue.async_send(error_code{}, arrivals::no_more, asio::redirect_error(asio::use_awaitable, ec));
-      }
-      co_return;
+    auto taken = in.plan.take(std::move(*parsed), diag);
+    if (!taken) co_return in.stop(s);
+    if (*taken == plan_progress::taken::repeated) continue;
+    const bool ended = *taken == plan_progress::taken::ended;
+    for (int w = 0; w < (ended ? in.workers : 1); ++w) {
+      error_code ec;
+      co_await in.queue.async_send(error_code{}, ended ? arrivals::no_more : 0,
+                                   asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) co_return;  // closed: a layer failed, or cancelled
     }
-    auto* placed = std::get_if<placed_layer>(&*parsed);
-    if (!placed) {
-      in.diag.set("the plan holds a second header");
-      co_return fail(make_error_code(errc::bad_plan));
-    }
-    in.ids[placed->index] = placed->layer.id;
-    if (!in.seen.insert(placed->layer.id).second) continue;
-    in.layers.push_back(std::move(placed->layer));
-    in.waiting.emplace(content_of(in.layers.back()), in.layers.size() - 1);
-    error_code ec;
-    co_await in.queue.async_send(error_code{}, 0, asio::redirect_error(asio::use_awaitable, ec));
-    if (ec) co_return;  // closed: a layer failed, or cancelled
+    if (ended) co_return;
   }
 }
-
-struct layer_outcome {
-  std::string id;
-  result<layer_result> got;
-  diagnostics diag;
-};
 
 // One of the plan's workers: takes queued layers one at a time until the queue closes. A layer that
 // failed for good stops the rest: no new shard starts, no new layer is taken, and the plan is not read on.
 asio::awaitable<void> work_on_layers(tracing::action& act, shared_state& s, arrivals& in,
-                                     std::vector<layer_outcome>& outcomes, const std::function<void()>& stop_reading) {
+                                     const std::function<void()>& stop_reading) {
   co_await net::accept_cancellation();
   for (;;) {
     error_code ec;
     const auto token = co_await in.queue.async_receive(asio::redirect_error(asio::use_awaitable, ec));
-    if (ec || s.stop || token == arrivals::no_more || in.waiting.empty()) co_return;
-    const auto i = in.waiting.begin()->second;
-    in.waiting.erase(in.waiting.begin());
-    layer_outcome out{in.layers[i].id, layer_result{}, {}};
-    out.got = co_await materialise_layer(act, s, in.layers[i], out.diag);
-    const bool failed = !out.got;
-    outcomes.push_back(std::move(out));
-    if (failed && !s.stop) {
-      s.stop = true;
-      in.queue.close();
+    if (ec || token == arrivals::no_more) co_return;
+    const auto* layer = in.plan.next();
+    if (!layer) co_return;
+    diagnostics diag;
+    auto got = co_await materialise_layer(act, s, *layer, diag);
+    in.plan.finished(*layer, std::move(got), diag);
+    if (in.plan.stopping() && !s.stop) {
+      in.stop(s);
       stop_reading();
     }
   }
-}
-
-// The first real failure: not merely another layer stopping for it.
-const layer_outcome* first_failure(const std::vector<layer_outcome>& outcomes) {
-  const layer_outcome* failed = nullptr;
-  for (const auto& o : outcomes) {
-    if (o.got) continue;
-    if (!failed || (failed->got.error() == asio::error::operation_aborted &&
-                    o.got.error() != asio::error::operation_aborted))
-      failed = &o;
-  }
-  return failed;
 }
 
 }  // namespace
@@ -357,45 +321,17 @@ asio::awaitable<result<materialised>> materialise_layers(tracing::action& act, f
   // Layers in progress at once: each holds its lock and its directory open.
   const int workers = std::max(1, ctx.limits.parallelism);
   arrivals in(io, workers);
-  std::vector<layer_outcome> outcomes;
   std::vector<asio::awaitable<void>> work;
   work.push_back(read_plan(next, in, s));
-  for (int i = 0; i < workers; ++i)
-    work.push_back(work_on_layers(act, s, in, outcomes, stop_reading));
+  for (int i = 0; i < workers; ++i) work.push_back(work_on_layers(act, s, in, stop_reading));
   co_await net::run_all(std::move(work));
-  // The plan's own failure comes first when the layers only stopped for it.
-  const auto* failed = first_failure(outcomes);
-  if (in.failed && (!failed || failed->got.error() == asio::error::operation_aborted)) {
-    diag = std::move(in.diag);
-    co_return in.failed;
-  }
-  if (failed) {
-    diag = failed->diag;
-    co_return failed->got.error();
-  }
+  if (auto failed = in.plan.failure(diag)) co_return *failed;
   if (co_await net::cancelled()) co_return error_code(asio::error::operation_aborted);
-  if (!in.end) co_return error_code(asio::error::operation_aborted);
-  materialised m;
+  auto env = in.plan.environment([&](const std::string& id) { return cache->layer_dir(id); }, diag);
+  if (!env) co_return env.error();
+  materialised m = std::move(*env);
   m.cache_dir = cache->dir();
-  for (const auto& o : outcomes) {
-    if (o.got->cached) {
-      ++m.layers_cached;
-    } else {
-      ++m.layers_fetched;
-      m.bytes_fetched += o.got->downloaded;
-    }
-  }
-  for (std::size_t i = 0; i < in.end->layers; ++i) {
-    const auto it = in.ids.find(i);
-    if (it == in.ids.end()) {
-      diag.set(fmt::format("the plan ended without layer {} of its {}", i + 1, in.end->layers));
-      co_return make_error_code(errc::bad_plan);
-    }
-    m.python_path.push_back(cache->layer_dir(it->second));
-  }
-  if (in.end->workspace) {
-    m.workdir = m.python_path[*in.end->workspace];
-  } else {
+  if (m.workdir.empty()) {
     // A command without a workspace runs in an empty directory of the cache, never in a layer.
     m.workdir = cache->dir() + "/empty";
     if (::mkdir(m.workdir.c_str(), 0755) != 0 && errno != EEXIST) {
@@ -403,7 +339,7 @@ asio::awaitable<result<materialised>> materialise_layers(tracing::action& act, f
       co_return make_error_code(errc::cache_failed);
     }
   }
-  for (const auto& e : cache->evict(header.cache_cap, in.seen)) {
+  for (const auto& e : cache->evict(header.cache_cap, in.plan.ids())) {
     act.log(action_types::evicted, {{"layer", e.id}, {"disk_bytes", e.disk_bytes}});
     ++m.layers_evicted;
   }

@@ -5,8 +5,9 @@
 // (shard_fetch.hpp); a layer whose shards all succeeded is renamed into place, then marked. A failed
 // attempt at a layer (a cut download, a 5xx) throws its directory away and tries again through the retry
 // helper; once a layer has failed for good, no new shard starts. Least recently used layers beyond the
-// plan's cap are evicted at the end.
+// plan's cap are evicted at the end. What is known of the plan as it goes is plan_progress.hpp (sans-io).
 #include "agent/node/plan.hpp"
+#include "agent/node/plan_progress.hpp"
 #include "agent/node/shard_fetch.hpp"
 #include "tracing/action.hpp"
 
@@ -19,14 +20,6 @@
 #include <vector>
 
 namespace ferry::agent::node {
-
-struct materialised {
-  std::string cache_dir;
-  std::string workdir;                   // the workspace layer's directory, or empty
-  std::vector<std::string> python_path;  // the layers' directories, in plan order
-  std::size_t layers_cached = 0, layers_fetched = 0, layers_evicted = 0;
-  std::uint64_t bytes_fetched = 0;
-};
 
 // The plan's next line (after its header), waiting for it; none at the end of the input.
 using line_source = std::function<asio::awaitable<result<std::optional<std::string>>>(diagnostics&)>;

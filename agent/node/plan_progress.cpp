@@ -1,0 +1,108 @@
+#include "agent/node/plan_progress.hpp"
+
+#include "agent/node/error.hpp"
+
+#include <boost/asio/error.hpp>
+#include <fmt/format.h>
+
+namespace ferry::agent::node {
+namespace {
+
+std::uint64_t content_of(const layer_source& layer) {
+  std::uint64_t total = 0;
+  for (const auto& s : layer.shards) total += s.content;
+  return total;
+}
+
+bool aborted(const error_code& ec) { return ec == boost::asio::error::operation_aborted; }
+
+}  // namespace
+
+result<plan_progress::taken> plan_progress::take(plan_line line, diagnostics& diag) {
+  auto refuse = [&](std::string text) {
+    diag.set(std::move(text));
+    reading_failed(make_error_code(errc::bad_plan), diag);
+    return result<taken>(boost::system::in_place_error, make_error_code(errc::bad_plan));
+  };
+  if (end_) return refuse("the plan goes on after its end line");
+  if (std::holds_alternative<plan_header>(line)) return refuse("the plan holds a second header");
+  if (auto* end = std::get_if<plan_end>(&line)) {
+    end_ = *end;
+    return taken::ended;
+  }
+  auto& placed = std::get<placed_layer>(line);
+  places_[placed.index] = placed.layer.id;
+  if (!seen_.insert(placed.layer.id).second) return taken::repeated;
+  layers_.push_back(std::move(placed.layer));
+  waiting_.emplace(content_of(layers_.back()), layers_.size() - 1);
+  return taken::queued;
+}
+
+void plan_progress::reading_failed(error_code ec, const diagnostics& diag) {
+  if (!reading_error_) {
+    reading_error_ = ec;
+    reading_diag_ = diag;
+  }
+  stopping_ = true;  // what is in progress stops too: the plan is not whole
+}
+
+const layer_source* plan_progress::next() {
+  if (stopping_ || waiting_.empty()) return nullptr;
+  const auto i = waiting_.begin()->second;
+  waiting_.erase(waiting_.begin());
+  return &layers_[i];
+}
+
+void plan_progress::finished(const layer_source& layer, result<layer_result> got, const diagnostics& diag) {
+  if (!got) stopping_ = true;
+  outcomes_.push_back({layer.id, std::move(got), diag});
+}
+
+std::optional<error_code> plan_progress::failure(diagnostics& diag) const {
+  const outcome* failed = nullptr;
+  for (const auto& o : outcomes_) {
+    if (o.got) continue;
+    if (!failed || (aborted(failed->got.error()) && !aborted(o.got.error()))) failed = &o;
+  }
+  if (reading_error_ && (!failed || aborted(failed->got.error()))) {
+    diag = reading_diag_;
+    return reading_error_;
+  }
+  if (failed) {
+    diag = failed->diag;
+    return failed->got.error();
+  }
+  return std::nullopt;
+}
+
+result<materialised> plan_progress::environment(const std::function<std::string(const std::string&)>& layer_dir,
+                                                diagnostics& diag) const {
+  // A plan that never ended, or a layer it named that was never made, is work cut short.
+  if (!end_ || outcomes_.size() < layers_.size()) return error_code(boost::asio::error::operation_aborted);
+  materialised m;
+  for (const auto& o : outcomes_) {
+    if (!o.got) continue;
+    if (o.got->cached) {
+      ++m.layers_cached;
+    } else {
+      ++m.layers_fetched;
+      m.bytes_fetched += o.got->downloaded;
+    }
+  }
+  for (std::size_t i = 0; i < end_->layers; ++i) {
+    const auto it = places_.find(i);
+    if (it == places_.end()) {
+      diag.set(fmt::format("the plan ended without layer {} of its {}", i + 1, end_->layers));
+      return make_error_code(errc::bad_plan);
+    }
+    m.python_path.push_back(layer_dir(it->second));
+  }
+  if (places_.size() > end_->layers) {
+    diag.set(fmt::format("the plan placed {} layers, its end line counts {}", places_.size(), end_->layers));
+    return make_error_code(errc::bad_plan);
+  }
+  if (end_->workspace) m.workdir = m.python_path[*end_->workspace];
+  return m;
+}
+
+}  // namespace ferry::agent::node

@@ -1,0 +1,83 @@
+#pragma once
+// What the node program knows of a plan while it materialises it, without any I/O: the plan's lines as
+// they come (each layer queued the first time its id arrives, its places in the plan kept), which layer a
+// free worker takes next (the largest waiting: the longest ones start first, the small ones fill the gaps
+// at the end), how each layer ended, and, once nothing runs, the outcome: the layers' directories in plan
+// order, or the failure that matters. The first failure stops the plan: no layer is handed out after it.
+// materialise_layers.hpp drives it; its tests script every step, a failure and a cancellation at each.
+#include "agent/node/plan.hpp"
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace ferry::agent::node {
+
+struct layer_result {
+  bool cached = false;
+  std::uint64_t downloaded = 0;
+};
+
+struct materialised {
+  std::string cache_dir;
+  std::string workdir;                   // the workspace layer's directory, or empty: none
+  std::vector<std::string> python_path;  // the layers' directories, in plan order
+  std::size_t layers_cached = 0, layers_fetched = 0, layers_evicted = 0;
+  std::uint64_t bytes_fetched = 0;
+};
+
+class plan_progress {
+ public:
+  enum class taken { queued, repeated, ended };
+
+  // A line that followed the header. errc::bad_plan for a second header or a line after the end (the
+  // plan then stops, as for reading_failed).
+  result<taken> take(plan_line line, diagnostics& diag);
+  // Reading the plan failed (the input ended early, a malformed line, cancelled).
+  void reading_failed(error_code ec, const diagnostics& diag);
+
+  // The largest layer waiting, off the queue; none when none waits or the plan stops.
+  const layer_source* next();
+  // How a layer's work ended; a failure stops the plan.
+  void finished(const layer_source& layer, result<layer_result> got, const diagnostics& diag);
+
+  bool stopping() const { return stopping_; }
+  bool ended() const { return end_.has_value(); }
+  std::size_t waiting() const { return waiting_.size(); }
+  // Every id the plan named so far: the layers eviction must keep.
+  const std::set<std::string>& ids() const { return seen_; }
+
+  // The failure that matters, once nothing runs: a layer's own before the plan's, the plan's before a
+  // layer that merely stopped for it (operation_aborted).
+  std::optional<error_code> failure(diagnostics& diag) const;
+  // The environment, with `layer_dir(id)` for each place; operation_aborted when the plan never ended,
+  // errc::bad_plan when a place the end line counts never came. Counts are those of finished layers.
+  result<materialised> environment(const std::function<std::string(const std::string&)>& layer_dir,
+                                   diagnostics& diag) const;
+
+ private:
+  struct outcome {
+    std::string id;
+    result<layer_result> got;
+    diagnostics diag;
+  };
+
+  // Each id once (equal ids are equal contents). A deque: a layer handed out stays where it is while
+  // more arrive.
+  std::deque<layer_source> layers_;
+  std::multimap<std::uint64_t, std::size_t, std::greater<>> waiting_;  // content bytes -> index into layers_
+  std::map<std::size_t, std::string> places_;  // place in the plan -> id
+  std::set<std::string> seen_;
+  std::optional<plan_end> end_;
+  std::vector<outcome> outcomes_;
+  std::optional<error_code> reading_error_;
+  diagnostics reading_diag_;
+  bool stopping_ = false;
+};
+
+}  // namespace ferry::agent::node

@@ -1,0 +1,206 @@
+// The node program's plan bookkeeping (agent/node/plan_progress.hpp), sans-io: a scripted materialise of a
+// plan whose lines arrive interleaved with the layers' work, run whole, then again with a failure of the
+// reading, a failure of a layer and a cancellation injected at every step.
+#include "agent/node/plan_progress.hpp"
+
+#include "agent/node/error.hpp"
+
+#include <boost/asio/error.hpp>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace ferry::agent::node {
+namespace {
+
+layer_source layer(std::string id, std::uint64_t content) {
+  layer_source l;
+  l.id = std::move(id);
+  l.name = "layer-" + l.id;
+  l.shards.push_back({"http://storage/" + l.id, std::string(64, 'a'), 100, 1, content});
+  return l;
+}
+
+plan_line line_of(std::size_t index, std::string id, std::uint64_t content) {
+  return placed_layer{index, layer(std::move(id), content)};
+}
+
+// One step of the script: a line arrives, a worker takes the next layer (and which it must be), or a
+// layer's work ends (cached or fetched).
+struct step {
+  enum kind { line, next, finish } what;
+  plan_line text = plan_end{};
+  std::string id;  // next: the layer expected; finish: the layer that ends
+  bool cached = false;
+};
+
+std::vector<step> script() {
+  return {
+      {step::line, line_of(0, "aa", 10)},
+      {step::line, line_of(1, "bb", 30)},
+      {step::next, {}, "bb"},  // the largest waiting first
+      {step::line, line_of(2, "aa", 10)},  // a place of its own, no second download
+      {step::next, {}, "aa"},
+      {step::finish, {}, "bb"},
+      {step::line, line_of(3, "cc", 20)},
+      {step::finish, {}, "aa", true},
+      {step::next, {}, "cc"},
+      {step::line, plan_end{4, 1}},
+      {step::finish, {}, "cc"},
+  };
+}
+
+std::string dir_of(const std::string& id) { return "/cache/layers/" + id; }
+
+enum class injected { none, reading_fails, layer_fails, cancelled };
+
+struct run_result {
+  plan_progress plan;
+  std::vector<std::string> handed_out_after;  // layers handed out after the injection
+  bool injected_here = false;
+};
+
+// Runs the script, injecting `what` at step `at`; the layers in progress then end as stopped.
+run_result run_script(injected what, std::size_t at) {
+  run_result r;
+  std::vector<const layer_source*> running;
+  bool stopped = false;
+  const auto s = script();
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const auto& st = s[i];
+    diagnostics diag;
+    if (i == at && what == injected::reading_fails) {
+      diag.set("the plan ended before its end line");
+      r.plan.reading_failed(make_error_code(errc::bad_plan), diag);
+      r.injected_here = stopped = true;
+      continue;
+    }
+    if (i == at && what == injected::cancelled) {
+      r.plan.reading_failed(boost::asio::error::operation_aborted, diag);
+      r.injected_here = stopped = true;
+      continue;
+    }
+    switch (st.what) {
+      case step::line:
+        if (!stopped) (void)r.plan.take(st.text, diag);
+        break;
+      case step::next: {
+        const auto* l = r.plan.next();
+        if (stopped) {
+          if (l) r.handed_out_after.push_back(l->id);
+        } else {
+          EXPECT_NE(l, nullptr) << "step " << i;
+          if (l) {
+            EXPECT_EQ(l->id, st.id) << "step " << i;
+            running.push_back(l);
+          }
+        }
+        break;
+      }
+      case step::finish: {
+        auto it = std::find_if(running.begin(), running.end(), [&](auto* l) { return l->id == st.id; });
+        if (it == running.end()) break;
+        const auto* l = *it;
+        running.erase(it);
+        if (i == at && what == injected::layer_fails) {
+          diag.set("downloading layer " + l->name + ": storage answered HTTP 403");
+          r.plan.finished(*l, make_error_code(errc::download_failed), diag);
+          r.injected_here = stopped = true;
+        } else if (stopped) {
+          r.plan.finished(*l, error_code(boost::asio::error::operation_aborted), diag);
+        } else {
+          r.plan.finished(*l, layer_result{st.cached, st.cached ? 0u : 100u}, diag);
+        }
+        break;
+      }
+    }
+  }
+  for (const auto* l : running) r.plan.finished(*l, error_code(boost::asio::error::operation_aborted), {});
+  return r;
+}
+
+TEST(plan_progress, a_whole_plan_gives_its_layers_in_plan_order_each_made_once) {
+  auto r = run_script(injected::none, SIZE_MAX);
+  diagnostics diag;
+  EXPECT_FALSE(r.plan.failure(diag));
+  auto env = r.plan.environment(dir_of, diag);
+  ASSERT_TRUE(env) << diag.message;
+  EXPECT_EQ(env->python_path, (std::vector<std::string>{dir_of("aa"), dir_of("bb"), dir_of("aa"), dir_of("cc")}));
+  EXPECT_EQ(env->workdir, dir_of("bb"));
+  EXPECT_EQ(env->layers_cached, 1u);
+  EXPECT_EQ(env->layers_fetched, 2u);
+  EXPECT_EQ(env->bytes_fetched, 200u);
+  EXPECT_EQ(r.plan.ids(), (std::set<std::string>{"aa", "bb", "cc"}));
+}
+
+TEST(plan_progress, a_failure_at_any_step_stops_the_plan_and_is_the_one_reported) {
+  const auto steps = script().size();
+  for (auto what : {injected::reading_fails, injected::layer_fails, injected::cancelled}) {
+    for (std::size_t at = 0; at < steps; ++at) {
+      auto r = run_script(what, at);
+      if (!r.injected_here) continue;  // a layer's failure only where a layer ends
+      SCOPED_TRACE(::testing::Message() << "injected " << static_cast<int>(what) << " at step " << at);
+      EXPECT_TRUE(r.plan.stopping());
+      EXPECT_TRUE(r.handed_out_after.empty()) << "a layer was handed out after the plan stopped";
+      EXPECT_EQ(r.plan.next(), nullptr);
+      diagnostics diag;
+      const auto failed = r.plan.failure(diag);
+      ASSERT_TRUE(failed);
+      switch (what) {
+        case injected::reading_fails:
+          EXPECT_EQ(*failed, errc::bad_plan);
+          EXPECT_EQ(diag.message, "the plan ended before its end line");
+          break;
+        case injected::layer_fails:
+          // The layer's own failure, not the plan's stop nor the other layers' aborts.
+          EXPECT_EQ(*failed, errc::download_failed);
+          EXPECT_NE(diag.message.find("HTTP 403"), std::string::npos) << diag.message;
+          break;
+        default:
+          EXPECT_EQ(*failed, boost::asio::error::operation_aborted);
+      }
+    }
+  }
+}
+
+TEST(plan_progress, a_plan_that_ends_short_or_out_of_shape_is_refused) {
+  diagnostics diag;
+  {
+    plan_progress p;  // the end counts a place that never came
+    ASSERT_TRUE(p.take(line_of(0, "aa", 1), diag));
+    ASSERT_TRUE(p.take(plan_end{2, std::nullopt}, diag));
+    p.finished(*p.next(), layer_result{}, diag);
+    auto env = p.environment(dir_of, diag);
+    ASSERT_FALSE(env);
+    EXPECT_EQ(env.error(), errc::bad_plan);
+    EXPECT_EQ(diag.message, "the plan ended without layer 2 of its 2");
+  }
+  {
+    plan_progress p;  // a place beyond the count
+    ASSERT_TRUE(p.take(line_of(5, "aa", 1), diag));
+    ASSERT_TRUE(p.take(plan_end{1, std::nullopt}, diag));
+    p.finished(*p.next(), layer_result{}, diag);
+    EXPECT_FALSE(p.environment(dir_of, diag));
+  }
+  {
+    plan_progress p;  // a second header, a line after the end
+    auto second = p.take(plan_header{}, diag);
+    ASSERT_FALSE(second);
+    EXPECT_TRUE(p.stopping());
+    plan_progress q;
+    ASSERT_TRUE(q.take(plan_end{0, std::nullopt}, diag));
+    EXPECT_FALSE(q.take(line_of(0, "aa", 1), diag));
+    EXPECT_EQ(diag.message, "the plan goes on after its end line");
+  }
+  {
+    plan_progress p;  // never ended, or a layer never made: cut short
+    ASSERT_TRUE(p.take(line_of(0, "aa", 1), diag));
+    EXPECT_EQ(p.environment(dir_of, diag).error(), boost::asio::error::operation_aborted);
+    ASSERT_TRUE(p.take(plan_end{1, std::nullopt}, diag));
+    EXPECT_EQ(p.environment(dir_of, diag).error(), boost::asio::error::operation_aborted);
+  }
+}
+
+}  // namespace
+}  // namespace ferry::agent::node
