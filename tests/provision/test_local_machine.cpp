@@ -75,8 +75,12 @@ TEST(network, node_addresses_stay_inside_10_200_and_avoid_the_bridge) {
 
 class machine_at_address : public test::local_fixture {
  protected:
-  // An address other test runs on this machine are unlikely to hold at the same moment.
-  std::string address() const { return node_address(static_cast<std::uint16_t>(0xf000 + ::getpid() % 0xf00 + 2)); }
+  // An address other test runs on this machine are unlikely to hold at the same moment: from the pid,
+  // in 10.200.240-254.x, its last byte never 0 or 255 (no node address ends so).
+  std::string address() const {
+    const auto pid = static_cast<unsigned>(::getpid());
+    return node_address(static_cast<std::uint16_t>(((0xf0 + pid / 250 % 0x0f) << 8) | (2 + pid % 250)));
+  }
 
   machine_spec spec(std::string id, std::string address) const {
     machine_spec s;
