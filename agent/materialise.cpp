@@ -35,12 +35,7 @@ result<environment> environment_of(const node_answer& answer, std::size_t layers
 materialise_options materialise_options::from(const config::settings& settings) {
   materialise_options o;
   auto& l = o.limits;
-  l.connect_timeout_ms = settings.net.connect_timeout.count();
-  l.read_timeout_ms = settings.agent.download_timeout.count();
-  l.lock_timeout_ms = settings.agent.cache_lock_timeout.count();
-  l.attempts = std::max(1, settings.net.retry.max_attempts);
-  l.retry_base_ms = settings.net.retry.base_delay.count();
-  l.retry_max_ms = settings.net.retry.max_delay.count();
+  l = limits_of(settings);
   l.parallelism = std::max(1, settings.agent.download_parallelism);
   l.range_size = std::max<std::uint64_t>(settings.agent.download_range.bytes, 64 << 10);
   l.max_shard_content = settings.agent.max_shard_content.bytes;

@@ -90,6 +90,17 @@ bool missing(const node_answer& a) { return a.exit.status == 127 && a.err.find(m
 
 }  // namespace
 
+node::node_limits limits_of(const config::settings& settings) {
+  node::node_limits l;
+  l.connect_timeout_ms = settings.net.connect_timeout.count();
+  l.read_timeout_ms = settings.agent.download_timeout.count();
+  l.lock_timeout_ms = settings.agent.cache_lock_timeout.count();
+  l.attempts = std::max(1, settings.net.retry.max_attempts);
+  l.retry_base_ms = settings.net.retry.base_delay.count();
+  l.retry_max_ms = settings.net.retry.max_delay.count();
+  return l;
+}
+
 bool node_answer::succeeded() const { return exit.success() && end && end_text(*this, "action_status") == "succeeded"; }
 
 std::string end_text(const node_answer& answer, std::string_view key) {

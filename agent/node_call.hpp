@@ -8,7 +8,9 @@
 // A node that lacks this build of the program gets it (agent/node_program.hpp) and the call is made once
 // more; the level that was handed to the missing program holds a ferry:node:absent action, so that the
 // task has no hole in it.
+#include "agent/node/plan.hpp"
 #include "agent/node_program.hpp"
+#include "config/settings.hpp"
 #include "net/ssh_exec.hpp"
 #include "net/ssh_streams.hpp"
 #include "tracing/action.hpp"
@@ -42,6 +44,11 @@ struct node_answer {
 
   bool succeeded() const;
 };
+
+// The deadlines and retries the node program works within, from config: net.connect_timeout,
+// agent.download_timeout (one read), agent.cache_lock_timeout, net.retry.*. Parallelism and sizes are the
+// caller's.
+node::node_limits limits_of(const config::settings& settings);
 
 // The node's own trace file for `act`'s node steps; a discarded trace (no file) discards the node's too.
 std::unique_ptr<tracing::sink> node_trace(const tracing::action& act, std::string_view node);

@@ -48,13 +48,8 @@ result<stage_spec> parse_stage_spec(std::string_view text, diagnostics& diag) {
 
 stage_options stage_options::from(const config::settings& s) {
   stage_options o;
-  auto& l = o.limits;
-  l.connect_timeout_ms = s.net.connect_timeout.count();
-  l.read_timeout_ms = s.agent.download_timeout.count();
-  l.attempts = std::max(1, s.net.retry.max_attempts);
-  l.retry_base_ms = s.net.retry.base_delay.count();
-  l.retry_max_ms = s.net.retry.max_delay.count();
-  l.parallelism = std::max(1, s.agent.stage_parallelism);
+  o.limits = limits_of(s);
+  o.limits.parallelism = std::max(1, s.agent.stage_parallelism);
   return o;
 }
 

@@ -190,22 +190,33 @@ int run_work(asio::io_context& io, ferry::tracing::sink& out, ferry::tracing::ac
   return 0;
 }
 
-int materialise() {
+// A subcommand's whole life: its plan read with `read(lines, diag)` (blocking, before anything starts; the
+// plan has a task_id and limits), then `work(act, ctx, plan, lines, diag)` under the root action `type`,
+// which continues the plan's task.
+template <class T, class Read, class Work, class Succeed>
+int run_plan(std::string_view type, Read read, Work work, Succeed succeed) {
   asio::io_context io(1);
   node::line_reader lines(io.get_executor(), 0);
   diagnostics diag;
-  auto header = read_header(lines, diag);
-  if (!header) return say(2, ferry::describe(header.error(), diag));
+  auto plan = read(lines, diag);
+  if (!plan) return say(2, ferry::describe(plan.error(), diag));
   auto out = ferry::tracing::sink::adopt(::dup(1), "stdout");
-  auto act = root_action(*out, header->task_id, node::action_types::materialise);
+  auto act = root_action(*out, plan->task_id, type);
   auto tls = ferry::net::make_tls_context("", diag);
   if (!tls) return say(1, ferry::describe(tls.error(), diag));
-  work_context ctx(io, header->limits, std::move(*tls));
-  return run_work<node::materialised>(
-      io, *out, act,
-      [&] {
+  work_context ctx(io, plan->limits, std::move(*tls));
+  return run_work<T>(
+      io, *out, act, [&] { return work(act, ctx, *plan, lines, diag); }, succeed, diag);
+}
+
+int materialise() {
+  return run_plan<node::materialised>(
+      node::action_types::materialise, read_header,
+      [](ferry::tracing::action& act, work_context& ctx, const node::plan_header& header, node::line_reader& lines,
+         diagnostics& diag) {
         return node::materialise_layers(
-            act, ctx.fetch, *header, [&](diagnostics& d) { return lines.next(d); }, [&] { lines.cancel(); }, diag);
+            act, ctx.fetch, header, [&lines](diagnostics& d) { return lines.next(d); }, [&lines] { lines.cancel(); },
+            diag);
       },
       [](ferry::tracing::action& a, const node::materialised& got) {
         boost::json::array path;
@@ -218,8 +229,7 @@ int materialise() {
                    {"layers_fetched", got.layers_fetched},
                    {"bytes_fetched", got.bytes_fetched},
                    {"layers_evicted", got.layers_evicted}});
-      },
-      diag);
+      });
 }
 
 // The staging plan: its header line, then as many object lines as the header says.
@@ -245,22 +255,13 @@ result<node::stage_request> read_stage(node::line_reader& lines, diagnostics& di
 }
 
 int stage() {
-  asio::io_context io(1);
-  node::line_reader lines(io.get_executor(), 0);
-  diagnostics diag;
-  auto request = read_stage(lines, diag);
-  if (!request) return say(2, ferry::describe(request.error(), diag));
-  auto out = ferry::tracing::sink::adopt(::dup(1), "stdout");
-  auto act = root_action(*out, request->task_id, node::action_types::stage);
-  auto tls = ferry::net::make_tls_context("", diag);
-  if (!tls) return say(1, ferry::describe(tls.error(), diag));
-  work_context ctx(io, request->limits, std::move(*tls));
-  return run_work<node::stage_outcome>(
-      io, *out, act, [&] { return node::stage_objects(act, ctx.fetch, *request, diag); },
+  return run_plan<node::stage_outcome>(
+      node::action_types::stage, read_stage,
+      [](ferry::tracing::action& act, work_context& ctx, const node::stage_request& request, node::line_reader&,
+         diagnostics& diag) { return node::stage_objects(act, ctx.fetch, request, diag); },
       [](ferry::tracing::action& a, const node::stage_outcome& got) {
         a.succeed({{"fetched", got.fetched}, {"kept", got.kept}, {"bytes_fetched", got.bytes}});
-      },
-      diag);
+      });
 }
 
 // One line on stdin: the watchdog's settings; the outcome ends the root action.
