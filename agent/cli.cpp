@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <unistd.h>
 
@@ -130,6 +131,20 @@ void end_root(tracing::action& root, int code) {
     root.fail_exception("exit", fmt::format("exit code {}", code));
 }
 
+// `--env NAME=VALUE` values may be secrets, and any user of this machine can read a process's argv in
+// /proc. Once parsed (CLI11 holds copies), each value is overwritten in place, as database clients do
+// with passwords; `--env NAME`, which takes the value from ferry's own environment, leaves none there.
+void hide_env_values(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a(argv[i]);
+    char* text = nullptr;
+    if (a == "--env" && i + 1 < argc) text = argv[++i];
+    else if (a.starts_with("--env=")) text = argv[i] + 6;
+    if (!text) continue;
+    if (char* eq = std::strchr(text, '='); eq) std::memset(eq + 1, 'x', std::strlen(eq + 1));
+  }
+}
+
 }  // namespace
 
 int run_cli(int argc, char** argv) {
@@ -153,6 +168,7 @@ int run_cli(int argc, char** argv) {
   while (ours < argc && std::string_view(argv[ours]) != "--") ++ours;
   if (ours < argc) g.command.assign(argv + ours + 1, argv + argc);
   if (auto code = parse(app, ours, argv)) return *code;
+  hide_env_values(ours, argv);
   if (ours < argc && !selected.takes_command) {
     print_error("this command takes no command after --");
     return exit_code::usage;

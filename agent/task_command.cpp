@@ -4,6 +4,9 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
+#include <random>
+
 namespace ferry::agent {
 
 namespace {
@@ -17,21 +20,39 @@ bool shell_name(std::string_view name) {
   return true;
 }
 
+// The line that ends the assignments: random, so that no value can end them early.
+std::string end_line(const env_vars& vars) {
+  for (;;) {
+    std::random_device rd;
+    const auto line = fmt::format("ferry-env-end-{:08x}{:08x}{:08x}{:08x}", rd(), rd(), rd(), rd());
+    bool clash = false;
+    for (const auto& kv : vars) clash = clash || kv.second.find(line) != std::string::npos;
+    if (!clash) return line;
+  }
+}
+
 }  // namespace
 
 bool parse_env_var(std::string_view text, std::pair<std::string, std::string>& out, std::string& why) {
   const auto eq = text.find('=');
-  if (eq == std::string_view::npos) {
-    why = fmt::format("--env {}: give NAME=VALUE", text);
-    return false;
-  }
   const auto name = text.substr(0, eq);
   if (!shell_name(name)) {
-    why = fmt::format("--env {}: {} is not a variable name (letters, digits and _, not starting with a digit)", text,
-                      name);
+    // The name alone: the value may be a secret.
+    why = fmt::format("--env {}=...: {} is not a variable name (letters, digits and _, not starting with a digit)",
+                      name, name);
     return false;
   }
-  out = {std::string(name), std::string(text.substr(eq + 1))};
+  if (eq != std::string_view::npos) {
+    out = {std::string(name), std::string(text.substr(eq + 1))};
+    return true;
+  }
+  // `--env NAME`: this process's value, which then never appears in an argv at all.
+  const char* value = std::getenv(std::string(name).c_str());
+  if (!value) {
+    why = fmt::format("--env {}: {} is not set here; give NAME=VALUE, or set it before running ferry", name, name);
+    return false;
+  }
+  out = {std::string(name), value};
   return true;
 }
 
@@ -44,20 +65,29 @@ bool parse_env_vars(const std::vector<std::string>& texts, env_vars& out, std::s
   return true;
 }
 
-std::string task_command(const environment& env, std::string_view task_id, const env_vars& vars,
-                         const std::vector<std::string>& argv) {
+task_line task_command(const environment& env, std::string_view task_id, const env_vars& vars,
+                       const std::vector<std::string>& argv) {
   std::string python_path;
   for (const auto& p : env.python_path) {
     if (!python_path.empty()) python_path.push_back(':');
     python_path += p;
   }
-  // Assignments before `exec` are exported to the command alone; the user's come last, so they win.
-  std::string line = fmt::format("cd {} && PYTHONPATH={} FERRY_TASK_ID={}", net::shell_quote(env.workdir),
-                                 net::shell_quote(python_path), net::shell_quote(task_id));
-  for (const auto& [k, v] : vars) line += fmt::format(" {}={}", k, net::shell_quote(v));
-  line += " exec ";
-  line += net::quote_argv(argv);
-  return line;
+  task_line out;
+  out.command = fmt::format("cd {} && PYTHONPATH={} && FERRY_TASK_ID={} && export PYTHONPATH FERRY_TASK_ID && ",
+                            net::shell_quote(env.workdir), net::shell_quote(python_path), net::shell_quote(task_id));
+  if (!vars.empty()) {
+    // The user's come after ferry's, so they win. `read` is a builtin: the values reach no argv.
+    const auto end = end_line(vars);
+    for (const auto& [k, v] : vars) out.input += fmt::format("export {}={}\n", k, net::shell_quote(v));
+    out.input += end + "\n";
+    out.command += fmt::format(
+        "ferry_env= && while IFS= read -r ferry_line && [ \"$ferry_line\" != {0} ]; do ferry_env=\"$ferry_env$ferry_line\n"
+        "\"; done && [ \"$ferry_line\" = {0} ] && eval \"$ferry_env\" && unset ferry_env ferry_line && ",
+        end);
+  }
+  out.command += "exec ";
+  out.command += net::quote_argv(argv);
+  return out;
 }
 
 }  // namespace ferry::agent

@@ -3,6 +3,10 @@
 // sys.path order, FERRY_TASK_ID set to the task's serialised eliot id (a Python program that uses eliot
 // continues the trace with it), the user's --env variables, and the command itself, exec'd so that its
 // exit status and signals are its own.
+//
+// The --env values never enter the line: it is traced (ssh:exec) and it is the argv of the node's shell,
+// which any user of the node can read in /proc. They travel on the command's stdin instead, as quoted
+// assignments up to a random end line, and the shell evals them before it execs the command.
 #include "agent/materialise.hpp"
 
 #include <string>
@@ -19,7 +23,12 @@ bool parse_env_var(std::string_view text, std::pair<std::string, std::string>& o
 // Every --env of a command; false (and `why`, naming the first bad one) when one is malformed.
 bool parse_env_vars(const std::vector<std::string>& texts, env_vars& out, std::string& why);
 
-std::string task_command(const environment& env, std::string_view task_id, const env_vars& vars,
-                         const std::vector<std::string>& argv);
+struct task_line {
+  std::string command;  // for the node's sh; holds no --env value
+  std::string input;    // the command's stdin: the --env assignments, empty when there are none
+};
+
+task_line task_command(const environment& env, std::string_view task_id, const env_vars& vars,
+                       const std::vector<std::string>& argv);
 
 }  // namespace ferry::agent

@@ -112,8 +112,10 @@ asio::awaitable<bool> attempt(tracing::action& job_act, job_node& jn, map_state&
                                                   {"attempt", t.attempts}});
   net::collect_sink sink(st.output_limit);
   net::exec_request request;
-  request.command = command_for(jn.ready.node, task_command(jn.env, task.hand_off_task_id(), st.vars,
-                                                            task_argv(st.args->command, t.input)));
+  const auto line = task_command(jn.env, task.hand_off_task_id(), st.vars, task_argv(st.args->command, t.input));
+  request.command = command_for(jn.ready.node, line.command);
+  net::buffer_source env_input(line.input);
+  if (!line.input.empty()) request.input = &env_input;
   request.output = &sink;
   const auto begin = std::chrono::steady_clock::now();
   diagnostics diag;
@@ -309,7 +311,8 @@ void add_map_command(CLI::App& app, selected_command& selected) {
   cmd->add_option("--nodes", args->nodes, "nodes to start with (nodes.count)")->check(CLI::Range(1, 1000));
   cmd->add_option("--output", args->output, "write each task's output to DIR/<task>.out and .err");
   cmd->add_option("--provider", *provider, "local, ssh or ec2 (nodes.provider)");
-  cmd->add_option("--env", args->env, "set NAME=VALUE in each task's environment (repeatable)")
+  cmd->add_option("--env", args->env, "set NAME=VALUE in each task's environment; NAME alone passes on the value it has here "
+                  "(repeatable)")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->prefix_command();

@@ -145,10 +145,12 @@ asio::awaitable<void> run_on(tracing::action& job_act, job_node& jn, run_state& 
                                                   {"command", net::quote_argv(state.args.command)}});
   node_output output(state.prefixed ? fmt::format("{} | ", jn.ready.node.name) : std::string());
   net::exec_request request;
-  auto lines = task_command(jn.env, task.hand_off_task_id(), state.vars, state.args.command);
+  auto line = task_command(jn.env, task.hand_off_task_id(), state.vars, state.args.command);
   // The stream's directories exist before the command looks for them, however late the stager starts.
-  if (streaming) lines = streamed_dirs_line(state) + lines;
-  request.command = command_for(jn.ready.node, lines);
+  if (streaming) line.command = streamed_dirs_line(state) + line.command;
+  request.command = command_for(jn.ready.node, line.command);
+  net::buffer_source env_input(line.input);
+  if (!line.input.empty()) request.input = &env_input;
   request.output = &output;
   auto done = co_await net::exec(task, *jn.ready.session, request, result.diag);
   output.flush();
@@ -266,7 +268,8 @@ void add_run_command(CLI::App& app, selected_command& selected) {
   auto* cmd = app.add_subcommand("run", "run a command on nodes with the project and its Python path in place");
   cmd->add_option("--nodes", args->nodes, "how many nodes (nodes.count)")->check(CLI::Range(1, 1000));
   cmd->add_option("--provider", *provider, "local, ssh or ec2 (nodes.provider)");
-  cmd->add_option("--env", args->env, "set NAME=VALUE in the command's environment (repeatable)")
+  cmd->add_option("--env", args->env, "set NAME=VALUE in the command's environment; NAME alone passes on the value it has here "
+                  "(repeatable)")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("--stage", args->stages,

@@ -115,6 +115,20 @@ class run_cli : public ::testing::Test {
     }
     return out;
   }
+  // S3 requests that write (PutObject, CreateMultipartUpload, UploadPart, ...) in a trace file.
+  static std::size_t s3_writes(const fs::path& trace) {
+    std::size_t n = 0;
+    std::ifstream in(trace);
+    for (std::string line; std::getline(in, line);) {
+      if (line.empty()) continue;
+      const auto m = json::parse(line).as_object();
+      const auto* type = m.if_contains("message_type");
+      if (!type || type->as_string() != "s3:call") continue;
+      const auto op = std::string(m.at("operation").as_string());
+      if (op != "GetObject" && op != "HeadObject" && op != "ListObjectsV2") ++n;
+    }
+    return n;
+  }
   static std::size_t count(const std::vector<std::string>& v, const std::string& what) {
     return static_cast<std::size_t>(std::count(v.begin(), v.end(), what));
   }
@@ -148,9 +162,9 @@ TEST_F(run_cli, run_ships_the_project_and_a_second_run_moves_nothing) {
   EXPECT_TRUE(contains(second.err, "(cached)")) << second.err;
   const auto types2 = action_types(trace2);
   EXPECT_EQ(count(types2, "ferry:materialise:shard"), 0u);
-  EXPECT_EQ(count(types2, "packaging:upload_shard") + count(types2, "s3:put_object") +
-                count(types2, "s3:create_multipart_upload"),
-            0u);
+  EXPECT_EQ(count(types2, "ferry:packaging:upload") + count(types2, "s3:multipart_upload"), 0u);
+  EXPECT_EQ(s3_writes(trace2), 0u);
+  EXPECT_GT(s3_writes(trace1), 0u) << "the first run's uploads are not where this test looks for them";
 
   // A change to one file ships one layer, and the node sees it.
   write_file(project() / "app" / "__init__.py", "VALUE = 'changed'\n");
@@ -437,7 +451,10 @@ TEST_F(run_cli, stage_copies_every_object_and_a_second_run_fetches_nothing) {
 // What a local user of a node could read of a staging while it runs: every process's argv, and every
 // file under the staging directory (its own records included) that others may read.
 struct exposure_watch {
-  explicit exposure_watch(fs::path dir) : dir_(std::move(dir)), thread_([this] { watch(); }) {}
+  // `ignore`: a process whose argv is not watched.
+  explicit exposure_watch(fs::path dir, std::string needle = "X-Amz-", pid_t ignore = -1)
+      : dir_(std::move(dir)), needle_(std::move(needle)), ignore_(std::to_string(ignore)),
+        thread_([this] { watch(); }) {}
   ~exposure_watch() { stop(); }
   void stop() {
     running_ = false;
@@ -452,10 +469,10 @@ struct exposure_watch {
       std::error_code ec;
       for (const auto& p : fs::directory_iterator("/proc", ec)) {
         const auto name = p.path().filename().string();
-        if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
+        if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0])) || name == ignore_) continue;
         std::ifstream in(p.path() / "cmdline", std::ios::binary);
         std::string argv((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-        if (argv.find("X-Amz-") != std::string::npos) found.push_back("argv of pid " + name);
+        if (argv.find(needle_) != std::string::npos) found.push_back("argv of pid " + name);
       }
       for (auto it = fs::recursive_directory_iterator(dir_, ec); !ec && it != fs::recursive_directory_iterator();
            it.increment(ec)) {
@@ -471,15 +488,63 @@ struct exposure_watch {
         if (shut) continue;
         std::ifstream in(it->path(), std::ios::binary);
         std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-        if (text.find("X-Amz-") != std::string::npos) found.push_back("file " + it->path().string());
+        if (text.find(needle_) != std::string::npos) found.push_back("file " + it->path().string());
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   }
   fs::path dir_;
+  std::string needle_;
+  std::string ignore_;
   std::atomic<bool> running_{true};
   std::thread thread_;
 };
+
+// Every file under `dir` whose bytes hold `needle`.
+std::vector<std::string> files_holding(const fs::path& dir, const std::string& needle) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir, fs::directory_options::skip_permission_denied)) {
+    if (!e.is_regular_file() || e.is_symlink()) continue;
+    if (read_file(e.path()).find(needle) != std::string::npos) out.push_back(e.path().string());
+  }
+  return out;
+}
+
+TEST_F(run_cli, env_values_reach_the_command_but_no_trace_no_state_file_and_no_argv) {
+  auto o = env();
+  // Quotes, a newline, $ and a line that looks like the end of the assignments: all arrive as they are.
+  const std::string secret = "s3cr3t-'\"$HOME`x`\nferry-env-end-0\n  tail";
+  const auto trace = home_ / "env.jsonl";
+  auto child = spawn_ferry({"--trace", trace.string(), "run", "--env", "FERRY_TEST_SECRET=" + secret, "--env",
+                            "PLAIN=a b", "--env", "PYTHONPATH=mine", "--", "sh", "-c",
+                            "printf '%s|%s|%s' \"$FERRY_TEST_SECRET\" \"$PLAIN\" \"$PYTHONPATH\"; sleep 2"},
+                           o);
+  // ferry's own argv holds the value until it has parsed it; every other process's, never.
+  exposure_watch watch(home_ / "state", "s3cr3t", child->pid());
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  std::ifstream in(fmt::format("/proc/{}/cmdline", child->pid()), std::ios::binary);
+  const std::string argv((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto r = child->wait();
+  watch.stop();
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, secret + "|a b|mine");
+  EXPECT_TRUE(contains(argv, "FERRY_TEST_SECRET=")) << argv;
+  EXPECT_FALSE(contains(argv, "s3cr3t")) << "ferry's argv still holds the value once parsed";
+  EXPECT_TRUE(watch.found.empty()) << fmt::format("{}", fmt::join(watch.found, "\n"));
+  EXPECT_FALSE(contains(read_file(trace), "a b")) << "--env PLAIN's value is in the trace";
+  const auto holding = files_holding(home_.path(), "s3cr3t");
+  EXPECT_TRUE(holding.empty()) << fmt::format("{}", fmt::join(holding, "\n"));
+
+  // --env NAME: the value comes from ferry's environment and never reaches an argv at all.
+  o.env["FERRY_TEST_FROM_ENV"] = "from the environment";
+  const auto named = run_ferry({"run", "--env", "FERRY_TEST_FROM_ENV", "--", "sh", "-c", "echo \"$FERRY_TEST_FROM_ENV\""},
+                               o);
+  EXPECT_EQ(named.exit_code, 0) << named.err;
+  EXPECT_EQ(named.out, "from the environment\n");
+  const auto unset = run_ferry({"run", "--env", "FERRY_TEST_UNSET_VARIABLE", "--", "true"}, o);
+  EXPECT_EQ(unset.exit_code, 2);
+  EXPECT_TRUE(contains(unset.err, "FERRY_TEST_UNSET_VARIABLE is not set")) << unset.err;
+}
 
 TEST_F(run_cli, staging_puts_no_url_in_an_argv_or_in_a_file_others_can_read) {
   auto o = env();
