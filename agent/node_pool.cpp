@@ -1,5 +1,6 @@
 #include "agent/node_pool.hpp"
 
+#include "agent/node_end.hpp"
 #include "agent/node_watchdog.hpp"
 #include "agent/warm_nodes.hpp"
 
@@ -35,6 +36,16 @@ std::vector<provision::node> warm_candidates(std::vector<provision::node> all, s
     return std::max(a.last_used_at, a.created_at) > std::max(b.last_used_at, b.created_at);
   });
   return out;
+}
+
+void fail_node(provision_report& report, const std::string& id, const error_code& ec, const diagnostics& diag) {
+  ++report.failed;
+  report.failures.push_back(fmt::format("{}: {}", id, describe(ec, diag)));
+}
+
+// A node that could not be ended costs until someone ends it: said on stderr whatever the job's outcome.
+void warn_orphaned(const provision::node& n, const error_code& ec, const diagnostics& diag) {
+  fmt::print(stderr, "ferry: warning: {}: could not end it: {}\n", n.id, describe(ec, diag));
 }
 
 }  // namespace
@@ -118,7 +129,11 @@ asio::awaitable<void> node_pool::take_warm(round& r, provision::node n, node_wor
   auto session = co_await net::ssh_connect(act, peer_of(n), access_.ssh, diag);
   if (!session) {
     act.fail(session.error(), diag);
-    if (co_await net::cancelled()) {
+    const bool stop = co_await net::cancelled();
+    if (stop || session.error() == net::errc::host_key_changed) {
+      // Another host key is not a node that went away: it may be someone else's machine at that address.
+      // It is neither used nor ended nor replaced; the user decides (`ferry nodes down` ends it).
+      if (!stop) fail_node(report, n.id, session.error(), diag);
       r.one_done();
       co_return;
     }
@@ -126,8 +141,8 @@ asio::awaitable<void> node_pool::take_warm(round& r, provision::node n, node_wor
     // end what is left of it and make another in its place.
     r.act.log("ferry:provision:replace", {{"node", n.id}, {"reason", describe(session.error(), diag)}});
     diagnostics d;
-    (void)co_await provider_.terminate(r.act, n, d);
-    (void)co_await access_.registry.remove(r.act, n.id, d);
+    if (auto ended = co_await end_node(r.act, provider_, access_.registry, n, d); !ended)
+      warn_orphaned(n, ended.error(), d);
     co_await make_new(r, 1, work);
     co_return;
   }
@@ -145,20 +160,32 @@ asio::awaitable<void> node_pool::make_new(round& r, std::size_t count, node_work
   auto& report = *r.report;
   auto create = r.act.child("ferry:provision:create", {{"count", count}, {"provider", provider_.name()}});
   diagnostics diag;
+  // No node is made that the registry could not record: it would never be ended.
+  std::string notice;
+  auto usable = co_await access_.registry.ensure_usable(create, notice, diag);
+  if (!notice.empty()) fmt::print(stderr, "ferry: warning: {}\n", notice);
   provision::node_spec spec;
   spec.count = static_cast<int>(count);
-  auto created = co_await provider_.create(create, spec, diag);
-  if (!created) {
-    create.fail(created.error(), diag);
-    report.failed += count;
-    report.failures.push_back(fmt::format("{}: {}", provider_.name(), describe(created.error(), diag)));
-    for (std::size_t i = 0; i < count; ++i) r.one_done();
+  if (!usable) {
+    fail_create(r, create, count, usable.error(), diag);
     co_return;
   }
-  for (auto& n : *created) {
-    taken_.push_back(n.id);
-    diagnostics d;
-    (void)co_await access_.registry.add(create, n, d);
+  auto created = co_await provider_.create(create, spec, diag);
+  if (!created) {
+    fail_create(r, create, count, created.error(), diag);
+    co_return;
+  }
+  for (auto& n : *created) taken_.push_back(n.id);
+  if (auto recorded = co_await record_all(create, *created, diag); !recorded) {
+    // A node the registry does not hold would never be ended: none of them is kept.
+    for (auto& n : *created) {
+      diagnostics d;
+      if (auto ended = co_await provider_.terminate(r.act, n, d); !ended)
+        report.failures.push_back(fmt::format("{}: {} (it was never recorded: end it through {})", n.id,
+                                              describe(ended.error(), d), provider_.name()));
+    }
+    fail_create(r, create, count, recorded.error(), diag);
+    co_return;
   }
   create.succeed({{"nodes", created->size()}});
   // A provider that made fewer nodes than asked leaves the rest of the round to nobody.
@@ -166,6 +193,26 @@ asio::awaitable<void> node_pool::make_new(round& r, std::size_t count, node_work
   std::vector<asio::awaitable<void>> tasks;
   for (auto& n : *created) tasks.push_back(ready_new(r, n, work));
   co_await net::run_all(std::move(tasks));
+}
+
+void node_pool::fail_create(round& r, tracing::action& create, std::size_t count, const error_code& ec,
+                            const diagnostics& diag) {
+  create.fail(ec, diag);
+  r.report->failed += count;
+  r.report->failures.push_back(fmt::format("{}: {}", provider_.name(), describe(ec, diag)));
+  for (std::size_t i = 0; i < count; ++i) r.one_done();
+}
+
+asio::awaitable<result<void>> node_pool::record_all(tracing::action& act, const std::vector<provision::node>& nodes,
+                                                   diagnostics& diag) {
+  const provision::node_registry::change add = [&nodes](std::vector<provision::node>& list, diagnostics&) {
+    for (const auto& n : nodes) {
+      std::erase_if(list, [&n](const provision::node& o) { return o.id == n.id; });
+      list.push_back(n);
+    }
+    return error_code{};
+  };
+  co_return co_await access_.registry.modify(act, "add", add, diag);
 }
 
 asio::awaitable<void> node_pool::ready_new(round& r, provision::node n, node_work& work) {
@@ -182,8 +229,8 @@ asio::awaitable<void> node_pool::ready_new(round& r, provision::node n, node_wor
     report.failures.push_back(fmt::format("{}: {}", n.id, describe(ec, diag)));
     // A node that never became ready is of no use to anyone later: end it now.
     diagnostics d;
-    (void)co_await provider_.terminate(r.act, n, d);
-    (void)co_await access_.registry.remove(r.act, n.id, d);
+    if (auto ended = co_await end_node(r.act, provider_, access_.registry, n, d); !ended)
+      warn_orphaned(n, ended.error(), d);
     r.one_done();
     co_return;
   }

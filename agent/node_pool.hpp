@@ -57,6 +57,11 @@ class node_pool {
   boost::asio::awaitable<void> make_new(round& r, std::size_t count, node_work& work);
   boost::asio::awaitable<void> ready_new(round& r, provision::node n, node_work& work);
   boost::asio::awaitable<void> mark_used(tracing::action& act, provision::node& n);
+  void fail_create(round& r, tracing::action& create, std::size_t count, const error_code& ec,
+                   const diagnostics& diag);
+  // Every node of one create call into the registry, in one write.
+  boost::asio::awaitable<result<void>> record_all(tracing::action& act, const std::vector<provision::node>& nodes,
+                                                  diagnostics& diag);
   // A node made for a job stays as a warm node: pinned while the provider has fewer than nodes.min_nodes,
   // otherwise watched by an idle watchdog that stops it after nodes.idle_timeout (node_watchdog.hpp).
   boost::asio::awaitable<void> join_warm_pool(tracing::action& act, provision::node& n, net::ssh_session& session);

@@ -13,6 +13,7 @@ std::string_view to_string(node_state s) {
     case node_state::stopping: return "stopping";
     case node_state::stopped: return "stopped";
     case node_state::terminated: return "terminated";
+    case node_state::orphaned: return "orphaned";
     case node_state::unknown: break;
   }
   return "unknown";
@@ -20,7 +21,7 @@ std::string_view to_string(node_state s) {
 
 node_state node_state_from(std::string_view text) {
   for (auto s : {node_state::pending, node_state::running, node_state::stopping, node_state::stopped,
-                 node_state::terminated}) {
+                 node_state::terminated, node_state::orphaned}) {
     if (to_string(s) == text) return s;
   }
   return node_state::unknown;

@@ -13,7 +13,9 @@ namespace ferry::provision {
 
 // The provider's view of a node's life. Readiness is a separate question (see readiness.hpp): a
 // running machine may not answer SSH yet.
-enum class node_state { pending, running, stopping, stopped, terminated, unknown };
+// orphaned: ferry asked the provider to end the node and the provider did not confirm it; the node may
+// still run (and cost), so it stays in the registry until `ferry nodes down` ends it.
+enum class node_state { pending, running, stopping, stopped, terminated, orphaned, unknown };
 
 std::string_view to_string(node_state s);
 node_state node_state_from(std::string_view text);  // unknown for anything unrecognised

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <ctime>
 #include <stdexcept>
 
 namespace ferry::provision {
@@ -98,6 +99,40 @@ asio::awaitable<result<void>> node_registry::modify(tracing::action& parent, std
   const auto written = write_state_file(file_, registry_text(*nodes), diag);
   act.finish(written, diag, {{"nodes", nodes->size()}});
   co_return written;
+}
+
+asio::awaitable<result<void>> node_registry::ensure_usable(tracing::action& parent, std::string& notice,
+                                                           diagnostics& diag) {
+  auto act = parent.child("ferry:registry:check", {{"file", file_.string()}});
+  auto lock = co_await lock_file(fs::path(file_).concat(".lock"), lock_timeout_, diag);
+  if (!lock) {
+    act.fail(lock.error(), diag);
+    co_return lock.error();
+  }
+  diagnostics why;
+  auto nodes = load(why);
+  if (nodes) {
+    act.succeed({{"nodes", nodes->size()}});
+    co_return result<void>{};
+  }
+  if (nodes.error() != errc::bad_registry) {
+    diag = std::move(why);
+    act.fail(nodes.error(), diag);
+    co_return nodes.error();
+  }
+  const auto aside = fs::path(file_).concat(fmt::format(".damaged-{}", std::time(nullptr)));
+  std::error_code ec;
+  fs::rename(file_, aside, ec);
+  if (ec) {
+    diag.set(fmt::format("{}; moving it to {} failed: {}", why.message, aside.string(), ec.message()));
+    act.fail(errc::bad_registry, diag);
+    co_return make_error_code(errc::bad_registry);
+  }
+  notice = fmt::format("{}; moved it to {} and started a new one. Nodes it listed may still run: end them "
+                       "through their provider",
+                       why.message.substr(0, why.message.find(" (move it away")), aside.string());
+  act.succeed({{"moved_to", aside.string()}});
+  co_return result<void>{};
 }
 
 asio::awaitable<result<void>> node_registry::add(tracing::action& parent, const node& n, diagnostics& diag) {

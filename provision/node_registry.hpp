@@ -33,6 +33,13 @@ class node_registry {
   // The nodes as last written, in the order they were added; none when there is no file yet.
   result<std::vector<node>> load(diagnostics& diag) const;
 
+  // Before nodes are made: the registry must be able to record them. A damaged file is renamed to
+  // `<file>.damaged-<unix time>` under the lock (kept, never deleted: its nodes may still run) and
+  // `notice` says so; the list then starts empty. Any other failure (unreadable, a lock not had) is an
+  // error, and the caller makes no node.
+  boost::asio::awaitable<result<void>> ensure_usable(tracing::action& parent, std::string& notice,
+                                                     diagnostics& diag);
+
   // Read-modify-write under the lock, traced as `ferry:registry:<what>`.
   boost::asio::awaitable<result<void>> modify(tracing::action& parent, std::string_view what, const change& edit,
                                               diagnostics& diag);

@@ -7,6 +7,7 @@
 #include "agent/error.hpp"
 #include "agent/exit_code.hpp"
 #include "agent/node_access.hpp"
+#include "agent/node_end.hpp"
 #include "agent/node_watchdog.hpp"
 #include "agent/warm_nodes.hpp"
 #include "config/units.hpp"
@@ -44,6 +45,17 @@ std::string age_text(std::int64_t seconds) {
   return fmt::format("{}d", seconds / 86400);
 }
 
+// A node a provider has that the registry lacks: made by ferry but never recorded, or listed only in a
+// registry that was damaged and set aside.
+bool unrecorded(const provision::node& n) {
+  const auto* v = n.details.if_contains("unrecorded");
+  return v && v->is_bool() && v->get_bool();
+}
+
+std::string_view state_text(const provision::node& n) {
+  return unrecorded(n) ? "unrecorded" : provision::to_string(n.state);
+}
+
 void print_table(const std::vector<provision::node>& nodes) {
   fmt::print("{:<22} {:<10} {:<8} {:<22} {:<11} {:>6} {:>6}\n", "ID", "NAME", "PROVIDER", "ADDRESS", "STATE", "AGE",
              "IDLE");
@@ -51,7 +63,7 @@ void print_table(const std::vector<provision::node>& nodes) {
   for (const auto& n : nodes) {
     const auto used = n.last_used_at ? n.last_used_at : n.created_at;
     fmt::print("{:<22} {:<10} {:<8} {:<22} {:<11} {:>6} {:>6}\n", n.id, n.name, n.provider,
-               fmt::format("{}:{}", n.host, n.port), provision::to_string(n.state), age_text(now - n.created_at),
+               fmt::format("{}:{}", n.host, n.port), state_text(n), age_text(now - n.created_at),
                age_text(now - used));
   }
 }
@@ -194,12 +206,25 @@ asio::awaitable<int> up(command_context& ctx, const nodes_args& args) {
   if (!access) co_return report(act, access.error(), diag);
   auto provider = provider_named(ctx, *access, "", diag);
   if (!provider) co_return report(act, provider.error(), diag);
+  // No node is made that the registry could not record: it would never be ended.
+  std::string notice;
+  if (auto usable = co_await access->registry.ensure_usable(act, notice, diag); !usable)
+    co_return report(act, usable.error(), diag);
+  if (!notice.empty()) fmt::print(stderr, "ferry: warning: {}\n", notice);
   provision::node_spec spec;
   spec.count = args.count;
   auto created = co_await (*provider)->create(act, spec, diag);
   if (!created) co_return report(act, created.error(), diag);
   for (auto& n : *created) {
-    if (auto r = co_await access->registry.add(act, n, diag); !r) co_return report(act, r.error(), diag);
+    if (auto r = co_await access->registry.add(act, n, diag); !r) {
+      for (auto& made : *created) {
+        diagnostics d;
+        if (auto ended = co_await (*provider)->terminate(act, made, d); !ended)
+          diag.set(fmt::format("{}\nand {} could not be ended ({}): end it through {}", diag.message, made.id,
+                               d.message, made.provider));
+      }
+      co_return report(act, r.error(), diag);
+    }
   }
   const auto login = ssh_login_check(access->ssh);
   auto outcomes = co_await provision::wait_ready_each(act, **provider, *created, login, access->readiness);
@@ -235,6 +260,7 @@ asio::awaitable<std::vector<provision::node>> refreshed(tracing::action& act, co
                                                         const node_access& access, std::vector<provision::node> nodes) {
   std::map<std::string, std::unique_ptr<provision::provider>> providers;
   for (auto& n : nodes) {
+    if (unrecorded(n)) continue;  // its provider just listed it as it is
     if (!providers.contains(n.provider)) {
       diagnostics d;
       auto p = provider_named(ctx, access, n.provider, d);
@@ -253,12 +279,47 @@ asio::awaitable<std::vector<provision::node>> refreshed(tracing::action& act, co
   co_return nodes;
 }
 
+// The registry's nodes, then those its providers (the configured one and every one it names) list and it
+// lacks, marked unrecorded. A damaged registry is set aside first (ensure_usable), so its nodes show up here.
+asio::awaitable<result<std::vector<provision::node>>> reconciled(tracing::action& act, command_context& ctx,
+                                                                 node_access& access, diagnostics& diag) {
+  std::string notice;
+  if (auto usable = co_await access.registry.ensure_usable(act, notice, diag); !usable) co_return usable.error();
+  if (!notice.empty()) fmt::print(stderr, "ferry: warning: {}\n", notice);
+  auto nodes = access.registry.load(diag);
+  if (!nodes) co_return nodes.error();
+  std::set<std::string> ids, providers{ctx.config.values.nodes.provider};
+  for (const auto& n : *nodes) {
+    ids.insert(n.id);
+    providers.insert(n.provider);
+  }
+  for (const auto& name : providers) {
+    diagnostics d;
+    auto p = provider_named(ctx, access, name, d);
+    result<std::vector<provision::node>> listed = std::vector<provision::node>{};
+    if (p)
+      listed = co_await (*p)->list(act, d);
+    else
+      listed = p.error();
+    if (!listed) {
+      fmt::print(stderr, "ferry: warning: cannot list the {} provider's nodes: {}\n", name, describe(listed.error(), d));
+      continue;
+    }
+    for (auto& n : *listed) {
+      if (ids.contains(n.id)) continue;
+      n.details["unrecorded"] = true;
+      nodes->push_back(std::move(n));
+    }
+  }
+  co_return nodes;
+}
+
 asio::awaitable<int> ls(command_context& ctx, const nodes_args&) {
   auto act = ctx.trace.child("ferry:nodes:ls");
   diagnostics diag;
   auto access = open_node_access(ctx, diag);
   if (!access) co_return report(act, access.error(), diag);
-  auto nodes = access->registry.load(diag);
+  auto nodes = co_await reconciled(act, ctx, *access, diag);
   if (!nodes) co_return report(act, nodes.error(), diag);
   auto current = co_await refreshed(act, ctx, *access, std::move(*nodes));
   print_table(current);
@@ -281,7 +342,7 @@ asio::awaitable<int> down(command_context& ctx, const nodes_args& args) {
   }
   auto access = open_node_access(ctx, diag);
   if (!access) co_return report(act, access.error(), diag);
-  auto nodes = access->registry.load(diag);
+  auto nodes = co_await reconciled(act, ctx, *access, diag);
   if (!nodes) co_return report(act, nodes.error(), diag);
   for (const auto& name : args.names) {
     const bool known = std::any_of(nodes->begin(), nodes->end(),
@@ -292,14 +353,27 @@ asio::awaitable<int> down(command_context& ctx, const nodes_args& args) {
     }
   }
   int ended = 0;
+  error_code first;
+  std::string failures;
   for (const auto& n : *nodes) {
     if (!selected(n, args)) continue;
-    auto provider = provider_named(ctx, *access, n.provider, diag);
-    if (!provider) co_return report(act, provider.error(), diag);
-    if (auto r = co_await (*provider)->terminate(act, n, diag); !r) co_return report(act, r.error(), diag);
-    if (auto r = co_await access->registry.remove(act, n.id, diag); !r) co_return report(act, r.error(), diag);
+    diagnostics d;
+    auto provider = provider_named(ctx, *access, n.provider, d);
+    result<void> r = provider.has_error() ? result<void>{provider.error()} : result<void>{};
+    if (provider) r = co_await end_node(act, **provider, access->registry, n, d);
+    if (!r) {
+      // The others are still ended: one provider's failure is no reason to leave them running.
+      if (!first) first = r.error();
+      failures += fmt::format("\n  {}: {}", n.id, describe(r.error(), d));
+      continue;
+    }
     fmt::print("ended {} ({})\n", n.id, n.name);
     ++ended;
+  }
+  if (first) {
+    diag.set(fmt::format("{} node(s) could not be ended:{}", std::count(failures.begin(), failures.end(), '\n'),
+                         failures));
+    co_return report(act, first, diag);
   }
   act.succeed({{"ended", ended}});
   co_return exit_code::success;

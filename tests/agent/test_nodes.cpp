@@ -115,6 +115,104 @@ TEST_F(nodes_cli, local_nodes_up_exec_ls_and_down) {
   }
 }
 
+fs::path registry_path(const temp_dir& home) { return home / "state" / "ferry" / "nodes.json"; }
+
+// Local nodes whose records exist under this test's state dir, whatever the registry says.
+std::size_t local_machines(const temp_dir& home) {
+  const auto dir = home / "state" / "ferry" / "local";
+  std::size_t n = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) n += e.is_directory() ? 1 : 0;
+  return n;
+}
+
+TEST_F(nodes_cli, a_damaged_registry_is_set_aside_and_no_node_goes_unrecorded) {
+  auto o = env();
+  fs::create_directories(registry_path(home_).parent_path());
+  std::ofstream(registry_path(home_)) << "{\"version\": 1, \"nodes\": [tru";
+  const auto up = run_ferry({"nodes", "up", "1"}, o);
+  ASSERT_EQ(up.exit_code, 0) << up.err;
+  EXPECT_NE(up.err.find("is damaged"), std::string::npos) << up.err;
+  EXPECT_NE(up.err.find("moved it to"), std::string::npos) << up.err;
+  std::size_t aside = 0;
+  for (const auto& e : fs::directory_iterator(registry_path(home_).parent_path())) {
+    if (e.path().filename().string().starts_with("nodes.json.damaged-")) {
+      ++aside;
+      EXPECT_EQ(read_file(e.path()), "{\"version\": 1, \"nodes\": [tru");
+    }
+  }
+  EXPECT_EQ(aside, 1u);
+  ASSERT_EQ(registry().size(), 1u);
+  const auto down = run_ferry({"nodes", "down", "--all"}, o);
+  EXPECT_EQ(down.exit_code, 0) << down.err;
+  EXPECT_TRUE(registry().empty());
+  EXPECT_EQ(local_machines(home_), 0u);
+}
+
+TEST_F(nodes_cli, a_registry_that_cannot_be_read_starts_no_node) {
+  auto o = env();
+  fs::create_directories(registry_path(home_));  // a directory where the file should be
+  const auto up = run_ferry({"nodes", "up", "1"}, o);
+  EXPECT_NE(up.exit_code, 0);
+  EXPECT_NE(up.err.find(registry_path(home_).string()), std::string::npos) << up.err;
+  EXPECT_EQ(local_machines(home_), 0u);
+  const auto run = run_ferry({"run", "--nodes", "1", "--", "true"}, o);
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_EQ(local_machines(home_), 0u);
+}
+
+TEST_F(nodes_cli, a_node_the_registry_lost_is_listed_by_its_provider_and_ended) {
+  auto o = env();
+  ASSERT_EQ(run_ferry({"nodes", "up", "1"}, o).exit_code, 0);
+  const std::string id(registry().at(0).at("id").as_string());
+  std::ofstream(registry_path(home_)) << "{\"version\":1,\"nodes\":[]}\n";
+  const auto ls = run_ferry({"nodes", "ls"}, o);
+  EXPECT_EQ(ls.exit_code, 0) << ls.err;
+  EXPECT_NE(ls.out.find(id), std::string::npos) << ls.out;
+  EXPECT_NE(ls.out.find("unrecorded"), std::string::npos) << ls.out;
+  const auto down = run_ferry({"nodes", "down", "--all"}, o);
+  EXPECT_EQ(down.exit_code, 0) << down.err;
+  EXPECT_NE(down.out.find("ended " + id), std::string::npos) << down.out;
+  EXPECT_EQ(local_machines(home_), 0u);
+  EXPECT_FALSE(fs::exists("/run/netns/ferry-" + id));
+}
+
+TEST_F(nodes_cli, a_warm_node_with_another_host_key_is_refused_and_neither_ended_nor_replaced) {
+  auto o = env();
+  ASSERT_EQ(run_ferry({"nodes", "up", "1"}, o).exit_code, 0);
+  const std::string id(registry().at(0).at("id").as_string());
+  // ferry's record of the node's key now names another key, as if the node had been swapped.
+  const auto key = home_ / "other_key";
+  ASSERT_EQ(run({"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key.string()}).exit_code, 0);
+  const auto other = read_file(fs::path(key.string() + ".pub"));
+  const auto known = home_ / "config" / "ferry" / "known_hosts";
+  std::istringstream lines(read_file(known));
+  std::string rewritten, line;
+  while (std::getline(lines, line)) {
+    if (line.starts_with(id + " ")) line = id + " " + other.substr(0, other.rfind(' '));
+    rewritten += line + "\n";
+  }
+  std::ofstream(known) << rewritten;
+  // A run needs storage: moto on the bridge the node made, where nodes reach it.
+  moto_server moto(moto_options{.host = "10.200.0.1"});
+  moto.make_bucket("ferry-run");
+  for (const auto& [k, v] : moto.process_env().env) o.env[k] = v;
+  for (const auto& k : moto.process_env().unset_env) o.unset_env.push_back(k);
+  o.env["FERRY_STORAGE_URL"] = "s3://ferry-run/p";
+  o.env["FERRY_PACKAGING_SHIP_SITE_PACKAGES"] = "false";
+  temp_dir project;
+  project.write("main.py", "print('hi')\n");
+  o.cwd = project.path();
+  const auto ran = run_ferry({"run", "--nodes", "1", "--", "true"}, o);
+  EXPECT_NE(ran.exit_code, 0) << ran.err;
+  EXPECT_NE(ran.err.find(id), std::string::npos) << ran.err;
+  EXPECT_NE(ran.err.find("host key"), std::string::npos) << ran.err;
+  const auto nodes = registry();
+  ASSERT_EQ(nodes.size(), 1u) << "the node was replaced";
+  EXPECT_EQ(nodes.at(0).at("id").as_string(), id);
+  EXPECT_EQ(local_machines(home_), 1u);
+}
+
 TEST_F(nodes_cli, ctrl_c_on_exec_kills_the_remote_process_and_exits_130) {
   auto o = env();
   ASSERT_EQ(run_ferry({"nodes", "up", "1"}, o).exit_code, 0);
