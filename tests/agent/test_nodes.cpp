@@ -430,7 +430,22 @@ TEST_F(nodes_cli, ec2_nodes_from_moto_come_up_and_readiness_finds_their_sshd) {
   for (const auto& n : nodes) {
     EXPECT_NE(where.out.find(std::string(n.at("host").as_string())), std::string::npos) << where.out;
   }
-  // The trace of `nodes up` shows the readiness stages with their attempts.
+  // The EC2 API stops answering: no node can be confirmed ended, so each stays, marked orphaned.
+  auto hurried = o;
+  hurried.env["FERRY_NET_READ_TIMEOUT"] = "2s";
+  hurried.env["FERRY_NET_RETRY_MAX_ATTEMPTS"] = "1";
+  moto.freeze();
+  const auto unanswered = run_ferry({"nodes", "down", "--all"}, hurried);
+  moto.thaw();
+  EXPECT_EQ(unanswered.exit_code, 1) << unanswered.err;
+  EXPECT_NE(unanswered.err.find("orphaned"), std::string::npos) << unanswered.err;
+  const auto kept = registry();
+  ASSERT_EQ(kept.size(), 2u);
+  for (const auto& n : kept) EXPECT_EQ(n.at("state").as_string(), "orphaned") << n;
+  const auto listed = run_ferry({"nodes", "ls"}, o);
+  for (const auto& n : nodes)
+    EXPECT_NE(listed.out.find(std::string(n.at("id").as_string())), std::string::npos) << listed.out;
+
   const auto down = run_ferry({"nodes", "down", "--all"}, o);
   EXPECT_EQ(down.exit_code, 0) << down.err;
   const auto states = moto.aws({"ec2", "describe-instances", "--query", "Reservations[].Instances[].State.Name",

@@ -287,6 +287,14 @@ void moto_server::make_bucket(const std::string& name) const {
   if (r.exit_code != 0) throw std::runtime_error("cannot create bucket '" + name + "': " + r.err + r.out);
 }
 
+void moto_server::freeze() const {
+  if (pid_ > 0) ::kill(-pid_, SIGSTOP);
+}
+
+void moto_server::thaw() const {
+  if (pid_ > 0) ::kill(-pid_, SIGCONT);
+}
+
 std::string moto_server::log() const { return read_file(dir_ / "moto.log"); }
 
 }  // namespace ferry::test

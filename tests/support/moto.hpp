@@ -79,6 +79,11 @@ class moto_server {
   // Creates a bucket; throws std::runtime_error with the CLI's output when that fails.
   void make_bucket(const std::string& name) const;
 
+  // Stops the server's whole process group (SIGSTOP) and lets it go on (SIGCONT): storage and API that
+  // accept connections and never answer, as a hung server or a partitioned network does.
+  void freeze() const;
+  void thaw() const;
+
   // The server's log (werkzeug's request lines and tracebacks), for failure messages.
   std::string log() const;
 
