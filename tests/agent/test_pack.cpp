@@ -383,6 +383,52 @@ TEST_F(pack_cli, explain_names_the_rule_and_dry_run_uploads_nothing) {
 }
 
 
+TEST_F(pack_cli, storage_that_freezes_mid_upload_ends_the_pack_with_an_error_not_a_hang) {
+  // Two shards of one layer, each a multipart upload; storage stops answering once both are under way.
+  temp_dir ws;
+  std::mt19937 rng(5);
+  for (const auto* name : {"a.bin", "b.bin"}) {
+    std::string bytes(24u << 20, '\0');
+    for (auto& b : bytes) b = static_cast<char>(rng());
+    std::ofstream(ws / name, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+  moto_server frozen;
+  frozen.make_bucket("packs");
+  auto options = env_for(ws, prefix_);
+  for (const auto& [k, v] : frozen.process_env().env) options.env[k] = v;
+  options.env["FERRY_PACKAGING_SHIP_SITE_PACKAGES"] = "false";
+  options.env["FERRY_PACKAGING_SHARD_SIZE"] = "20MiB";
+  options.env["FERRY_NET_READ_TIMEOUT"] = "3s";
+  options.env["FERRY_NET_WRITE_TIMEOUT"] = "3s";
+  options.env["FERRY_NET_RETRY_MAX_ATTEMPTS"] = "1";
+  const auto trace = scratch_ / "frozen.jsonl";
+  auto child = spawn_ferry({"pack", "--trace", trace.string()}, options);
+  auto uploads = [&] {
+    const auto log = frozen.log();
+    std::size_t n = 0;
+    for (auto at = log.find("?uploads="); at != std::string::npos; at = log.find("?uploads=", at + 1)) ++n;
+    return n;
+  };
+  for (int i = 0; i < 600 && uploads() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_GE(uploads(), 2u) << frozen.log();
+  frozen.freeze();
+  // Every request has a 3 s deadline and one attempt: a minute is ample; a hang never ends.
+  bool ended = false;
+  for (int i = 0; i < 600 && !ended; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ended = dead_or_zombie(child->pid());
+  }
+  frozen.thaw();
+  if (!ended) child->signal(SIGKILL);
+  const auto r = child->wait();
+  ASSERT_TRUE(ended) << "ferry pack still ran a minute after storage froze";
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("timeout"), std::string::npos) << r.err;
+  const auto tasks = eliot_parse({trace});
+  ASSERT_EQ(tasks.size(), 1u);
+  EXPECT_TRUE(tasks[0].at("complete").as_bool());
+}
+
 TEST_F(pack_cli, ctrl_c_while_shipping_aborts_the_uploads_stores_no_manifest_and_closes_the_trace) {
   // 48 MiB that do not compress, sent through a proxy that slows every chunk: the upload is under way
   // (several parts of one multipart upload) when the interrupt comes.
