@@ -1,5 +1,7 @@
 #include "net/ssh_keys.hpp"
 
+#include "net/atomic_file.hpp"
+
 #include "net/error.hpp"
 
 #include <fmt/format.h>
@@ -60,9 +62,9 @@ error_code write_public_file(const std::filesystem::path& path, const std::strin
     }
     if (current == line + "\n") return {};
   }
-  const auto tmp = write_temporary(path.parent_path(), line + "\n", 0644);
-  if (tmp.empty() || ::rename(tmp.c_str(), path.c_str()) != 0)
-    return key_error(diag, fmt::format("cannot write ferry's public key {}: {}", path.string(), errno_text()));
+  diagnostics why;
+  if (auto written = write_file_atomically(path, line + "\n", why, {.mode = 0644, .make_parent = false}); !written)
+    return key_error(diag, "ferry's public key: " + why.message);
   return {};
 }
 

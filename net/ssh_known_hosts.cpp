@@ -1,5 +1,7 @@
 #include "net/ssh_known_hosts.hpp"
 
+#include "net/atomic_file.hpp"
+
 #include "net/error.hpp"
 
 #include <fmt/format.h>
@@ -147,17 +149,9 @@ error_code forget_host_key(const std::filesystem::path& file, std::string_view n
     if (first != node) kept += line + "\n";
   }
   if (kept == *text) return {};
-  auto tmp = file;
-  tmp += ".ferry-tmp";
-  {
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) return file_error(diag, fmt::format("cannot write {}: {}", tmp.string(), std::strerror(errno)));
-    const bool ok = ::write(fd, kept.data(), kept.size()) == static_cast<ssize_t>(kept.size());
-    ::close(fd);
-    if (!ok) return file_error(diag, fmt::format("cannot write {}", tmp.string()));
-  }
-  if (::rename(tmp.c_str(), file.c_str()) != 0)
-    return file_error(diag, fmt::format("cannot replace {}: {}", file.string(), std::strerror(errno)));
+  diagnostics why;
+  if (auto written = write_file_atomically(file, kept, why, {.mode = 0600, .make_parent = false}); !written)
+    return file_error(diag, why.message);
   return {};
 }
 

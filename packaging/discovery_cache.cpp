@@ -1,5 +1,7 @@
 #include "packaging/discovery_cache.hpp"
 
+#include "net/atomic_file.hpp"
+
 #include "packaging/python_probe.hpp"
 
 #include <boost/json/parse.hpp>
@@ -156,22 +158,8 @@ json::array read_entries(const fs::path& cache_file) {
 }
 
 bool write_atomically(const fs::path& file, const std::string& text) {
-  static std::atomic<unsigned> counter{0};
-  error_code ec;
-  fs::create_directories(file.parent_path(), ec);
-  auto temp = file;
-  temp += fmt::format(".tmp.{}.{}", ::getpid(), counter++);
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    out << text;
-    if (!out.flush()) {
-      fs::remove(temp, ec);
-      return false;
-    }
-  }
-  fs::rename(temp, file, ec);
-  if (ec) fs::remove(temp, ec);
-  return !ec;
+  diagnostics ignored;  // the cache only saves time: a failed write is a miss next time
+  return static_cast<bool>(net::write_file_atomically(file, text, ignored));
 }
 
 // ---- discover ---------------------------------------------------------------------------------------------

@@ -1,5 +1,7 @@
 #include "packaging/hash_cache.hpp"
 
+#include "net/atomic_file.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -32,17 +34,6 @@ bool read_all(int fd, char* out, std::size_t size) {
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;
     out += n;
-    size -= static_cast<std::size_t>(n);
-  }
-  return true;
-}
-
-bool write_all(int fd, const char* data, std::size_t size) {
-  while (size > 0) {
-    const auto n = ::write(fd, data, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data += n;
     size -= static_cast<std::size_t>(n);
   }
   return true;
@@ -173,26 +164,16 @@ result<void> hash_cache::save(diagnostics& diag) {
     unique.push_back(merged[i]);
   }
 
-  std::error_code ec;
-  std::filesystem::create_directories(file_.parent_path(), ec);
-  const auto temp = file_.string() + fmt::format(".{}.tmp", ::getpid());
-  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    diag.set(fmt::format("cannot write the hash cache {}: {}", temp, std::strerror(errno)));
-    return error_code(errno, boost::system::system_category());
-  }
   file_header header{};
   std::memcpy(header.magic, magic, sizeof magic);
   header.count = unique.size();
-  const bool ok = write_all(fd, reinterpret_cast<const char*>(&header), sizeof header) &&
-                  write_all(fd, reinterpret_cast<const char*>(unique.data()), unique.size() * sizeof(record));
-  const int write_errno = errno;
-  ::close(fd);
-  if (!ok || ::rename(temp.c_str(), file_.c_str()) != 0) {
-    const int err = ok ? errno : write_errno;
-    ::unlink(temp.c_str());
-    diag.set(fmt::format("cannot write the hash cache {}: {}", file_.string(), std::strerror(err)));
-    return error_code(err, boost::system::system_category());
+  const std::string_view pieces[] = {
+      {reinterpret_cast<const char*>(&header), sizeof header},
+      {reinterpret_cast<const char*>(unique.data()), unique.size() * sizeof(record)}};
+  diagnostics why;
+  if (auto written = net::write_file_atomically(file_, pieces, why); !written) {
+    diag.set("the hash cache: " + why.message);
+    return written.error();
   }
   table_ = std::move(unique);
   used_ = std::make_unique<std::atomic<std::uint8_t>[]>(table_.size());

@@ -1,5 +1,6 @@
 #include "packaging/zip_digest_cache.hpp"
 
+#include "net/atomic_file.hpp"
 #include "net/digest.hpp"
 
 #include <fmt/format.h>
@@ -113,27 +114,10 @@ result<void> zip_digest_cache::save(diagnostics& diag) {
     fmt::format_to(std::back_inserter(text), "{} {} {} {} {}\n", net::to_hex(id), net::to_hex(e.digest.sha256),
                    e.digest.zip_bytes, e.last_used_day, e.etag);
   }
-  static std::atomic<unsigned> counter{0};
-  std::error_code ec;
-  fs::create_directories(file_.parent_path(), ec);
-  auto temp = file_;
-  temp += fmt::format(".tmp.{}.{}", ::getpid(), counter++);
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    out << text;
-    if (!out.flush()) {
-      const int err = errno ? errno : EIO;
-      fs::remove(temp, ec);
-      diag.set(fmt::format("cannot write the zip digest cache {}: {}", temp.string(), std::strerror(err)));
-      return error_code(err, boost::system::system_category());
-    }
-  }
-  fs::rename(temp, file_, ec);
-  if (ec) {
-    std::error_code ignored;
-    fs::remove(temp, ignored);
-    diag.set(fmt::format("cannot write the zip digest cache {}: {}", file_.string(), ec.message()));
-    return error_code(ec.value(), boost::system::system_category());
+  diagnostics why;
+  if (auto written = net::write_file_atomically(file_, text, why); !written) {
+    diag.set("the zip digest cache: " + why.message);
+    return written.error();
   }
   dirty_ = false;
   return {};

@@ -1,6 +1,7 @@
 #include "agent/commands/command.hpp"
 
 #include "agent/exit_code.hpp"
+#include "net/atomic_file.hpp"
 #include "tracing/chrome_view.hpp"
 #include "tracing/html_view.hpp"
 #include "tracing/stats_view.hpp"
@@ -49,19 +50,9 @@ boost::asio::awaitable<int> tree(command_context& ctx, const trace_args& args) {
 
 // Writes `text` to a temporary file renamed into place: never a half-written output under the final name.
 bool write_output(const std::string& path, std::string_view text) {
-  const auto tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    if (!out.flush()) {
-      fmt::print(stderr, "ferry: error: cannot write {}\n", tmp);
-      return false;
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    fmt::print(stderr, "ferry: error: cannot write {}: {}\n", path, ec.message());
+  diagnostics diag;
+  if (auto written = net::write_file_atomically(path, text, diag, {.mode = 0644, .make_parent = false}); !written) {
+    fmt::print(stderr, "ferry: error: {}\n", diag.message);
     return false;
   }
   return true;
