@@ -365,6 +365,8 @@ const std::vector<key_spec>& table() {
           "threads for hashing and compression; 0: one per core"),
       key<&S::packaging, &packaging_settings::discover_timeout>("packaging.discover_timeout", R"("30s")",
           "deadline for asking the interpreter for its sys.path"),
+      key<&S::packaging, &packaging_settings::stale_upload_age>("packaging.stale_upload_age", R"("1d")",
+          "a pack aborts multipart uploads of layers under its prefix begun longer ago than this (0s: never)"),
       // nodes
       choice<&provider_choices, &S::nodes, &nodes_settings::provider>("nodes.provider", R"("local")",
           "where nodes come from: local, ssh or ec2", "FERRY_PROVIDER"),

@@ -53,6 +53,7 @@ struct packaging_settings {
   std::string external_symlinks;  // follow or refuse
   int hash_threads = 0;           // 0: one per core
   duration discover_timeout{};
+  duration stale_upload_age{};  // a pack aborts its prefix's multipart uploads older than this; 0: never
 };
 
 struct nodes_settings {

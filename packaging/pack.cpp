@@ -7,6 +7,7 @@
 #include "packaging/layer_upload.hpp"
 #include "packaging/storage_lookup.hpp"
 #include "packaging/stored_manifest.hpp"
+#include "packaging/upload_sweep.hpp"
 
 #include <fmt/format.h>
 
@@ -304,6 +305,15 @@ void fill_reports(pack_report& report, const std::vector<shard_job>& jobs, bool 
   }
 }
 
+// Before a pack uploads: uploads an earlier pack left behind go. Its failure never fails the pack.
+asio::awaitable<void> sweep(tracing::action& parent, net::s3_client& s3, const pack_settings& settings) {
+  if (settings.stale_upload_age.count() <= 0) co_return;
+  diagnostics d;
+  const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+      std::chrono::system_clock::now().time_since_epoch()).count();
+  (void)co_await sweep_stale_uploads(parent, s3, settings.bucket, settings.prefix, settings.stale_upload_age, now, d);
+}
+
 }  // namespace
 
 asio::awaitable<result<pack_report>> pack(tracing::action& parent, net::cpu_pool& pool, net::s3_client* s3,
@@ -345,6 +355,7 @@ asio::awaitable<result<pack_report>> pack(tracing::action& parent, net::cpu_pool
     if (settings.dry_run) {
       shipped = co_await check_storage(parent, *s3, settings, jobs, digests, diag);
     } else {
+      co_await sweep(parent, *s3, settings);
       shipping ship(report.scan, settings.prefix, progress);
       shipped = co_await upload_missing(parent, *s3, pool, settings, jobs, digests, progress, ship, diag);
     }

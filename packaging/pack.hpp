@@ -15,6 +15,7 @@
 #include "packaging/zip_writer.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <optional>
 
@@ -30,6 +31,7 @@ struct pack_settings {
   std::string prefix;
   std::size_t check_concurrency = 16;   // HEAD requests at once (s3.max_concurrency)
   std::size_t upload_concurrency = 4;   // shards zipping and uploading at once
+  std::chrono::seconds stale_upload_age{0};  // sweep_stale_uploads before uploading; 0: no sweep
 };
 
 // A layer whose every shard is in storage, its zip's digest known: what a node needs to fetch it.

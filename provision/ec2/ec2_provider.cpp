@@ -1,6 +1,7 @@
 #include "provision/ec2/ec2_provider.hpp"
 
 #include "net/digest.hpp"
+#include "net/iso_time.hpp"
 #include "net/run_all.hpp"
 #include "net/s3_session.hpp"
 #include "net/tls_context.hpp"
@@ -23,11 +24,7 @@ std::string tag_or(const instance& i, const std::string& key, const std::string&
 }
 
 // "2024-05-01T12:00:00.000Z" as unix seconds; 0 when it is not such a time.
-std::int64_t unix_time(const std::string& iso) {
-  std::tm utc{};
-  const char* end = ::strptime(iso.c_str(), "%Y-%m-%dT%H:%M:%S", &utc);
-  return end ? static_cast<std::int64_t>(::timegm(&utc)) : 0;
-}
+std::int64_t unix_time(const std::string& iso) { return net::unix_seconds_of(iso).value_or(0); }
 
 // Eight random hex digits shared by the nodes of one create: their tags and ClientTokens.
 std::string launch_id() {

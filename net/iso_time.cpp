@@ -1,0 +1,16 @@
+#include "net/iso_time.hpp"
+
+#include <ctime>
+#include <string>
+
+namespace ferry::net {
+
+std::optional<std::int64_t> unix_seconds_of(std::string_view iso8601) {
+  std::tm utc{};
+  const std::string text(iso8601);
+  const char* end = ::strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &utc);
+  if (!end) return std::nullopt;
+  return static_cast<std::int64_t>(::timegm(&utc));
+}
+
+}  // namespace ferry::net

@@ -1,0 +1,13 @@
+#pragma once
+// Times as AWS APIs write them: "2024-05-01T12:00:00.000Z" (S3's Initiated and LastModified, EC2's
+// LaunchTime), always UTC.
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace ferry::net {
+
+// Unix seconds; nullopt when the text does not start with such a time.
+std::optional<std::int64_t> unix_seconds_of(std::string_view iso8601);
+
+}  // namespace ferry::net
