@@ -5,6 +5,9 @@
 // operation_aborted as an error code from the operation it was waiting on. Work that runs between
 // operations (a hash on the CPU pool) is not interrupted, so loops ask cancelled() before each new step.
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/error.hpp>
 #include <boost/asio/experimental/channel_error.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -21,6 +24,18 @@ inline boost::system::error_code as_cancellation(boost::system::error_code ec) {
 inline boost::asio::awaitable<void> accept_cancellation() {
   co_await boost::asio::this_coro::reset_cancellation_state(boost::asio::enable_total_cancellation());
   co_await boost::asio::this_coro::throw_if_cancelled(false);
+}
+
+// Awaits `op` without handing it this coroutine's cancellation: for a request whose effect must be learned
+// even when the caller stops, such as the id of a multipart upload storage has just created (without it
+// the upload could never be aborted). The request's own deadlines still bound the wait; afterwards the
+// caller asks cancelled() as usual, because the cancellation was recorded all the same.
+template <typename T>
+boost::asio::awaitable<T> shielded(boost::asio::awaitable<T> op) {
+  auto ex = co_await boost::asio::this_coro::executor;
+  co_return co_await boost::asio::co_spawn(
+      ex, std::move(op),
+      boost::asio::bind_cancellation_slot(boost::asio::cancellation_slot(), boost::asio::use_awaitable));
 }
 
 // Whether this coroutine thread has been asked to stop.

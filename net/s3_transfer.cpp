@@ -144,7 +144,8 @@ asio::awaitable<result<upload_result>> upload_multipart(s3_client& s3, tracing::
                                                         part_source next, diagnostics& diag,
                                                         transfer_progress* progress) {
   auto act = parent.child("s3:multipart_upload", {{"bucket", bucket}, {"key", key}});
-  auto upload_id = co_await s3.create_multipart_upload(act, bucket, key, diag);
+  // Shielded: a Ctrl-C during this request must not lose the id of an upload storage did create.
+  auto upload_id = co_await shielded(s3.create_multipart_upload(act, bucket, key, diag));
   if (!upload_id) {
     act.fail(upload_id.error(), diag);
     co_return upload_id.error();
