@@ -921,5 +921,27 @@ TEST_F(git_fixture, dot_git_never_ships_whatever_a_whitelist_says) {
   EXPECT_EQ(explain("deep/er/.git", false), "excluded by always: .git");
 }
 
+// ---- --explain agrees with the walker ------------------------------------------------------------------
+
+TEST_F(git_fixture, explain_does_not_follow_a_symlink_to_a_directory) {
+  write(".gitignore", "link/\n");
+  write("data/x.py");
+  symlink("data", "link");
+  const strings expected = {".gitignore", "data/x.py", "link"};
+  ASSERT_EQ(git_files(), expected);
+  EXPECT_EQ(ferry_files(), expected);
+  EXPECT_EQ(explain("link"), "included (no rule matches)");
+  EXPECT_EQ(explain("link/"), "included (no rule matches)");
+  EXPECT_EQ(explain("data"), "included (no rule matches)");
+}
+
+TEST_F(git_fixture, explain_below_a_kept_symlink_names_the_symlink) {
+  write("data/.gitignore", "x.py\n");
+  write("data/x.py");
+  symlink("data", "link");
+  EXPECT_EQ(explain("data/x.py"), "excluded by data/.gitignore:1: x.py");
+  EXPECT_EQ(explain("link/x.py"), "not packed: link is a symlink and is packed as one (included (no rule matches))");
+}
+
 }  // namespace
 }  // namespace ferry::packaging
