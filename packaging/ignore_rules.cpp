@@ -8,9 +8,14 @@
 namespace ferry::packaging {
 namespace {
 
-constexpr std::array<std::string_view, 5> builtin_excludes = {
-    ".git", "__pycache__/", "*.pyc", ".ipynb_checkpoints/", ".venv/",
+constexpr std::array<std::string_view, 4> builtin_excludes = {
+    "__pycache__/", "*.pyc", ".ipynb_checkpoints/", ".venv/",
 };
+
+std::string_view name_of(std::string_view path) {
+  const auto slash = path.rfind('/');
+  return slash == std::string_view::npos ? path : path.substr(slash + 1);
+}
 
 std::string_view parent_of(std::string_view path) {
   const auto slash = path.rfind('/');
@@ -29,13 +34,23 @@ std::string explanation::describe() const {
     case origin::file: return fmt::format("{}:{}: {}", file, line, pattern);
     case origin::config: return fmt::format("config packaging.excludes[{}]: {}", line, pattern);
     case origin::builtin: return fmt::format("default: {}", pattern);
+    case origin::always: return fmt::format("always: {}", pattern);
   }
   return pattern;
 }
 
 std::span<const std::string_view> default_excludes() { return builtin_excludes; }
 
-ignore_rules::ignore_rules(const ignore_options& options) {
+ignore_rules::ignore_rules(const ignore_options& options, std::span<const outer_ignore_file> outer)
+    : always_git_{explanation::origin::always, {}, 0, ".git", false} {
+  for (const auto& file : outer) {
+    outer_list list{file.root_path.empty() ? std::string() : file.root_path + "/", {}};
+    for (auto& [pattern, line] : parse_ignore_file(file.contents)) {
+      explanation source{explanation::origin::file, file.name, line, pattern.text(), pattern.negated()};
+      list.rules.push_back({std::move(pattern), std::move(source)});
+    }
+    outer_.push_back(std::move(list));
+  }
   auto add = [this](explanation::origin from, std::string_view text, std::size_t position) {
     auto pattern = ignore_pattern::parse(text);
     if (!pattern) return;
@@ -93,11 +108,22 @@ std::optional<explanation> ignore_rules::explain(std::string_view relative_path,
 }
 
 const explanation* ignore_rules::decide(std::string_view relative_path, bool is_dir) const {
+  // git skips every entry named ".git" before it looks at any pattern (dir.c, treat_path).
+  if (name_of(relative_path) == ".git") return &always_git_;
   if (levels_.back().excluded_by) return &*levels_.back().excluded_by;
   for (auto dir = levels_.rbegin(); dir != levels_.rend(); ++dir) {
     const auto path = relative_to(dir->dir, relative_path);
     for (auto r = dir->rules.rbegin(); r != dir->rules.rend(); ++r) {
       if (r->pattern.matches(path, is_dir)) return &r->source;
+    }
+  }
+  if (!outer_.empty()) {
+    std::string from_base;
+    for (const auto& list : outer_) {
+      from_base.assign(list.prefix).append(relative_path);
+      for (auto r = list.rules.rbegin(); r != list.rules.rend(); ++r) {
+        if (r->pattern.matches(from_base, is_dir)) return &r->source;
+      }
     }
   }
   for (auto r = root_rules_.rbegin(); r != root_rules_.rend(); ++r) {

@@ -2,10 +2,19 @@
 // Which files of a workspace ferry leaves out, with git's precedence. Sans-io: a tree walker reads the
 // ignore files and tells the rules as it enters and leaves directories.
 //
-// Highest priority first:
+// Whatever the patterns say, an entry named ".git" (directory or file, at any depth) is always out: git never
+// lists one either. Then, highest priority first:
 //   1. the deepest directory's .ferryignore, then its .gitignore, then the same for each parent up to the root;
-//   2. config packaging.excludes (matched as if written in a .gitignore at the root);
-//   3. ferry's defaults (default_excludes()).
+//   2. the ignore files git reads from outside the root (outer_ignore_file, see git_repository.hpp): the
+//      .gitignore of each directory above the root up to the repository's top level, nearest first, then
+//      the repository's info/exclude, then the global core.excludesFile. This is git's own order, so with
+//      no packaging.excludes and no defaults ferry packs exactly what `git ls-files --others
+//      --exclude-standard` lists;
+//   3. config packaging.excludes (matched as if written in a .gitignore at the root);
+//   4. ferry's defaults (default_excludes()).
+// ferry's own settings sit below everything git reads because they are general policy, while git's files
+// speak of this project (or, for the global file, this user): so a "!" line in any of them can take back
+// what packaging.excludes or a default leaves out (a whitelist's "!*/" takes back .venv/, as git would).
 // Within one list the last matching line wins, and a "!" line re-includes. As in git, nothing under an
 // excluded directory can be re-included: the walker does not enter it, and for a path inside one
 // explain() names the pattern that excluded the outermost such directory.
@@ -22,20 +31,28 @@ namespace ferry::packaging {
 
 // Where the pattern that decided a path came from, for `ferry pack --explain PATH`.
 struct explanation {
-  enum class origin { file, config, builtin };
+  enum class origin { file, config, builtin, always };
   origin from = origin::file;
   std::string file;      // for origin::file, relative to the root: "a/b/.gitignore"
   std::size_t line = 0;  // 1-based: the file's line, or the position in packaging.excludes or the defaults
   std::string pattern;   // as written, e.g. "!build/"
   bool negated = false;  // the path matched a "!" pattern, so it is included
 
-  // "a/.gitignore:3: build/", "config packaging.excludes[2]: *.csv", "default: __pycache__/".
+  // "a/.gitignore:3: build/", "config packaging.excludes[2]: *.csv", "default: __pycache__/", "always: .git".
   std::string describe() const;
 };
 
-// ".git", "__pycache__/", "*.pyc", ".ipynb_checkpoints/", ".venv/": never worth shipping, and a workspace's
+// "__pycache__/", "*.pyc", ".ipynb_checkpoints/", ".venv/": never worth shipping, and a workspace's
 // own virtualenv travels as the interpreter's layers instead.
 std::span<const std::string_view> default_excludes();
+
+// An ignore file that applies to the walked root from outside it, with patterns relative to its own base
+// directory (the repository's top level for info/exclude and the global file).
+struct outer_ignore_file {
+  std::string name;       // as explain() names it: "../.gitignore", "/src/proj/.git/info/exclude"
+  std::string contents;
+  std::string root_path;  // the walked root's path from the file's base directory: "" or "sub/ws"
+};
 
 struct ignore_options {
   bool defaults = true;               // apply default_excludes()
@@ -44,7 +61,8 @@ struct ignore_options {
 
 class ignore_rules {
  public:
-  explicit ignore_rules(const ignore_options& options = {});
+  // `outer` in priority order, highest first.
+  explicit ignore_rules(const ignore_options& options = {}, std::span<const outer_ignore_file> outer = {});
 
   // Enters `relative_dir` ("" for the root, then "a", "a/b", ...: each a child of the directory entered
   // last) with the contents of its .gitignore and .ferryignore ("" when absent). Entering the wrong
@@ -73,7 +91,14 @@ class ignore_rules {
   const explanation* decide(std::string_view relative_path, bool is_dir) const;
   void check_parent(std::string_view relative_path, const char* what) const;
 
+  struct outer_list {
+    std::string prefix;  // "sub/ws/": put before a root-relative path to match the file's patterns
+    std::vector<rule> rules;
+  };
+
+  std::vector<outer_list> outer_;  // highest priority first
   std::vector<rule> root_rules_;  // defaults then config excludes, below every file
+  explanation always_git_;
   std::vector<level> levels_;
 };
 

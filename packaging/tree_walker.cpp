@@ -2,6 +2,8 @@
 
 #include "packaging/error.hpp"
 #include "packaging/file_stat.hpp"
+#include "packaging/git_repository.hpp"
+#include "packaging/ignore_file_reader.hpp"
 #include "packaging/unique_fd.hpp"
 
 #include <fmt/format.h>
@@ -30,28 +32,36 @@ std::string join(std::string_view dir, std::string_view name) {
   return out;
 }
 
-// Reads a small file next to the directory fd, "" when absent or unreadable (git ignores those too).
-std::string read_ignore_file(int dirfd, const char* name) {
-  unique_fd fd(::openat(dirfd, name, O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) return {};
-  std::string text;
-  char buffer[8192];
-  for (;;) {
-    const auto n = ::read(fd.get(), buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    text.append(buffer, static_cast<std::size_t>(n));
+// Enters `rel_dir` in the rules with its ignore files, or with none where they are not read. An ignore file
+// that is a symlink is not read, as git does not read one.
+void push_ignore_files(ignore_rules& rules, int dirfd, const std::string& rel_dir, bool read_files,
+                       std::vector<walk_warning>* warnings) {
+  if (!read_files || dirfd < 0) {
+    rules.push_directory(rel_dir, {}, {});
+    return;
   }
-  return text;
+  auto gitignore = read_ignore_file(dirfd, ".gitignore", false);
+  auto ferryignore = read_ignore_file(dirfd, ".ferryignore", false);
+  if (warnings) {
+    for (const auto& [name, contents] : {std::pair{".gitignore", &gitignore}, std::pair{".ferryignore", &ferryignore}}) {
+      if (contents->symlink) warnings->push_back({join(rel_dir, name), "a symlink: not read as an ignore file (git does not read one either)"});
+    }
+  }
+  rules.push_directory(rel_dir, gitignore.text, ferryignore.text);
 }
 
-// Enters `rel_dir` in the rules with its ignore files, or with none where they are not read.
-void push_ignore_files(ignore_rules& rules, int dirfd, const std::string& rel_dir, bool read_files) {
-  if (read_files && dirfd >= 0) {
-    rules.push_directory(rel_dir, read_ignore_file(dirfd, ".gitignore"), read_ignore_file(dirfd, ".ferryignore"));
-  } else {
-    rules.push_directory(rel_dir, {}, {});
-  }
+// The ignore files git applies to `root` from outside it, when the root's ignore files are read at all.
+std::vector<outer_ignore_file> outer_files_for(const fs::path& root, const walk_options& options) {
+  if (!options.read_ignore_files) return {};
+  return outer_ignore_files(root, git_environment::from_process());
+}
+
+// Whether the walker keeps a symlink as a link: its target is relative and resolves inside the root, and it
+// is not below a followed link. Others are followed (or refused).
+bool kept_as_symlink(std::string_view root_real, std::string_view resolved, std::string_view target, bool followed) {
+  const bool inside = resolved.size() > root_real.size() && resolved.starts_with(root_real) &&
+                      resolved[root_real.size()] == '/';
+  return !followed && inside && !target.starts_with('/');
 }
 
 struct dir_item {
@@ -94,7 +104,7 @@ bool has_item(const std::vector<dir_item>& items, std::string_view name) {
 class walker {
  public:
   walker(const fs::path& root, const walk_options& options, diagnostics& diag)
-      : options_(options), rules_(options.ignore), diag_(diag), root_(root.string()) {
+      : options_(options), rules_(options.ignore, outer_files_for(root, options)), diag_(diag), root_(root.string()) {
     while (root_.size() > 1 && root_.ends_with('/')) root_.pop_back();
   }
 
@@ -126,7 +136,7 @@ class walker {
     if (!items) return items.error();
     // Only open the ignore files the listing holds: most directories have neither.
     const bool ignore_files = has_item(*items, ".gitignore") || has_item(*items, ".ferryignore");
-    push_ignore_files(rules_, ignore_files ? dirfd : -1, rel_dir, options_.read_ignore_files);
+    push_ignore_files(rules_, ignore_files ? dirfd : -1, rel_dir, options_.read_ignore_files, &out_.warnings);
     for (const auto& item : *items) {
       if (!only.empty() && std::find(only.begin(), only.end(), item.name) == only.end()) continue;
       if (auto r = visit(dirfd, rel_dir, abs_dir, item, followed); !r) return r;
@@ -140,7 +150,7 @@ class walker {
     struct stat self {};
     if (::fstat(rootfd, &self) != 0) return unreadable(root_);
     active_.push_back({self.st_dev, self.st_ino});
-    push_ignore_files(rules_, rootfd, "", options_.read_ignore_files);
+    push_ignore_files(rules_, rootfd, "", options_.read_ignore_files, &out_.warnings);
     return visit(rootfd, "", root_, dir_item{name, DT_UNKNOWN}, false);
   }
 
@@ -220,10 +230,7 @@ class walker {
       if (!::realpath(root_.c_str(), root_real)) return unreadable(root_);
       root_real_ = root_real;
     }
-    const std::string_view resolved(real);
-    const bool inside = resolved.size() > root_real_.size() && resolved.starts_with(root_real_) &&
-                        resolved[root_real_.size()] == '/';
-    if (!followed && inside && !target.starts_with('/')) {
+    if (kept_as_symlink(root_real_, real, target, followed)) {
       keep_symlink(rel, target);
       return {};
     }
@@ -313,33 +320,111 @@ result<std::vector<std::pair<std::string, bool>>> list_top_level(const fs::path&
   return out;
 }
 
+namespace {
+
+std::string verdict(const std::optional<explanation>& decided) {
+  if (!decided) return "included (no rule matches)";
+  return fmt::format("{} by {}", decided->negated ? "included" : "excluded", decided->describe());
+}
+
+// Follows `path` from the root one component at a time as the walker would reach it: lstat, never through
+// a symlink it keeps as a link, through one it follows, reading the ignore files of each directory.
+class path_explainer {
+ public:
+  path_explainer(const fs::path& root, const walk_options& options)
+      : options_(options), rules_(options.ignore, outer_files_for(root, options)), root_(root.string()) {
+    while (root_.size() > 1 && root_.ends_with('/')) root_.pop_back();
+  }
+
+  result<std::string> run(const std::string& path, diagnostics& diag) {
+    dir_ = unique_fd(::open(root_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (dir_.get() < 0) {
+      diag.set(fmt::format("{}: {}", root_, std::strerror(errno)));
+      return error_code(errno == ENOTDIR ? errc::not_a_directory : errc::unreadable_file);
+    }
+    abs_dir_ = root_;
+    push_ignore_files(rules_, dir_.get(), "", options_.read_ignore_files, nullptr);
+    for (std::size_t start = 0;;) {
+      const auto slash = path.find('/', start);
+      const std::string rel = path.substr(0, slash);
+      const std::string name = path.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
+      if (slash == std::string::npos) return last(rel, name);
+      if (auto stop = enter(rel, name)) return *stop;
+      start = slash + 1;
+    }
+  }
+
+ private:
+  // The path itself: a symlink is never a directory to the rules, whatever it points at.
+  std::string last(const std::string& rel, const std::string& name) {
+    struct stat st {};
+    const bool exists = dir_.get() >= 0 && ::fstatat(dir_.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+    const auto decided = rules_.explain(rel, exists && S_ISDIR(st.st_mode));
+    if (!exists || !S_ISLNK(st.st_mode) || (decided && !decided->negated)) return verdict(decided);
+    // A followed link to a directory packs as that directory, whose own verdict is what `name/` patterns say.
+    const auto target = follows_to(name);
+    struct stat followed {};
+    if (!target || ::stat(target->c_str(), &followed) != 0 || !S_ISDIR(followed.st_mode)) return verdict(decided);
+    const auto as_dir = rules_.explain(rel, true);
+    return verdict(as_dir && !as_dir->negated ? as_dir : decided);
+  }
+
+  // A directory on the way, or the reason the path is not packed as such.
+  std::optional<std::string> enter(const std::string& rel, const std::string& name) {
+    struct stat st {};
+    const bool exists = dir_.get() >= 0 && ::fstatat(dir_.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+    unique_fd next;
+    std::string abs = join(abs_dir_, name);
+    if (exists && S_ISLNK(st.st_mode)) {
+      const auto decided = rules_.explain(rel, false);
+      if (decided && !decided->negated) return verdict(decided);
+      const auto target = follows_to(name);
+      if (!target) return fmt::format("not packed: {} is a symlink and is packed as one ({})", rel, verdict(decided));
+      next = unique_fd(::open(target->c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+      abs = *target;
+      followed_ = true;
+    } else if (exists) {
+      next = unique_fd(::openat(dir_.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    }
+    // A missing directory still gets the rules above it, as the walker would apply them were it there.
+    push_ignore_files(rules_, next.get(), rel, options_.read_ignore_files, nullptr);
+    dir_ = std::move(next);
+    abs_dir_ = std::move(abs);
+    return std::nullopt;
+  }
+
+  // Where the walker goes through the symlink `name`, or nullopt when it keeps it as a link (or cannot
+  // resolve it, which it keeps too).
+  std::optional<std::string> follows_to(const std::string& name) {
+    std::string target(PATH_MAX, '\0');
+    const auto n = ::readlinkat(dir_.get(), name.c_str(), target.data(), target.size());
+    if (n < 0) return std::nullopt;
+    target.resize(static_cast<std::size_t>(n));
+    char real[PATH_MAX], root_real[PATH_MAX];
+    if (!::realpath(join(abs_dir_, name).c_str(), real) || !::realpath(root_.c_str(), root_real)) return std::nullopt;
+    if (kept_as_symlink(root_real, real, target, followed_)) return std::nullopt;
+    return std::string(real);
+  }
+
+  const walk_options& options_;
+  ignore_rules rules_;
+  std::string root_;
+  unique_fd dir_;
+  std::string abs_dir_;
+  bool followed_ = false;  // below a followed link, where the walker follows every link
+};
+
+}  // namespace
+
 result<std::string> explain_path(const fs::path& root, std::string_view relative_path, const walk_options& options,
                                  diagnostics& diag) {
-  ignore_rules rules(options.ignore);
-  std::string rel_dir;
-  auto push = [&](const std::string& dir) {
-    const auto abs = dir.empty() ? root : root / dir;
-    unique_fd fd(::open(abs.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    push_ignore_files(rules, fd.get(), dir, options.read_ignore_files);
-  };
   std::string path(relative_path);
   while (path.ends_with('/')) path.pop_back();
   if (path.empty()) {
     diag.set("--explain needs a path below the workspace");
     return error_code(errc::not_a_directory);
   }
-  push("");
-  std::size_t start = 0;
-  for (auto slash = path.find('/'); slash != std::string::npos; slash = path.find('/', start)) {
-    rel_dir = path.substr(0, slash);
-    push(rel_dir);
-    start = slash + 1;
-  }
-  struct stat st {};
-  const bool is_dir = ::stat((root / path).c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-  const auto decided = rules.explain(path, is_dir);
-  if (!decided) return std::string("included (no rule matches)");
-  return fmt::format("{} by {}", decided->negated ? "included" : "excluded", decided->describe());
+  return path_explainer(root, options).run(path, diag);
 }
 
 }  // namespace ferry::packaging

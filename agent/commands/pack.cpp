@@ -179,6 +179,7 @@ void print_explanation(const packaging::pack_report& r, const std::vector<packag
   if (args.explain_paths.empty() || roots.empty()) return;
   packaging::walk_options w;
   w.ignore = settings.scan.ignore;
+  w.follow_external = settings.scan.follow_external;  // where links lead decides what lies below them
   for (const auto& p : args.explain_paths) {
     diagnostics diag;
     auto relative = std::filesystem::path(p).lexically_normal();

@@ -375,7 +375,7 @@ TEST_F(pack_cli, explain_names_the_rule_and_dry_run_uploads_nothing) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("debug.log: excluded by .gitignore:1: *.log"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("train.py: included"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find(".git: excluded by default: .git"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(".git: excluded by always: .git"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("largest files:"), std::string::npos) << r.out;
   const auto dry = run_ferry({"pack", "--dry-run"}, env_for(ws_, prefix_));
   ASSERT_EQ(dry.exit_code, 0) << dry.err;

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <stdexcept>
@@ -284,24 +285,53 @@ std::string join(std::string_view dir, std::string_view name) {
   return dir.empty() ? std::string(name) : fmt::format("{}/{}", dir, name);
 }
 
+bool has_git_component(std::string_view path) {
+  return path == ".git" || path.starts_with(".git/") || path.find("/.git/") != std::string_view::npos ||
+         path.ends_with("/.git");
+}
+
+// Where git finds the global excludes file of a tree.
+enum class global_place {
+  none,
+  xdg_default,     // $XDG_CONFIG_HOME/git/ignore, or ~/.config/git/ignore without XDG_CONFIG_HOME
+  home_gitconfig,  // core.excludesFile = ~/excludes in ~/.gitconfig
+  xdg_gitconfig,   // core.excludesFile = "<absolute>" in $XDG_CONFIG_HOME/git/config (or ~/.config/git/config)
+  repo_config,     // core.excludesFile in the repository's own config, overriding ~/.gitconfig
+};
+
+constexpr std::string_view ignore_list_name = "ignore-list";  // what a symlinked .gitignore points at
+
 struct random_tree {
   std::set<std::string> files;  // besides the .gitignore files
   std::set<std::string> dirs;   // besides the root
   std::map<std::string, std::string> gitignores;  // by directory, "" for the root
+  std::set<std::string> symlinked;  // directories whose .gitignore is a symlink to ignore_list_name beside it
+  std::string info_exclude;         // .git/info/exclude
+  std::string global_excludes;      // the global excludes file, when `where` is not none
+  global_place where = global_place::none;
+  bool xdg = false;        // XDG_CONFIG_HOME is set (for git and ferry alike)
+  std::string workspace;   // "" for the top level, else the directory of the tree that ferry packs
+  bool defaults = false;   // ferry's defaults on: git sees them at the top of the global excludes file
 
   std::string describe() const {
     std::string out = "tree:\n";
     for (const auto& d : dirs) out += fmt::format("  {}/\n", printable(d));
     for (const auto& f : files) out += fmt::format("  {}\n", printable(f));
-    for (const auto& [dir, text] : gitignores) {
-      out += fmt::format("  {}:\n", printable(join(dir, ".gitignore")));
+    auto lines = [&](std::string_view title, std::string_view text) {
+      out += fmt::format("  {}:\n", printable(title));
       std::size_t line = 1;
       for (std::size_t start = 0; start < text.size(); ++line) {
         const auto end = std::min(text.find('\n', start), text.size());
         out += fmt::format("    {:2}| {}\n", line, printable(text.substr(start, end - start)));
         start = end + 1;
       }
+    };
+    for (const auto& [dir, text] : gitignores) {
+      lines(join(dir, symlinked.count(dir) ? ".gitignore -> ignore-list" : ".gitignore"), text);
     }
+    if (!info_exclude.empty()) lines(".git/info/exclude", info_exclude);
+    if (where != global_place::none) lines(fmt::format("global excludes ({})", static_cast<int>(where)), global_excludes);
+    out += fmt::format("  xdg: {}, defaults: {}, workspace: '{}'\n", xdg, defaults, printable(workspace));
     return out;
   }
 
@@ -318,16 +348,19 @@ struct random_tree {
   }
 };
 
-// Names that exercise the syntax: globs, comment and negation characters, spaces, backslashes, non-UTF-8.
+// Names that exercise the syntax: globs, comment and negation characters, spaces, backslashes, non-UTF-8,
+// and the directories that are special to git (.git, below the top) and to ferry (.venv).
 const std::vector<std::string> names = {"a",   "b",    "ab",         "abc",      "a.pyc", "b.py", "build",
                                         "x y", "t ",   "[ab]",       "#h",       "!n",    "s*",   "q?",
-                                        "e\\f", ".hid", "\xe9t\xe9", "d\xff", "c.txt", "ba"};
+                                        "e\\f", ".hid", "\xe9t\xe9", "d\xff", "c.txt", "ba", ".git", ".venv"};
 
 const std::vector<std::string> globs = {
     "*",      "?",         "a*",      "*b",         "*.pyc",       "*.py?",     "[ab]",      "[!a]*",
     "[^b]",   "[a-c]*",    "[]a]*",   "?b*",        "[[:alpha:]]*", "x*y",      "***",       "a**",
     "[ab",    "\\[ab]",    "*\xff",   "d?",         "\xe9*",       "[\xe0-\xff]*", "x[[:space:]]y", "[[:bogus:]]",
     "\\#h",   "#h",        "t\\ ",    "e\\\\f",     "s\\*",        "q\\?",      "[\\]]*",    "b*[!y]"};
+
+const std::vector<std::string> whitelists = {"*\n!*/\n!*.py\n", "/*\n!/build/\n", "*\n!*/\n", "**\n!**/\n!*.txt\n"};
 
 class tree_generator {
  public:
@@ -338,11 +371,27 @@ class tree_generator {
     const std::size_t paths = 20 + pick(61);
     for (std::size_t i = 0; i < paths; ++i) add_path(tree);
     std::vector<std::string> dirs{""};
-    dirs.insert(dirs.end(), tree.dirs.begin(), tree.dirs.end());
+    for (const auto& dir : tree.dirs) {
+      if (!has_git_component(dir)) dirs.push_back(dir);
+    }
     for (const auto& dir : dirs) {
       if (!chance(dir.empty() ? 85 : 45)) continue;
-      tree.gitignores[dir] = ignore_file(tree, dir);
+      tree.gitignores[dir] = (chance(dir.empty() ? 20 : 5) ? one_of(whitelists) : "") + ignore_file(tree, dir);
+      if (chance(20)) {
+        tree.symlinked.insert(dir);
+        tree.files.insert(join(dir, ignore_list_name));
+      }
     }
+    if (chance(50)) tree.info_exclude = ignore_file(tree, "");
+    tree.defaults = chance(40);
+    tree.where = static_cast<global_place>(pick(5));
+    if (tree.defaults && tree.where == global_place::none) tree.where = global_place::xdg_default;
+    if (tree.where != global_place::none) tree.global_excludes = ignore_file(tree, "");
+    tree.xdg = chance(50);
+    if (chance(25) && dirs.size() > 1) tree.workspace = dirs[1 + pick(dirs.size() - 1)];
+    // git run in a directory holding a .git that is not a repository stops there ("invalid gitfile").
+    const auto own_git = join(tree.workspace, ".git");
+    if (!tree.workspace.empty() && (tree.files.count(own_git) || tree.dirs.count(own_git))) tree.workspace.clear();
     return tree;
   }
 
@@ -356,6 +405,7 @@ class tree_generator {
     std::string path;
     for (std::size_t level = 0; level < depth; ++level) {
       const auto name = one_of(names);
+      if (level == 0 && name == ".git") return;  // the repository's own
       const auto next = join(path, name);
       if (level + 1 < depth) {
         if (tree.files.count(next)) return;
@@ -464,48 +514,41 @@ class tree_generator {
   std::mt19937 rng_;
 };
 
-// What the tree walker will do on entering a directory: read its ignore files, if they are regular files.
-void enter(ignore_rules& rules, const std::string& dir, const fs::path& here) {
-  auto read_if_file = [](const fs::path& p) { return fs::is_regular_file(p) ? test::read_file(p) : std::string(); };
-  rules.push_directory(dir, read_if_file(here / ".gitignore"), read_if_file(here / ".ferryignore"));
-}
-
-// The files ferry packs: the real tree walker, which git's own directory is not part of.
-std::vector<std::string> packed_files(const fs::path& root) {
-  walk_options options;
-  options.ignore.defaults = false;
-  diagnostics diag;
-  auto walked = walk_tree(root, options, diag);
-  if (!walked) throw std::runtime_error(diag.message);
-  std::vector<std::string> out;
-  for (const auto& f : walked->files) {
-    if (!f.path.starts_with(".git/")) out.push_back(f.path);
+// Sets (or, with nullopt, removes) environment variables until destroyed. ferry reads HOME and
+// XDG_CONFIG_HOME from its own environment as git does, and git inherits this one, so both see the same.
+class scoped_env {
+ public:
+  void set(const std::string& name, std::optional<std::string> value) {
+    if (!saved_.count(name)) {
+      const char* old = std::getenv(name.c_str());
+      saved_[name] = old ? std::optional<std::string>(old) : std::nullopt;
+    }
+    apply(name, value);
   }
-  return out;
-}
+  ~scoped_env() {
+    for (const auto& [name, value] : saved_) apply(name, value);
+  }
 
-struct verdict {
-  std::string source;
-  std::string line;
-  std::string pattern;
-  bool operator==(const verdict&) const = default;
+ private:
+  static void apply(const std::string& name, const std::optional<std::string>& value) {
+    if (value) {
+      ::setenv(name.c_str(), value->c_str(), 1);
+    } else {
+      ::unsetenv(name.c_str());
+    }
+  }
+  std::map<std::string, std::optional<std::string>> saved_;
 };
 
-// explain() for every path in the tree, entering excluded directories too.
-void explain_all(const fs::path& root, ignore_rules& rules, const std::string& dir,
-                 std::map<std::string, verdict>& out) {
-  const auto here = dir.empty() ? root : root / dir;
-  enter(rules, dir, here);
-  for (const auto& entry : fs::directory_iterator(here)) {
-    const std::string name = entry.path().filename().native();
-    if (name == ".git") continue;
-    const auto path = join(dir, name);
-    const bool is_dir = entry.is_directory() && !entry.is_symlink();
-    const auto why = rules.explain(path, is_dir);
-    out[path] = why ? verdict{why->file, std::to_string(why->line), why->pattern} : verdict{};
-    if (is_dir) explain_all(root, rules, path, out);
+// A home directory for git and ferry that is not the user's: no system config, nothing from the caller.
+void isolate_git(scoped_env& env, const fs::path& home, bool xdg) {
+  env.set("HOME", home.string());
+  env.set("XDG_CONFIG_HOME", xdg ? std::optional<std::string>((home / "xdg").string()) : std::nullopt);
+  env.set("GIT_CONFIG_NOSYSTEM", "1");
+  for (const char* name : {"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM",
+                           "GIT_COMMON_DIR", "GIT_CONFIG_COUNT", "GIT_CONFIG_PARAMETERS", "GIT_CEILING_DIRECTORIES"}) {
+    env.set(name, std::nullopt);
   }
-  rules.pop_directory();
 }
 
 std::vector<std::string> split_nul(std::string_view text) {
@@ -518,39 +561,90 @@ std::vector<std::string> split_nul(std::string_view text) {
   return out;
 }
 
-// One repository reused for every tree: only untracked files are compared, so the index stays empty.
+// `config`: "name=value" settings for this git only (ferry reads none of them).
+test::process_result run_git(const fs::path& cwd, std::vector<std::string> args, const std::string& input = {},
+                             const std::vector<std::string>& config = {}) {
+  for (const auto& setting : config) args.insert(args.begin(), {"-c", setting});
+  args.insert(args.begin(), {"git", "-c", "core.quotepath=off", "-c", "init.defaultBranch=main", "-c",
+                             "user.name=t", "-c", "user.email=t@example.com"});
+  test::process_options options;
+  options.cwd = cwd;
+  options.input = input;
+  return test::run(args, options);
+}
+
+// What git lists in `cwd`: untracked files that are not ignored, relative to cwd, sorted.
+std::vector<std::string> git_included(const fs::path& cwd, const std::vector<std::string>& config = {}) {
+  const auto r = run_git(cwd, {"ls-files", "--cached", "--others", "--exclude-standard", "-z"}, {}, config);
+  if (r.exit_code != 0) throw std::runtime_error("git ls-files failed: " + r.err);
+  auto files = split_nul(r.out);
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// The files ferry packs from `root`: the real tree walker.
+std::vector<std::string> packed_files(const fs::path& root, bool defaults) {
+  walk_options options;
+  options.ignore.defaults = defaults;
+  diagnostics diag;
+  auto walked = walk_tree(root, options, diag);
+  if (!walked) throw std::runtime_error(diag.message);
+  std::vector<std::string> out;
+  for (const auto& f : walked->files) out.push_back(f.path);
+  return out;
+}
+
+struct verdict {
+  std::string source;
+  std::string line;
+  std::string pattern;
+  bool operator==(const verdict&) const = default;
+};
+
+// One repository reused for every tree, with its own home: only untracked files are compared, so the index
+// stays empty.
 class git_oracle {
  public:
   git_oracle() {
-    options_.cwd = repo_.path();
-    options_.env = {{"GIT_CONFIG_NOSYSTEM", "1"}, {"HOME", home_.path().string()}};
-    options_.unset_env = {"XDG_CONFIG_HOME", "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_CONFIG_GLOBAL"};
-    const auto init = git({"init", "-q"});
+    isolate_git(env_, home_.path(), false);
+    const auto init = run_git(repo_.path(), {"init", "-q"});
     if (init.exit_code != 0) throw std::runtime_error("git init failed: " + init.err);
+    repo_config_ = test::read_file(repo_.path() / ".git" / "config");
   }
 
   const fs::path& root() const { return repo_.path(); }
+  fs::path workspace(const random_tree& tree) const { return tree.workspace.empty() ? root() : root() / tree.workspace; }
+  // The global excludes file as git names it in `check-ignore -v`.
+  const std::string& global_file() const { return global_file_; }
+  // With ferry's defaults on, git reads them and then the global file from this file instead (named with
+  // `git -c`, which ferry never sees): its first lines are the defaults.
+  const std::string& defaults_file() const { return defaults_file_; }
+  const std::vector<std::string>& config() const { return config_; }
+  std::vector<std::string> included(const fs::path& cwd) const { return git_included(cwd, config_); }
 
   void write(const random_tree& tree) {
     for (const auto& entry : fs::directory_iterator(repo_.path())) {
       if (entry.path().filename() != ".git") fs::remove_all(entry.path());
     }
+    for (const auto& entry : fs::directory_iterator(home_.path())) fs::remove_all(entry.path());
     for (const auto& f : tree.files) repo_.write(f, "x");
-    for (const auto& [dir, text] : tree.gitignores) repo_.write(join(dir, ".gitignore"), text);
+    for (const auto& [dir, text] : tree.gitignores) {
+      if (!tree.symlinked.count(dir)) {
+        repo_.write(join(dir, ".gitignore"), text);
+        continue;
+      }
+      repo_.write(join(dir, ignore_list_name), text);
+      fs::create_symlink(std::string(ignore_list_name), repo_.path() / join(dir, ".gitignore"));
+    }
+    repo_.write(".git/info/exclude", tree.info_exclude);
+    isolate_git(env_, home_.path(), tree.xdg);
+    write_global(tree);
   }
 
-  std::vector<std::string> included() {
-    const auto r = git({"ls-files", "--cached", "--others", "--exclude-standard", "-z"});
-    if (r.exit_code != 0) throw std::runtime_error("git ls-files failed: " + r.err);
-    auto files = split_nul(r.out);
-    std::sort(files.begin(), files.end());
-    return files;
-  }
-
-  std::map<std::string, verdict> explain(const std::vector<std::string>& paths) {
+  std::map<std::string, verdict> explain(const fs::path& cwd, const std::vector<std::string>& paths) {
     std::string input;
     for (const auto& p : paths) input += p + '\0';
-    const auto r = git({"check-ignore", "-v", "-n", "-z", "--no-index", "--stdin"}, input);
+    const auto r = run_git(cwd, {"check-ignore", "-v", "-n", "-z", "--no-index", "--stdin"}, input, config_);
     if (r.exit_code != 0 && r.exit_code != 1) throw std::runtime_error("git check-ignore failed: " + r.err);
     const auto fields = split_nul(r.out);
     std::map<std::string, verdict> out;
@@ -561,16 +655,48 @@ class git_oracle {
   }
 
  private:
-  test::process_result git(std::vector<std::string> args, const std::string& input = {}) {
-    args.insert(args.begin(), {"git", "-c", "core.quotepath=off", "-c", "init.defaultBranch=main"});
-    auto options = options_;
-    options.input = input;
-    return test::run(args, options);
+  void write_global(const random_tree& tree) {
+    const fs::path config_home = tree.xdg ? home_.path() / "xdg" : home_.path() / ".config";
+    std::string repo_config = repo_config_;
+    switch (tree.where) {
+      case global_place::none: global_file_.clear(); break;
+      case global_place::xdg_default: global_file_ = (config_home / "git" / "ignore").string(); break;
+      case global_place::home_gitconfig:
+        global_file_ = (home_.path() / "excludes").string();
+        home_.write(".gitconfig", "[user]\n\tname = t\n[core]\n\texcludesFile = ~/excludes\n");
+        break;
+      case global_place::xdg_gitconfig:
+        global_file_ = (home_.path() / "elsewhere" / "x y").string();
+        home_.write(".gitconfig", "[core]\n  autocrlf = false\n");  // read after the XDG file: no excludesFile here
+        home_.write(fs::relative(config_home / "git" / "config", home_.path()).string(),
+                    fmt::format("# global\n[Core]\n  ExcludesFile = \"{}\" ; a comment\n", global_file_));
+        break;
+      case global_place::repo_config:
+        global_file_ = (home_.path() / "from-repo").string();
+        home_.write(".gitconfig", "[core]\n  excludesfile = ~/not-this-one\n");
+        repo_config += fmt::format("[core \"x\"]\n\texcludesFile = /nowhere\n[core]\texcludesFile={}\n", global_file_);
+        break;
+    }
+    repo_.write(".git/config", repo_config);
+    if (!global_file_.empty()) home_.write(fs::relative(global_file_, home_.path()).string(), tree.global_excludes);
+    config_.clear();
+    defaults_file_.clear();
+    if (tree.defaults) {
+      // ferry's defaults sit below every ignore file git reads: the top of the global file is the same place.
+      std::string defaults;
+      for (const auto d : default_excludes()) defaults += fmt::format("{}\n", d);
+      defaults_file_ = home_.write("defaults-then-global", defaults + tree.global_excludes).string();
+      config_.push_back("core.excludesFile=" + defaults_file_);
+    }
   }
 
+  scoped_env env_;
   temp_dir home_;
   temp_dir repo_;
-  test::process_options options_;
+  std::string repo_config_;
+  std::string global_file_;
+  std::string defaults_file_;
+  std::vector<std::string> config_;
 };
 
 std::string difference(const std::vector<std::string>& git, const std::vector<std::string>& ferry) {
@@ -588,41 +714,233 @@ std::size_t oracle_trees() {
   return override_count ? std::strtoul(override_count, nullptr, 10) : 200;
 }
 
+// Every path below `dir` but git's own directories, relative to it; symlinks are not followed.
+std::vector<std::string> paths_below(const fs::path& dir) {
+  std::vector<std::string> out;
+  for (auto it = fs::recursive_directory_iterator(dir); it != fs::recursive_directory_iterator(); ++it) {
+    const std::string rel = fs::relative(it->path(), dir).native();
+    if (it->path().filename() == ".git") {
+      if (it->is_directory() && !it->is_symlink()) it.disable_recursion_pending();
+      continue;
+    }
+    out.push_back(rel);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// What `ferry pack --explain` should say for git's verdict on a path.
+std::string expected_explanation(const verdict& git, const random_tree& tree, const git_oracle& oracle) {
+  if (git.pattern.empty()) return "included (no rule matches)";
+  const std::string how = git.pattern.starts_with('!') ? "included" : "excluded";
+  std::string source = git.source;
+  auto line = std::stoul(git.line);
+  if (tree.defaults && source == oracle.defaults_file()) {
+    if (line <= default_excludes().size()) return fmt::format("{} by default: {}", how, git.pattern);
+    source = oracle.global_file();
+    line -= default_excludes().size();
+  }
+  // git names the repository's files by their path from the top level; ferry by their full path.
+  if (source.starts_with(".git/")) source = (oracle.root() / source).string();
+  return fmt::format("{} by {}:{}: {}", how, source, line, git.pattern);
+}
+
+// A workspace below the top level whose own directories git leaves in: ferry always packs its workspace.
+void keep_workspace_only_if_included(random_tree& tree, const git_oracle& git) {
+  if (tree.workspace.empty()) return;
+  std::vector<std::string> prefixes;
+  for (auto slash = tree.workspace.find('/'); slash != std::string::npos; slash = tree.workspace.find('/', slash + 1)) {
+    prefixes.push_back(tree.workspace.substr(0, slash));
+  }
+  prefixes.push_back(tree.workspace);
+  std::string input;
+  for (const auto& p : prefixes) input += p + '\0';
+  const auto r = run_git(git.root(), {"check-ignore", "-z", "--no-index", "--stdin"}, input, git.config());
+  if (r.exit_code == 0) tree.workspace.clear();
+}
+
 TEST(ignore_rules_oracle, agrees_with_git_on_random_trees) {
   git_oracle git;
   const std::size_t trees = oracle_trees();
-  std::size_t compared_paths = 0, ignored_somewhere = 0;
+  std::size_t compared_paths = 0, ignored_somewhere = 0, subdirectories = 0;
   for (unsigned seed = 1; seed <= trees; ++seed) {
-    const auto tree = tree_generator(seed).generate();
+    auto tree = tree_generator(seed).generate();
     git.write(tree);
+    keep_workspace_only_if_included(tree, git);
+    const auto workspace = git.workspace(tree);
 
-    ignore_rules rules({.defaults = false});
-    const auto ours = packed_files(git.root());
-    const auto theirs = git.included();
+    const auto ours = packed_files(workspace, tree.defaults);
+    const auto theirs = git.included(workspace);
     ASSERT_EQ(ours, theirs) << "seed " << seed << "\n" << tree.describe() << difference(theirs, ours);
+    if (!tree.workspace.empty()) {
+      ++subdirectories;
+      continue;  // check-ignore names files from the top level: the reasons are compared at the top
+    }
 
-    std::map<std::string, verdict> our_reasons;
-    explain_all(git.root(), rules, "", our_reasons);
-    std::vector<std::string> paths;
-    for (const auto& [path, why] : our_reasons) paths.push_back(path);
-    const auto their_reasons = git.explain(paths);
+    const auto paths = paths_below(workspace);
+    const auto their_reasons = git.explain(workspace, paths);
     for (const auto& path : paths) {
-      const auto& ours_why = our_reasons.at(path);
       const auto it = their_reasons.find(path);
       ASSERT_NE(it, their_reasons.end()) << "git check-ignore skipped " << printable(path);
-      ASSERT_EQ(ours_why, it->second) << "seed " << seed << ", path " << printable(path) << "\n  ferry: "
-                                      << printable(ours_why.source) << ":" << ours_why.line << ": "
-                                      << printable(ours_why.pattern) << "\n  git:   " << printable(it->second.source)
-                                      << ":" << it->second.line << ": " << printable(it->second.pattern) << "\n"
-                                      << tree.describe();
-      if (!ours_why.pattern.empty()) ++ignored_somewhere;
+      walk_options options;
+      options.ignore.defaults = tree.defaults;
+      diagnostics diag;
+      const auto ours_why = explain_path(workspace, path, options, diag);
+      ASSERT_TRUE(ours_why) << diag.message;
+      ASSERT_EQ(*ours_why, expected_explanation(it->second, tree, git))
+          << "seed " << seed << ", path " << printable(path) << "\n" << tree.describe();
+      if (!it->second.pattern.empty()) ++ignored_somewhere;
     }
     compared_paths += paths.size();
   }
   // Guards the generator: random patterns that match nothing would make agreement meaningless.
   EXPECT_GT(ignored_somewhere, compared_paths / 10);
-  std::cout << "compared " << trees << " trees, " << compared_paths << " paths, " << ignored_somewhere
-            << " decided by a pattern\n";
+  EXPECT_GT(subdirectories, trees / 10);
+  std::cout << "compared " << trees << " trees (" << subdirectories << " packed from a subdirectory), "
+            << compared_paths << " paths, " << ignored_somewhere << " decided by a pattern\n";
+}
+
+// ---- git's ignore sources, one at a time ----------------------------------------------------------------
+
+// A repository with its own home directory, for hand-made trees.
+class git_fixture : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    isolate_git(env_, home_.path(), false);
+    ASSERT_EQ(run_git(repo_.path(), {"init", "-q"}).exit_code, 0);
+  }
+
+  void write(std::string_view path, std::string_view contents = "x") { repo_.write(path, contents); }
+  void symlink(const std::string& target, std::string_view path) { fs::create_symlink(target, repo_ / path); }
+  std::vector<std::string> git_files(std::string_view dir = "") { return git_included(repo_ / dir); }
+  // With ferry's defaults on (.git out whatever the rules): these trees hold nothing else they exclude.
+  std::vector<std::string> ferry_files(bool defaults = true, std::string_view dir = "") {
+    return packed_files(repo_ / dir, defaults);
+  }
+  std::string explain(std::string_view path, bool defaults = true) {
+    walk_options options;
+    options.ignore.defaults = defaults;
+    diagnostics diag;
+    const auto why = explain_path(repo_.path(), path, options, diag);
+    return why ? *why : "error: " + diag.message;
+  }
+
+  scoped_env env_;
+  temp_dir home_;
+  temp_dir repo_;
+};
+
+using strings = std::vector<std::string>;
+
+TEST_F(git_fixture, info_exclude_and_the_global_excludes_file_are_read_with_gits_precedence) {
+  write(".gitignore", "!b.log\n");
+  write(".git/info/exclude", "*.log\n!c.tmp\n/sub/d.py\n");
+  home_.write(".gitconfig", "[core]\n\texcludesFile = ~/global-ignore\n");
+  home_.write("global-ignore", "*.tmp\nsub/\n!sub/\n");
+  for (const char* f : {"a.log", "b.log", "c.tmp", "d.tmp", "e.py", "sub/d.py", "sub/e.py"}) write(f);
+  const strings expected = {".gitignore", "b.log", "c.tmp", "e.py", "sub/e.py"};
+  ASSERT_EQ(git_files(), expected);
+  EXPECT_EQ(ferry_files(), expected);
+  EXPECT_EQ(explain("a.log"), fmt::format("excluded by {}:1: *.log", (repo_ / ".git/info/exclude").string()));
+  EXPECT_EQ(explain("d.tmp"), fmt::format("excluded by {}:1: *.tmp", (home_ / "global-ignore").string()));
+
+  // Packed from a subdirectory, the repository's files still speak from the top level.
+  ASSERT_EQ(git_files("sub"), strings{"e.py"});
+  EXPECT_EQ(ferry_files(true, "sub"), strings{"e.py"});
+}
+
+TEST_F(git_fixture, without_core_excludes_file_the_xdg_ignore_file_is_read) {
+  write("a.tmp");
+  write("b.py");
+  home_.write(".config/git/ignore", "*.tmp\n");
+  ASSERT_EQ(git_files(), strings{"b.py"});
+  EXPECT_EQ(ferry_files(), strings{"b.py"});
+
+  env_.set("XDG_CONFIG_HOME", (home_ / "xdg").string());
+  home_.write("xdg/git/ignore", "*.py\n");
+  ASSERT_EQ(git_files(), strings{"a.tmp"});
+  EXPECT_EQ(ferry_files(), strings{"a.tmp"});
+}
+
+TEST_F(git_fixture, a_parent_directorys_gitignore_applies_to_a_workspace_below_the_top) {
+  write(".gitignore", "*.log\nws/build/\n");
+  write("ws/a.log");
+  write("ws/build/x.py");
+  write("ws/m.py");
+  ASSERT_EQ(git_files("ws"), strings{"m.py"});
+  EXPECT_EQ(ferry_files(true, "ws"), strings{"m.py"});
+}
+
+TEST_F(git_fixture, a_linked_worktree_reads_the_main_repositorys_info_exclude) {
+  ASSERT_EQ(run_git(repo_.path(), {"commit", "-q", "--allow-empty", "-m", "empty"}).exit_code, 0);
+  const temp_dir elsewhere;
+  const auto tree = elsewhere / "wt";
+  ASSERT_EQ(run_git(repo_.path(), {"worktree", "add", "-q", tree.string()}).exit_code, 0);
+  write(".git/info/exclude", "*.log\n");
+  elsewhere.write("wt/a.log", "x");
+  elsewhere.write("wt/b.py", "x");
+  ASSERT_EQ(git_included(tree), strings{"b.py"});
+  EXPECT_EQ(packed_files(tree, true), strings{"b.py"});
+}
+
+TEST_F(git_fixture, a_symlinked_gitignore_is_not_read) {
+  write("patterns", "*.txt\n");
+  symlink("patterns", ".gitignore");
+  write("sub/patterns", "*.py\n");
+  symlink("patterns", "sub/.gitignore");
+  write("a.txt");
+  write("sub/b.py");
+  const strings expected = {".gitignore", "a.txt", "patterns", "sub/.gitignore", "sub/b.py", "sub/patterns"};
+  ASSERT_EQ(git_files(), expected);
+  EXPECT_EQ(ferry_files(), expected);
+  EXPECT_EQ(explain("a.txt"), "included (no rule matches)");
+}
+
+TEST_F(git_fixture, a_symlinked_ferryignore_is_not_read_either) {
+  write("patterns", "a.txt\n");
+  symlink("patterns", ".ferryignore");
+  write("a.txt");
+  EXPECT_EQ(ferry_files(), (strings{".ferryignore", "a.txt", "patterns"}));
+}
+
+TEST_F(git_fixture, dot_git_never_ships_whatever_a_whitelist_says) {
+  write(".gitignore", "*\n!*/\n!*.py\n!.git\n!.git/**\n");
+  write(".git/hooks/hook.py");
+  write("sub/.git", "gitdir: /nowhere\n");   // an invalid gitfile: git walks the directory, but not the file
+  write("deep/er/.git/m.py");                // not a repository: git walks the directory, but not .git
+  write("deep/er/n.py");
+  write(".venv/lib/site.py");
+  write("m.py");
+  const strings expected = {".venv/lib/site.py", "deep/er/n.py", "m.py"};
+  ASSERT_EQ(git_files(), expected);
+  EXPECT_EQ(ferry_files(false), expected);
+  // ferry's defaults are below every ignore file: "!*/" takes .venv back, as the same line would from git's
+  // global excludes file; nothing takes .git back.
+  EXPECT_EQ(ferry_files(true), expected);
+  EXPECT_EQ(explain(".git/hooks/hook.py", false), "excluded by always: .git");
+  EXPECT_EQ(explain("deep/er/.git", false), "excluded by always: .git");
+}
+
+// ---- --explain agrees with the walker ------------------------------------------------------------------
+
+TEST_F(git_fixture, explain_does_not_follow_a_symlink_to_a_directory) {
+  write(".gitignore", "link/\n");
+  write("data/x.py");
+  symlink("data", "link");
+  const strings expected = {".gitignore", "data/x.py", "link"};
+  ASSERT_EQ(git_files(), expected);
+  EXPECT_EQ(ferry_files(), expected);
+  EXPECT_EQ(explain("link"), "included (no rule matches)");
+  EXPECT_EQ(explain("link/"), "included (no rule matches)");
+  EXPECT_EQ(explain("data"), "included (no rule matches)");
+}
+
+TEST_F(git_fixture, explain_below_a_kept_symlink_names_the_symlink) {
+  write("data/.gitignore", "x.py\n");
+  write("data/x.py");
+  symlink("data", "link");
+  EXPECT_EQ(explain("data/x.py"), "excluded by data/.gitignore:1: x.py");
+  EXPECT_EQ(explain("link/x.py"), "not packed: link is a symlink and is packed as one (included (no rule matches))");
 }
 
 }  // namespace
