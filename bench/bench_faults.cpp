@@ -100,6 +100,19 @@ void cut_uploads(int count) {
              count, succeeded, failed, absent_after_failure, corrupt, left, proxy.connections_cut());
 }
 
+// `ferry pack` of the workspace `ws` (one layer of 2 shards) into `url`, with its state under `state`.
+ferry::test::process_options pack_options(const moto_server& moto, const temp_dir& ws, const temp_dir& state,
+                                          const std::string& url) {
+  auto options = moto.process_env();
+  options.cwd = ws.path();
+  options.env["XDG_STATE_HOME"] = (state / "state").string();
+  options.env["XDG_CACHE_HOME"] = (state / "cache").string();
+  options.env["FERRY_STORAGE_URL"] = url;
+  options.env["FERRY_PACKAGING_SHIP_SITE_PACKAGES"] = "false";
+  options.env["FERRY_PACKAGING_SHARD_SIZE"] = "20MiB";
+  return options;
+}
+
 void freeze_packs(int count) {
   temp_dir ws, state;
   std::mt19937_64 rng(7);
@@ -111,13 +124,7 @@ void freeze_packs(int count) {
   for (int i = 0; i < count; ++i) {
     moto_server moto;
     moto.make_bucket("frozen");
-    auto options = moto.process_env();
-    options.cwd = ws.path();
-    options.env["XDG_STATE_HOME"] = (state / "state").string();
-    options.env["XDG_CACHE_HOME"] = (state / "cache").string();
-    options.env["FERRY_STORAGE_URL"] = fmt::format("s3://frozen/round-{}/", i);
-    options.env["FERRY_PACKAGING_SHIP_SITE_PACKAGES"] = "false";
-    options.env["FERRY_PACKAGING_SHARD_SIZE"] = "20MiB";
+    auto options = pack_options(moto, ws, state, fmt::format("s3://frozen/round-{}/", i));
     options.env["FERRY_NET_READ_TIMEOUT"] = "3s";
     options.env["FERRY_NET_WRITE_TIMEOUT"] = "3s";
     options.env["FERRY_NET_RETRY_MAX_ATTEMPTS"] = "1";
@@ -163,13 +170,7 @@ void interrupt_packs(int count) {
   double worst = 0;
   int completed = 0, interrupted = 0, incomplete_traces = 0;
   for (int i = 0; i < count; ++i) {
-    auto options = moto.process_env();
-    options.cwd = ws.path();
-    options.env["XDG_STATE_HOME"] = (state / "state").string();
-    options.env["XDG_CACHE_HOME"] = (state / "cache").string();
-    options.env["FERRY_STORAGE_URL"] = fmt::format("s3://interrupted/round-{}/", i);
-    options.env["FERRY_PACKAGING_SHIP_SITE_PACKAGES"] = "false";
-    options.env["FERRY_PACKAGING_SHARD_SIZE"] = "20MiB";
+    auto options = pack_options(moto, ws, state, fmt::format("s3://interrupted/round-{}/", i));
     const auto trace = state / fmt::format("round-{}.jsonl", i);
     auto child = ferry::test::spawn_ferry({"pack", "--trace", trace.string()}, options);
     std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 2500)(rng)));

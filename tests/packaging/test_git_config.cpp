@@ -57,11 +57,16 @@ TEST(git_config, tilde_paths_expand_to_the_home) {
   EXPECT_EQ(expand_config_path("~no-such-user-here/x", "/h"), std::nullopt);
 }
 
+// The least git accepts as a repository: HEAD, objects/ and refs/.
+void make_git_dir(const temp_dir& t, const std::string& dir) {
+  t.write(dir + "/HEAD", "ref: refs/heads/main\n");
+  fs::create_directories(t / dir / "objects");
+  fs::create_directories(t / dir / "refs");
+}
+
 TEST(git_repository, found_through_a_gitdir_file_with_its_common_directory) {
   const temp_dir t;
-  t.write("main/.git/HEAD", "ref: refs/heads/main\n");
-  fs::create_directories(t / "main/.git/objects");
-  fs::create_directories(t / "main/.git/refs");
+  make_git_dir(t, "main/.git");
   t.write("main/.git/worktrees/w/HEAD", "0000\n");
   t.write("main/.git/worktrees/w/commondir", "../..\n");
   t.write("w/.git", "gitdir: ../main/.git/worktrees/w\n");
@@ -75,9 +80,7 @@ TEST(git_repository, found_through_a_gitdir_file_with_its_common_directory) {
 
 TEST(git_repository, a_dot_git_that_is_not_a_repository_is_passed_over) {
   const temp_dir t;
-  t.write("outer/.git/HEAD", "x\n");
-  fs::create_directories(t / "outer/.git/objects");
-  fs::create_directories(t / "outer/.git/refs");
+  make_git_dir(t, "outer/.git");
   t.write("outer/inner/.git", "gitdir: /nowhere\n");
   fs::create_directories(t / "outer/inner/x");
   const auto repo = find_git_repository(t / "outer/inner/x");
@@ -87,9 +90,7 @@ TEST(git_repository, a_dot_git_that_is_not_a_repository_is_passed_over) {
 
 TEST(git_repository, outer_files_name_their_patterns_base) {
   const temp_dir t;
-  t.write("r/.git/HEAD", "x\n");
-  fs::create_directories(t / "r/.git/objects");
-  fs::create_directories(t / "r/.git/refs");
+  make_git_dir(t, "r/.git");
   t.write("r/.git/info/exclude", "*.log\n");
   t.write("r/.gitignore", "a\n");
   t.write("r/ws/.gitignore", "b\n");  // the root's own: read by the walker, not here
