@@ -42,13 +42,16 @@ struct upload_state {
   error_code error;
   diagnostics diag;
 
-  // The first failure wins; closing the channel stops the producer and lets the workers drain.
+  // The first failure wins, and everyone waiting on the channel stops. close() alone is not enough: it
+  // ends waiting receivers but leaves a producer blocked in async_send waiting for ever, with no timer
+  // armed, once every worker has failed; cancel() completes that send too.
   void fail(const error_code& ec, diagnostics& d) {
     if (!error) {
       error = ec;
       diag = std::move(d);
     }
     parts.close();
+    parts.cancel();
   }
 };
 

@@ -1,16 +1,25 @@
 // A flaky network between ferry and moto_server (the fault proxy cuts connections and adds delay):
 // transfers complete by retrying, an object is never visible with wrong bytes, and a multipart upload
 // that fails or is interrupted leaves no parts behind.
+#include "net/s3_session.hpp"
+#include "net/s3_transfer.hpp"
 #include "support/eliot.hpp"
 #include "support/fault_proxy.hpp"
 #include "support/moto.hpp"
 #include "support/process.hpp"
+#include "support/settings.hpp"
 #include "support/temp_dir.hpp"
+#include "tracing/sink.hpp"
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
 #include <gtest/gtest.h>
 
 #include <csignal>
 #include <fstream>
+#include <future>
+#include <map>
 #include <random>
 #include <thread>
 
@@ -18,6 +27,8 @@ namespace ferry {
 namespace {
 
 using test::temp_dir;
+using namespace net;
+namespace asio = boost::asio;
 
 void write_random_file(const std::filesystem::path& path, std::size_t size, unsigned seed) {
   std::mt19937 rng(seed);
@@ -143,6 +154,42 @@ TEST_F(s3_faults, a_failing_multipart_upload_is_aborted) {
   const auto r = test::run_ferry({"storage", "cp", file.string(), "s3://faults/doomed"}, o);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(stored("doomed"), "<missing>");
+  EXPECT_TRUE(no_multipart_uploads_left());
+}
+
+TEST_F(s3_faults, a_multipart_upload_whose_every_worker_fails_ends_while_a_part_waits_to_be_sent) {
+  // In process, with parts that are ready at once and one part in flight: when the only worker gives up,
+  // the producer is already waiting in the channel's send with the next part. That wait once lasted for
+  // ever, with nothing armed to end it.
+  proxy.cut_upload_after(64u << 10);
+  auto settings = test::default_settings(dir.path());
+  settings.s3.part_size.bytes = 5 << 20;
+  settings.s3.parts_in_flight = 1;
+  settings.net.retry.max_attempts = 1;
+  std::map<std::string, std::string, std::less<>> vars;
+  for (const auto& [name, value] : moto_->environment()) vars[name] = value;
+  vars["AWS_ENDPOINT_URL"] = proxy.endpoint();
+  asio::io_context io;
+  cpu_pool cpu(1);
+  diagnostics diag;
+  auto session = open_s3_session(io.get_executor(), cpu, settings, map_environment(vars), diag);
+  ASSERT_TRUE(session) << diag.message;
+  int made = 0;
+  const part_source parts = [&made](diagnostics&) -> asio::awaitable<result<std::optional<std::vector<char>>>> {
+    if (made == 4) co_return std::optional<std::vector<char>>{};
+    ++made;
+    co_return std::optional<std::vector<char>>(std::vector<char>(5 << 20, 'p'));
+  };
+  auto out = tracing::sink::discard();
+  auto root = tracing::action::start_task(*out, "test:upload");
+  auto done = asio::co_spawn(io, upload_multipart(*session->s3, root, "faults", "stuck", parts, diag),
+                             asio::use_future);
+  io.run_for(std::chrono::seconds(60));
+  ASSERT_EQ(done.wait_for(std::chrono::seconds(0)), std::future_status::ready)
+      << "the upload still waited a minute after its only worker failed";
+  EXPECT_FALSE(done.get());
+  EXPECT_LT(made, 4);
+  EXPECT_EQ(stored("stuck"), "<missing>");
   EXPECT_TRUE(no_multipart_uploads_left());
 }
 
