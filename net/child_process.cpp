@@ -1,5 +1,7 @@
 #include "net/child_process.hpp"
 
+#include "net/deadline.hpp"
+
 #include "net/cancellation.hpp"
 #include "net/ssh_quote.hpp"
 
@@ -222,15 +224,6 @@ asio::awaitable<void> collect(child& c, const child_request& request, child_resu
   set_exit(got, c.reap(request.after_exit));
 }
 
-// The deadline as an operand of ||. The operators co_spawn their operands, and a spawned coroutine hears
-// only terminal cancellation unless it accepts more: a bare timer.async_wait() would ignore the total
-// cancellation that the group forwards from the caller, and the group would wait for it to expire.
-asio::awaitable<void> expiry(asio::steady_timer& timer) {
-  co_await accept_cancellation();
-  error_code ec;
-  co_await timer.async_wait(on_error(ec));
-}
-
 // argv[0], and the executable run for it when that is another name.
 std::string program(const child_request& request) {
   const auto& name = request.argv.at(0);
@@ -258,11 +251,10 @@ asio::awaitable<result<child_result>> run_child(const child_request& request, di
   }
   child_result got;
   error_code failure;
-  asio::steady_timer deadline(ex, request.timeout);
-  const auto first = co_await (collect(c, request, got, failure) || expiry(deadline));
+  const bool finished = co_await with_deadline(collect(c, request, got, failure), request.timeout);
   co_await c.kill_and_reap();  // a no-op when collect() reaped it
   if (co_await cancelled()) co_return make_error_code(asio::error::operation_aborted);
-  if (first.index() == 1) {
+  if (!finished) {
     diag.set(fmt::format("{} did not finish within {}", command_line(request.argv),
                          config::format_duration(request.timeout)));
     co_return make_error_code(asio::error::timed_out);

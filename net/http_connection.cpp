@@ -4,7 +4,8 @@
 #include "net/digest.hpp"
 #include "net/error.hpp"
 
-#include <boost/asio/experimental/awaitable_operators.hpp>
+#include "net/deadline.hpp"
+
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/ssl/error.hpp>
@@ -31,7 +32,6 @@ namespace ferry::net {
 namespace {
 
 using asio::ip::tcp;
-using namespace asio::experimental::awaitable_operators;
 
 
 bool is_ip_literal(const std::string& host) {
@@ -58,16 +58,14 @@ std::string verify_failure(long verdict) {
 
 asio::awaitable<result<tcp::resolver::results_type>> resolve(const origin& to, std::chrono::milliseconds deadline,
                                                              diagnostics& diag) {
-  auto ex = co_await asio::this_coro::executor;
-  tcp::resolver resolver(ex);
-  asio::steady_timer timer(ex, deadline);
-  error_code ec, timer_ec;
-  auto done = co_await (
-      resolver.async_resolve(to.host, std::to_string(to.port), asio::redirect_error(asio::use_awaitable, ec)) ||
-      timer.async_wait(asio::redirect_error(asio::use_awaitable, timer_ec)));
-  if (done.index() == 1) co_return classify_transport_error(beast::error::timeout, "resolving", to, diag);
+  tcp::resolver resolver(co_await asio::this_coro::executor);
+  error_code ec;
+  auto done = co_await with_deadline(
+      resolver.async_resolve(to.host, std::to_string(to.port), asio::redirect_error(asio::use_awaitable, ec)),
+      deadline);
+  if (!done) co_return classify_transport_error(beast::error::timeout, "resolving", to, diag);
   if (ec) co_return classify_transport_error(ec, "resolving", to, diag);
-  co_return std::get<0>(std::move(done));
+  co_return std::move(*done);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "net/ssh_connect.hpp"
 
 #include "net/cancellation.hpp"
+#include "net/deadline.hpp"
 #include "net/error.hpp"
 #include "net/ssh_keys.hpp"
 #include "net/ssh_known_hosts.hpp"
@@ -53,23 +54,22 @@ asio::awaitable<result<tcp::socket>> open_socket(const ssh_peer& peer, const ssh
                                                  clock::time_point deadline, diagnostics& diag) {
   auto ex = co_await asio::this_coro::executor;
   tcp::resolver resolver(ex);
-  asio::steady_timer timer(ex, deadline);
-  error_code ec, timer_ec;
-  auto resolved = co_await (resolver.async_resolve(peer.host, std::to_string(peer.port),
-                                                   asio::redirect_error(asio::use_awaitable, ec)) ||
-                            timer.async_wait(asio::redirect_error(asio::use_awaitable, timer_ec)));
+  error_code ec;
+  auto resolved = co_await with_deadline(
+      resolver.async_resolve(peer.host, std::to_string(peer.port), asio::redirect_error(asio::use_awaitable, ec)),
+      deadline);
   if (co_await cancelled()) co_return error_code(asio::error::operation_aborted);
-  if (resolved.index() == 1) co_return timed_out(peer, o, "resolving the host name", diag);
+  if (!resolved) co_return timed_out(peer, o, "resolving the host name", diag);
   if (ec) {
     diag.set(fmt::format("connecting to {}: cannot resolve {}: {}", peer.describe(), peer.host, ec.message()));
     co_return make_error_code(errc::name_resolution_failed);
   }
-  const auto endpoints = std::get<0>(std::move(resolved));
+  const auto endpoints = std::move(*resolved);
   tcp::socket socket(ex);
-  auto connected = co_await (asio::async_connect(socket, endpoints, asio::redirect_error(asio::use_awaitable, ec)) ||
-                             timer.async_wait(asio::redirect_error(asio::use_awaitable, timer_ec)));
+  auto connected = co_await with_deadline(
+      asio::async_connect(socket, endpoints, asio::redirect_error(asio::use_awaitable, ec)), deadline);
   if (co_await cancelled()) co_return error_code(asio::error::operation_aborted);
-  if (connected.index() == 1) co_return timed_out(peer, o, "in the TCP connect", diag);
+  if (!connected) co_return timed_out(peer, o, "in the TCP connect", diag);
   if (ec) {
     diag.set(fmt::format("connecting to {}: {}", peer.describe(), ec.message()));
     co_return make_error_code(errc::connection_failed);

@@ -1,6 +1,7 @@
 #include "net/ssh_session.hpp"
 
 #include "net/cancellation.hpp"
+#include "net/deadline.hpp"
 #include "net/error.hpp"
 
 #include <boost/asio/co_spawn.hpp>
@@ -139,13 +140,12 @@ asio::awaitable<error_code> ssh_session::wait_for_activity(diagnostics& diag) {
 asio::awaitable<error_code> ssh_session::wait_for_activity_until(clock::time_point deadline, diagnostics& diag) {
   if (failure_) co_return failure(diag);
   if (clock::now() >= deadline) co_return make_error_code(errc::timeout);
-  asio::steady_timer timer(io_->socket.get_executor(), deadline);
-  error_code wake_ec, timer_ec;
-  const auto done = co_await (wake_.async_wait(asio::redirect_error(asio::use_awaitable, wake_ec)) ||
-                              timer.async_wait(asio::redirect_error(asio::use_awaitable, timer_ec)));
+  error_code wake_ec;
+  const bool woken = co_await with_deadline(wake_.async_wait(asio::redirect_error(asio::use_awaitable, wake_ec)),
+                                            deadline);
   if (co_await cancelled()) co_return error_code(asio::error::operation_aborted);
   if (failure_) co_return failure(diag);
-  if (done.index() == 1) co_return make_error_code(errc::timeout);
+  if (!woken) co_return make_error_code(errc::timeout);
   co_return error_code{};
 }
 

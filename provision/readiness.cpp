@@ -2,12 +2,12 @@
 
 #include "config/units.hpp"
 #include "net/cancellation.hpp"
+#include "net/deadline.hpp"
 #include "net/retry.hpp"
 #include "net/run_all.hpp"
 #include "provision/readiness_core.hpp"
 #include "provision/ssh_banner.hpp"
 
-#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -21,7 +21,6 @@ namespace ferry::provision {
 namespace {
 
 namespace asio = boost::asio;
-using namespace asio::experimental::awaitable_operators;
 using clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
@@ -63,12 +62,6 @@ asio::awaitable<error_code> sleep_until(clock::time_point t) {
   co_return ec;
 }
 
-asio::awaitable<void> expiry(asio::steady_timer& timer) {
-  co_await net::accept_cancellation();
-  error_code ec;
-  co_await timer.async_wait(on_error(ec));
-}
-
 // Asks the provider once. Only a describe error that retrying cannot cure comes back as an error.
 asio::awaitable<error_code> poll_state(tracing::action& stage, waiter& w) {
   auto act = stage.child("ferry:node:poll", {{"attempt", w.core.attempts() + 1}});
@@ -98,9 +91,8 @@ asio::awaitable<result<void>> login_in_time(const login_check& login, tracing::a
                                             milliseconds timeout, diagnostics& d) {
   auto act = parent.child("ferry:node:ssh_login", {{"user", n.user}});
   result<void> out = make_error_code(asio::error::operation_aborted);
-  asio::steady_timer deadline(co_await asio::this_coro::executor, timeout);
-  const auto first = co_await (logging_in(login, act, n, d, out) || expiry(deadline));
-  if (first.index() == 1) {
+  const bool finished = co_await net::with_deadline(logging_in(login, act, n, d, out), timeout);
+  if (!finished) {
     out = make_error_code(asio::error::timed_out);
     d.set(fmt::format("{}: login did not finish within {}", label(n), as_text(timeout)));
   }

@@ -1,9 +1,9 @@
 #include "provision/ssh_banner.hpp"
 
 #include "net/cancellation.hpp"
+#include "net/deadline.hpp"
 
 #include <boost/asio/connect.hpp>
-#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -17,7 +17,6 @@ namespace {
 
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
-using namespace asio::experimental::awaitable_operators;
 
 // RFC 4253 caps the identification line at 255 bytes; lines before it are rare and short. Past this much
 // the peer is not an SSH server.
@@ -26,12 +25,6 @@ constexpr std::size_t max_greeting = 8192;
 auto on_error(error_code& ec) { return asio::redirect_error(asio::use_awaitable, ec); }
 
 std::string where(const node& n) { return fmt::format("{} ({}:{})", n.name.empty() ? n.id : n.name, n.host, n.port); }
-
-asio::awaitable<void> expiry(asio::steady_timer& timer) {
-  co_await net::accept_cancellation();
-  error_code ec;
-  co_await timer.async_wait(on_error(ec));
-}
 
 asio::awaitable<error_code> resolve_and_connect(tcp::socket& socket, const node& n) {
   co_await net::accept_cancellation();
@@ -73,9 +66,8 @@ asio::awaitable<result<tcp::socket>> connect_to_node(tracing::action& parent, co
   auto act = parent.child("ferry:node:tcp_connect", {{"host", n.host}, {"port", n.port}});
   auto ex = co_await asio::this_coro::executor;
   tcp::socket socket(ex);
-  asio::steady_timer deadline(ex, timeout);
-  const auto first = co_await (resolve_and_connect(socket, n) || expiry(deadline));
-  error_code ec = first.index() == 0 ? std::get<0>(first) : make_error_code(asio::error::timed_out);
+  const auto first = co_await net::with_deadline(resolve_and_connect(socket, n), timeout);
+  error_code ec = first ? *first : make_error_code(asio::error::timed_out);
   if (co_await net::cancelled()) ec = make_error_code(asio::error::operation_aborted);
   if (ec) {
     diag.set(fmt::format("{}: TCP connect: {}", where(n), ec.message()));
@@ -91,9 +83,8 @@ asio::awaitable<result<std::string>> read_ssh_banner(tracing::action& parent, co
   auto act = parent.child("ferry:node:ssh_banner");
   auto ex = co_await asio::this_coro::executor;
   std::string greeting, line;
-  asio::steady_timer deadline(ex, timeout);
-  const auto first = co_await (read_banner(socket, greeting, line) || expiry(deadline));
-  error_code ec = first.index() == 0 ? std::get<0>(first) : make_error_code(asio::error::timed_out);
+  const auto first = co_await net::with_deadline(read_banner(socket, greeting, line), timeout);
+  error_code ec = first ? *first : make_error_code(asio::error::timed_out);
   if (co_await net::cancelled()) ec = make_error_code(asio::error::operation_aborted);
   if (!ec && !is_ssh2_banner(line)) ec = make_error_code(sys::errc::protocol_error);
   if (ec) {
