@@ -51,19 +51,21 @@ bool read(const toml::node& n, int& out, std::string& why, bool& wrong_type) {
 bool read(const toml::node& n, duration& out, std::string& why, bool& wrong_type) {
   if (n.is_integer() || n.is_floating_point()) {
     const double seconds = n.value<double>().value_or(-1);
-    if (seconds < 0) {
-      why = "a duration cannot be negative";
-      return false;
+    if (auto d = duration_of_seconds(seconds)) {
+      out = *d;
+      return true;
     }
-    out = duration(static_cast<std::int64_t>(seconds * 1000.0));
-    return true;
+    why = fmt::format("{} seconds is not a duration: 0 or more, and at most {}", seconds,
+                      format_duration(max_duration));
+    return false;
   }
   if (auto text = n.value<std::string>()) {
     if (auto d = parse_duration(*text)) {
       out = *d;
       return true;
     }
-    why = fmt::format("'{}' is not a duration (examples: \"250ms\", \"10s\", \"5m\", \"4h\")", *text);
+    why = fmt::format("{} is not a duration (examples: \"250ms\", \"10s\", \"5m\", \"4h\"; at most {})",
+                      quoted_value(*text), format_duration(max_duration));
     return false;
   }
   wrong_type = true;
@@ -74,8 +76,8 @@ bool read(const toml::node& n, duration& out, std::string& why, bool& wrong_type
 bool read(const toml::node& n, byte_size& out, std::string& why, bool& wrong_type) {
   if (n.is_integer()) {
     const auto v = n.as_integer()->get();
-    if (v < 0) {
-      why = "a size cannot be negative";
+    if (v < 0 || static_cast<std::uint64_t>(v) > max_byte_size.bytes) {
+      why = fmt::format("{} is not a size: 0 or more, and at most {}", v, format_byte_size(max_byte_size));
       return false;
     }
     out = byte_size{static_cast<std::uint64_t>(v)};
@@ -86,7 +88,8 @@ bool read(const toml::node& n, byte_size& out, std::string& why, bool& wrong_typ
       out = *s;
       return true;
     }
-    why = fmt::format("'{}' is not a size (examples: \"8MiB\", \"1GB\", 4096)", *text);
+    why = fmt::format("{} is not a size (examples: \"8MiB\", \"1GB\", 4096; at most {})", quoted_value(*text),
+                      format_byte_size(max_byte_size));
     return false;
   }
   wrong_type = true;
@@ -269,7 +272,7 @@ constexpr std::array<std::string_view, 2> ec2_architecture_choices = {"x86_64", 
 template <std::size_t N>
 bool one_of(const std::string& value, const std::array<std::string_view, N>& choices, std::string& why) {
   if (std::find(choices.begin(), choices.end(), value) != choices.end()) return true;
-  why = fmt::format("'{}' is not one of: {}", value, fmt::join(choices, ", "));
+  why = fmt::format("{} is not one of: {}", quoted_value(value), fmt::join(choices, ", "));
   return false;
 }
 

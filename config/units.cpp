@@ -38,7 +38,23 @@ std::optional<duration> parse_duration(std::string_view text) {
   if (!parts) return std::nullopt;
   const auto factor = scale(parts->second, units);
   if (!factor) return std::nullopt;
-  return duration(static_cast<std::int64_t>(std::llround(parts->first * *factor)));
+  const double ms = parts->first * *factor;
+  // Compared as doubles, before any conversion: a cast of an out-of-range double is undefined.
+  if (!(ms <= static_cast<double>(max_duration.count()))) return std::nullopt;
+  return duration(static_cast<std::int64_t>(std::llround(ms)));
+}
+
+std::optional<duration> duration_of_seconds(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return std::nullopt;
+  const double ms = seconds * 1000.0;
+  if (!(ms <= static_cast<double>(max_duration.count()))) return std::nullopt;
+  return duration(static_cast<std::int64_t>(std::llround(ms)));
+}
+
+std::string quoted_value(std::string_view text) {
+  constexpr std::size_t shown = 60;
+  if (text.size() <= shown) return fmt::format("'{}'", text);
+  return fmt::format("'{}...' ({} bytes)", text.substr(0, shown), text.size());
 }
 
 std::optional<byte_size> parse_byte_size(std::string_view text) {
@@ -49,7 +65,9 @@ std::optional<byte_size> parse_byte_size(std::string_view text) {
   if (!parts) return std::nullopt;
   const auto factor = scale(parts->second, units);
   if (!factor) return std::nullopt;
-  return byte_size{static_cast<std::uint64_t>(std::llround(parts->first * *factor))};
+  const double bytes = parts->first * *factor;
+  if (!(bytes <= static_cast<double>(max_byte_size.bytes))) return std::nullopt;
+  return byte_size{static_cast<std::uint64_t>(std::llround(bytes))};
 }
 
 std::string format_duration(duration d) {

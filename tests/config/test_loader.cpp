@@ -111,6 +111,10 @@ INSTANTIATE_TEST_SUITE_P(
                       bad_case{"[nodes]\nprovider = 3\n", errc::wrong_type, "2:12", "expected a string"},
                       bad_case{"[nodes]\nprovider = \"gcp\"\n", errc::bad_value, "2:12", "not one of: local, ssh, ec2"},
                       bad_case{"[net]\nconnect_timeout = \"10 parsecs\"\n", errc::bad_value, "2:19", "not a duration"},
+                      bad_case{"[net]\nread_timeout = inf\n", errc::bad_value, "2:16", "not a duration"},
+                      bad_case{"[net]\nread_timeout = nan\n", errc::bad_value, "2:16", "not a duration"},
+                      bad_case{"[net]\nread_timeout = 1e300\n", errc::bad_value, "2:16", "at most 36500d"},
+                      bad_case{"[s3]\npart_size = \"1e300MiB\"\n", errc::bad_value, "2:13", "not a size"},
                       bad_case{"[net]\nconnect_timeout = \"1s\"\n[net\n", errc::malformed, "3:", "expected ']'"}));
 
 TEST_F(fixture, a_named_config_file_must_be_readable) {
@@ -134,6 +138,20 @@ TEST_F(fixture, bad_environment_values_name_the_variable) {
   auto c = load(options(), diag);
   ASSERT_FALSE(c);
   EXPECT_NE(diag.message.find("environment FERRY_NET_RETRY_MAX_ATTEMPTS"), std::string::npos) << diag.message;
+  env.erase("FERRY_NET_RETRY_MAX_ATTEMPTS");
+  for (const auto* v : {"inf", "nan", "1e300"}) {
+    env["FERRY_NET_READ_TIMEOUT"] = v;
+    ASSERT_FALSE(load(options(), diag)) << v;
+    EXPECT_NE(diag.message.find("environment FERRY_NET_READ_TIMEOUT"), std::string::npos) << diag.message;
+  }
+}
+
+TEST_F(fixture, a_huge_value_is_never_echoed_whole) {
+  dir.write("project/ferry.toml", "[nodes]\nprovider = \"" + std::string(10 << 20, 'x') + "\"\n");
+  diagnostics diag;
+  ASSERT_FALSE(load(options(), diag));
+  EXPECT_LT(diag.message.size(), 1000u);
+  EXPECT_NE(diag.message.find("bytes"), std::string::npos) << diag.message.substr(0, 300);
 }
 
 TEST(schema, every_default_parses_and_every_key_is_sectioned) {
