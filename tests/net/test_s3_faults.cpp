@@ -182,8 +182,10 @@ TEST_F(s3_faults, a_multipart_upload_whose_every_worker_fails_ends_while_a_part_
   };
   auto out = tracing::sink::discard();
   auto root = tracing::action::start_task(*out, "test:upload");
-  auto done = asio::co_spawn(io, upload_multipart(*session->s3, root, "faults", "stuck", parts, diag),
-                             asio::use_future);
+  // Named: upload_multipart keeps references to its strings, and runs long after this statement.
+  const std::string bucket = "faults";
+  const std::string key = "stuck";
+  auto done = asio::co_spawn(io, upload_multipart(*session->s3, root, bucket, key, parts, diag), asio::use_future);
   io.run_for(std::chrono::seconds(60));
   ASSERT_EQ(done.wait_for(std::chrono::seconds(0)), std::future_status::ready)
       << "the upload still waited a minute after its only worker failed";
