@@ -450,6 +450,14 @@ TEST_F(run_cli, stage_copies_every_object_and_a_second_run_fetches_nothing) {
 
 // What a local user of a node could read of a staging while it runs: every process's argv, and every
 // file under the staging directory (its own records included) that others may read.
+// Whether a child has ended (it stays a zombie until waited for, with an empty cmdline).
+bool ended(pid_t pid) {
+  std::ifstream in(fmt::format("/proc/{}/stat", pid));
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto close = stat.rfind(')');
+  return close == std::string::npos || close + 2 >= stat.size() || stat[close + 2] == 'Z';
+}
+
 struct exposure_watch {
   // `ignore`: a process whose argv is not watched.
   explicit exposure_watch(fs::path dir, std::string needle = "X-Amz-", pid_t ignore = -1)
@@ -521,9 +529,20 @@ TEST_F(run_cli, env_values_reach_the_command_but_no_trace_no_state_file_and_no_a
                            o);
   // ferry's own argv holds the value until it has parsed it; every other process's, never.
   exposure_watch watch(home_ / "state", "s3cr3t", child->pid());
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  std::ifstream in(fmt::format("/proc/{}/cmdline", child->pid()), std::ios::binary);
-  const std::string argv((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Read until the value is gone or ferry has ended: how soon ferry gets to parse its options depends on the
+  // machine's load, not on ferry.
+  std::string argv;
+  for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+       std::chrono::steady_clock::now() < until; std::this_thread::sleep_for(std::chrono::milliseconds(5))) {
+    std::ifstream in(fmt::format("/proc/{}/cmdline", child->pid()), std::ios::binary);
+    std::string now((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (now.empty()) {
+      if (ended(child->pid())) break;
+      continue;  // between fork and exec, or within exec
+    }
+    argv = std::move(now);
+    if (contains(argv, "FERRY_TEST_SECRET=") && !contains(argv, "s3cr3t")) break;  // ferry's, parsed
+  }
   const auto r = child->wait();
   watch.stop();
   ASSERT_EQ(r.exit_code, 0) << r.err;
