@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include <memory>
+#include <optional>
+#include <string_view>
 
 namespace ferry::agent {
 namespace {
@@ -33,11 +35,30 @@ result<net::s3_session> open_session(command_context& ctx, diagnostics& diag) {
   return net::open_s3_session(ctx.io, ctx.cpu, ctx.config.values, net::process_environment(), diag);
 }
 
+// What a URL argument must name. A bucket or a prefix where one object is meant is refused before any
+// request: `cp s3://bucket x` once wrote the bucket's listing into x, and `rm s3://bucket/` said "deleted".
+enum class names { anything, object };
+
+// The URL, or nothing after telling the user why (exit code 2: the command line is wrong, not storage).
+std::optional<net::s3_url> url_argument(tracing::action& act, std::string_view text, names what) {
+  diagnostics diag;
+  auto url = net::parse_s3_url(text, diag);
+  if (url && what == names::object && (url->key.empty() || url->key.ends_with('/')))
+    diag.set(fmt::format("'{}' names {}, not an object (expected s3://BUCKET/KEY{})", text,
+                         url->key.empty() ? "a bucket" : "a prefix",
+                         act.action_type() == "ferry:storage:rm" ? "; -r deletes everything under a prefix" : ""));
+  else if (url)
+    return std::move(*url);
+  fmt::print(stderr, "ferry: error: {}\n", diag.message);
+  act.fail_exception("usage", diag.message);
+  return std::nullopt;
+}
+
 asio::awaitable<int> ls(command_context& ctx, const storage_args& args) {
   auto act = ctx.trace.child("ferry:storage:ls", {{"url", args.url}});
+  auto url = url_argument(act, args.url, names::anything);
+  if (!url) co_return exit_code::usage;
   diagnostics diag;
-  auto url = net::parse_s3_url(args.url, diag);
-  if (!url) co_return report(act, url.error(), diag);
   auto session = open_session(ctx, diag);
   if (!session) co_return report(act, session.error(), diag);
   auto objects = co_await session->s3->list_objects(act, url->bucket, url->key, diag);
@@ -49,9 +70,9 @@ asio::awaitable<int> ls(command_context& ctx, const storage_args& args) {
 
 asio::awaitable<int> rm(command_context& ctx, const storage_args& args) {
   auto act = ctx.trace.child("ferry:storage:rm", {{"url", args.url}, {"recursive", args.recursive}});
+  auto url = url_argument(act, args.url, args.recursive ? names::anything : names::object);
+  if (!url) co_return exit_code::usage;
   diagnostics diag;
-  auto url = net::parse_s3_url(args.url, diag);
-  if (!url) co_return report(act, url.error(), diag);
   auto session = open_session(ctx, diag);
   if (!session) co_return report(act, session.error(), diag);
   std::vector<std::string> keys;
@@ -74,9 +95,9 @@ asio::awaitable<int> rm(command_context& ctx, const storage_args& args) {
 
 asio::awaitable<int> presign(command_context& ctx, const storage_args& args) {
   auto act = ctx.trace.child("ferry:storage:presign", {{"url", args.url}, {"for_nodes", args.for_nodes}});
+  auto url = url_argument(act, args.url, names::object);
+  if (!url) co_return exit_code::usage;
   diagnostics diag;
-  auto url = net::parse_s3_url(args.url, diag);
-  if (!url) co_return report(act, url.error(), diag);
   const auto expires = config::parse_duration(args.expires);
   if (!expires || *expires < std::chrono::seconds(1) || *expires > std::chrono::hours(24 * 7)) {
     fmt::print(stderr, "ferry: error: --expires '{}' must be a duration from 1s to 7d\n", args.expires);
@@ -120,8 +141,15 @@ asio::awaitable<int> cp(command_context& ctx, const storage_args& args) {
     act.fail_exception("usage", "storage cp needs exactly one s3:// side");
     co_return exit_code::usage;
   }
-  auto url = net::parse_s3_url(upload ? args.destination : args.source, diag);
-  if (!url) co_return report(act, url.error(), diag);
+  // Uploaded to a bucket or a prefix, a file keeps its name; downloaded, the source must be one object.
+  auto url = url_argument(act, upload ? args.destination : args.source, upload ? names::anything : names::object);
+  if (!url) co_return exit_code::usage;
+  std::error_code fs_ec;
+  if (upload && std::filesystem::is_directory(args.source, fs_ec)) {
+    fmt::print(stderr, "ferry: error: '{}' is a directory; storage cp copies one file\n", args.source);
+    act.fail_exception("usage", "the source is a directory");
+    co_return exit_code::usage;
+  }
   auto session = open_session(ctx, diag);
   if (!session) co_return report(act, session.error(), diag);
 
@@ -137,7 +165,6 @@ asio::awaitable<int> cp(command_context& ctx, const storage_args& args) {
     });
   } else {
     std::filesystem::path file = args.destination;
-    std::error_code fs_ec;
     if (std::filesystem::is_directory(file, fs_ec)) file /= std::filesystem::path(url->key).filename();
     co_await with_progress(ctx, "download", progress, [&]() -> asio::awaitable<void> {
       auto r = co_await net::download_file(*session->s3, act, url->bucket, url->key, file, diag, &progress);

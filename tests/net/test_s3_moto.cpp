@@ -5,6 +5,8 @@
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -174,6 +176,37 @@ TEST_F(s3_moto_open, ls_and_rm) {
   EXPECT_EQ(ferry({"storage", "rm", "-r", "s3://ferry-test/lsrm/"}).exit_code, 0);
   ls = ferry({"storage", "ls", "s3://ferry-test/lsrm/"});
   EXPECT_EQ(ls.out, "");
+}
+
+TEST_F(s3_moto_open, a_bucket_or_a_prefix_where_an_object_is_meant_is_a_usage_error_that_changes_nothing) {
+  dir.write("f", "kept");
+  ASSERT_EQ(ferry({"storage", "cp", (dir / "f").string(), "s3://ferry-test/kept/f"}).exit_code, 0);
+  const auto out = (dir / "x").string();
+  struct refused {
+    std::vector<std::string> args;
+    std::string named;  // what the message must name
+  };
+  const std::vector<refused> cases = {
+      {{"storage", "cp", "s3://ferry-test", out}, "names a bucket"},
+      {{"storage", "cp", "s3://ferry-test/", out}, "names a bucket"},
+      {{"storage", "cp", "s3://ferry-test/kept/", out}, "names a prefix"},
+      {{"storage", "rm", "s3://ferry-test/"}, "-r deletes everything under a prefix"},
+      {{"storage", "rm", "s3://ferry-test/kept/"}, "names a prefix"},
+      {{"storage", "presign", "s3://ferry-test"}, "names a bucket"},
+      {{"storage", "cp", "s3://", out}, "names no bucket"},
+      {{"storage", "cp", "s3:///kept/f", out}, "names no bucket"},
+      {{"storage", "ls", "not-a-url"}, "'not-a-url' is not an s3:// URL"},
+      {{"storage", "cp", dir.path().string(), "s3://ferry-test/kept/"}, "is a directory"},
+  };
+  for (const auto& c : cases) {
+    const auto r = ferry(c.args);
+    EXPECT_EQ(r.exit_code, 2) << fmt::format("{}: {}", fmt::join(c.args, " "), r.err);
+    EXPECT_NE(r.err.find(c.named), std::string::npos) << fmt::format("{}: {}", fmt::join(c.args, " "), r.err);
+    EXPECT_FALSE(std::filesystem::exists(out)) << fmt::format("{} wrote {}", fmt::join(c.args, " "), out);
+  }
+  const auto ls = ferry({"storage", "ls", "s3://ferry-test/kept/"});
+  EXPECT_EQ(ls.exit_code, 0) << ls.err;
+  EXPECT_NE(ls.out.find("s3://ferry-test/kept/f\n"), std::string::npos) << "a refused rm deleted something";
 }
 
 TEST_F(s3_moto_open, presigned_urls_fetch_the_object_with_curl_and_name_the_node_endpoint) {
