@@ -2,6 +2,7 @@
 
 #include "net/cancellation.hpp"
 #include "net/error.hpp"
+#include "net/run_all.hpp"
 #include "net/ssh_exec_channel.hpp"
 #include "net/ssh_quote.hpp"
 
@@ -12,11 +13,16 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <fmt/format.h>
 
+#include <optional>
+#include <vector>
+
 namespace ferry::net {
 namespace {
 
 using clock = ssh_session::clock;
 constexpr auto kill_poll = std::chrono::milliseconds(100);
+// How long past the kill's grace the killed command's output is still read: its exit comes after the kill.
+constexpr auto drain_margin = std::chrono::seconds(2);
 
 // TERM to the group; KILL once the grace is over and any of it is still there.
 std::string kill_command(long group, std::chrono::milliseconds grace) {
@@ -38,6 +44,12 @@ asio::awaitable<result<exit_info>> run_channel(tracing::action& act, std::shared
                                                const exec_request& request, exec_channel::kind k,
                                                diagnostics& diag);
 
+// The kill command's own run, its result kept in `out`.
+asio::awaitable<void> run_kill(tracing::action& act, std::shared_ptr<ssh_session> session, const exec_request& kill,
+                               std::optional<result<exit_info>>& out, diagnostics& diag) {
+  out = co_await run_channel(act, std::move(session), kill, exec_channel::kind::kill, diag);
+}
+
 // Kills the command's process group through another channel. Runs on a coroutine thread of its own,
 // which the caller's cancellation does not reach: the caller was cancelled already, and this is the
 // cleanup that cancellation asks for.
@@ -55,8 +67,14 @@ asio::awaitable<void> kill_group(tracing::action& parent, std::shared_ptr<ssh_se
   }
   act.log("ssh:kill_group", {{"pgid", *ch.group()}, {"grace_ms", grace.count()}});
   exec_request kill{kill_command(*ch.group(), grace)};
-  auto killed = co_await run_channel(act, session, kill, exec_channel::kind::kill, diag);
-  act.finish(killed, diag);
+  std::optional<result<exit_info>> killed;
+  // The command's output is read (and dropped) meanwhile: one blocked writing to its channel, which
+  // nobody read once ferry was cancelled, could not act on the TERM and would be KILLed unclean.
+  std::vector<asio::awaitable<void>> both;
+  both.push_back(run_kill(act, session, kill, killed, diag));
+  both.push_back(ch.drain(clock::now() + grace + drain_margin));
+  co_await run_all(std::move(both));
+  act.finish(*killed, diag);
 }
 
 asio::awaitable<void> stop_remote(tracing::action& act, const std::shared_ptr<ssh_session>& session,

@@ -170,6 +170,18 @@ asio::awaitable<void> exec_channel::await_group(clock::time_point deadline) {
   }
 }
 
+asio::awaitable<void> exec_channel::drain(clock::time_point deadline) {
+  discard_output_ = true;
+  diagnostics ignored;
+  while (!ended()) {
+    bool progressed = false;
+    if (co_await pass_output(output_stream::out, progressed, ignored)) co_return;
+    if (co_await pass_output(output_stream::err, progressed, ignored)) co_return;
+    if (progressed) continue;
+    if (co_await session_->wait_for_activity_until(deadline, ignored)) co_return;
+  }
+}
+
 bool exec_channel::ended() const {
   if (ssh_channel_is_eof(channel_.get()) == 0) return false;
   return exit_.status || !exit_.signal.empty() || peer_closed_;

@@ -39,6 +39,9 @@ class exec_channel {
   asio::awaitable<error_code> run(diagnostics& diag);
   // Reads stdout (dropping it) until the group id line came, or `deadline`.
   asio::awaitable<void> await_group(clock::time_point deadline);
+  // Reads stdout and stderr (dropping them) until the command ended, or `deadline`: while it is being
+  // killed, a command blocked writing to a full channel could not act on its TERM.
+  asio::awaitable<void> drain(clock::time_point deadline);
 
   // The command was asked for: it may run, even if its start was not confirmed yet.
   bool requested() const { return requested_; }
