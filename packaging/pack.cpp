@@ -2,7 +2,7 @@
 
 #include "net/cancellation.hpp"
 #include "net/error.hpp"
-#include "net/run_all.hpp"
+#include "net/fan_out.hpp"
 #include "packaging/error.hpp"
 #include "packaging/layer_upload.hpp"
 #include "packaging/storage_lookup.hpp"
@@ -100,95 +100,63 @@ class shipping {
   shard_digests digests_;
 };
 
-// Whatever the caller's concurrency, these run `limit` at a time by pulling from a shared index.
-struct job_queue {
-  std::size_t next = 0;
-  error_code first;
-  diagnostics diag;
-  shipping* shipped = nullptr;  // told of each shard in storage
-
-  void fail(const error_code& ec, diagnostics& d) {
-    if (first) return;
-    first = ec;
-    diag = std::move(d);
+asio::awaitable<result<void>> check_one(tracing::action& act, net::s3_client& s3, const std::string& bucket,
+                                        shard_job& job, zip_digest_cache& digests, diagnostics& diag) {
+  auto found = co_await find_stored_digest(act, s3, bucket, job.key, job.part->id, digests, diag);
+  job.checked = true;
+  if (!found) co_return found.error();
+  if (*found) {
+    job.present = true;
+    job.digest = **found;
   }
+  co_return result<void>{};
+}
+
+// What every upload of one pack shares.
+struct upload_context {
+  tracing::action& parent;
+  net::s3_client& s3;
+  net::cpu_pool& pool;
+  const pack_settings& settings;
+  zip_digest_cache& digests;
+  shipping& shipped;  // told of each shard in storage
+  pack_progress* progress;
 };
 
-asio::awaitable<void> check_worker(tracing::action& act, net::s3_client& s3, const std::string& bucket,
-                                   std::vector<shard_job>& jobs, zip_digest_cache& digests, job_queue& queue) {
-  co_await net::accept_cancellation();
-  while (!queue.first && queue.next < jobs.size()) {
-    auto& job = jobs[queue.next++];
-    diagnostics d;
-    auto found = co_await find_stored_digest(act, s3, bucket, job.key, job.part->id, digests, d);
-    job.checked = true;
-    if (!found) {
-      queue.fail(found.error(), d);
-    } else if (*found) {
+asio::awaitable<result<void>> upload_one(upload_context& c, shard_job& job, diagnostics& diag) {
+  if (!job.checked) {
+    // Asked here rather than in a phase of its own: while this upload waits for storage's answer, the
+    // others keep the pool compressing.
+    auto found = co_await find_stored_digest(c.parent, c.s3, c.settings.bucket, job.key, job.part->id, c.digests, diag);
+    if (!found) co_return found.error();
+    if (*found) {
       job.present = true;
       job.digest = **found;
+      if (c.progress) {
+        c.progress->shards_to_upload -= 1;
+        c.progress->bytes_to_zip -= job.part->bytes;
+      }
+      c.shipped.stored(job.part->id, job.reports, job.digest);
+      co_return result<void>{};
     }
   }
-}
-
-asio::awaitable<void> upload_worker(tracing::action& parent, net::s3_client& s3, net::cpu_pool& pool,
-                                    const pack_settings& settings, std::vector<shard_job*>& todo,
-                                    zip_digest_cache& digests, job_queue& queue, pack_progress* progress) {
-  co_await net::accept_cancellation();
-  while (!queue.first && queue.next < todo.size()) {
-    auto& job = *todo[queue.next++];
-    if (!job.checked) {
-      // Asked here rather than in a phase of its own: while this worker waits for storage's answer,
-      // the others keep the pool compressing.
-      diagnostics d;
-      auto found = co_await find_stored_digest(parent, s3, settings.bucket, job.key, job.part->id, digests, d);
-      if (!found) {
-        queue.fail(found.error(), d);
-        co_return;
-      }
-      if (*found) {
-        job.present = true;
-        job.digest = **found;
-        if (progress) {
-          progress->shards_to_upload -= 1;
-          progress->bytes_to_zip -= job.part->bytes;
-        }
-        if (queue.shipped) queue.shipped->stored(job.part->id, job.reports, job.digest);
-        continue;
-      }
-    }
-    auto act = parent.child("ferry:packaging:upload", {{"layer", job.owner->name}, {"key", job.key},
+  auto act = c.parent.child("ferry:packaging:upload", {{"layer", job.owner->name}, {"key", job.key},
                                                        {"files", job.part->count}, {"bytes", job.part->bytes}});
-    diagnostics d;
-    auto done = co_await upload_shard(act, s3, pool, *job.owner, *job.part, settings.bucket, job.key, settings.zip,
-                                      progress ? &progress->bytes_zipped : nullptr, d);
-    if (!done) {
-      act.fail(done.error(), d);
-      queue.fail(done.error(), d);
-      co_return;
-    }
-    job.uploaded = true;
-    job.digest = zip_digest{done->sha256, done->zip_bytes};
-    digests.insert(job.part->id, job.digest, done->etag);
-    if (queue.shipped) queue.shipped->stored(job.part->id, job.reports, job.digest);
-    if (progress) {
-      progress->shards_uploaded += 1;
-      progress->bytes_uploaded += done->zip_bytes;
-    }
-    act.succeed({{"zip_bytes", done->zip_bytes}, {"parts", done->parts}, {"sha256", net::to_hex(done->sha256)}});
+  auto done = co_await upload_shard(act, c.s3, c.pool, *job.owner, *job.part, c.settings.bucket, job.key,
+                                    c.settings.zip, c.progress ? &c.progress->bytes_zipped : nullptr, diag);
+  if (!done) {
+    act.fail(done.error(), diag);
+    co_return done.error();
   }
-}
-
-asio::awaitable<result<void>> run_workers(std::vector<asio::awaitable<void>> workers, job_queue& queue,
-                                          diagnostics& diag) {
-  co_await net::run_all(std::move(workers));
-  // Not `a && co_await b`: GCC 12 miscompiles co_await in a short-circuit operand.
-  const bool was_cancelled = co_await net::cancelled();
-  if (!queue.first && was_cancelled) queue.first = asio::error::operation_aborted;
-  if (queue.first) {
-    diag = std::move(queue.diag);
-    co_return queue.first;
+  job.uploaded = true;
+  job.digest = zip_digest{done->sha256, done->zip_bytes};
+  c.digests.insert(job.part->id, job.digest, done->etag);
+  c.shipped.stored(job.part->id, job.reports, job.digest);
+  if (c.progress) {
+    c.progress->shards_uploaded += 1;
+    c.progress->bytes_uploaded += done->zip_bytes;
   }
+  act.succeed({{"zip_bytes", done->zip_bytes}, {"parts", done->parts}, {"sha256", net::to_hex(done->sha256)}});
   co_return result<void>{};
 }
 
@@ -196,12 +164,9 @@ asio::awaitable<result<void>> check_storage(tracing::action& parent, net::s3_cli
                                             const pack_settings& settings, std::vector<shard_job>& jobs,
                                             zip_digest_cache& digests, diagnostics& diag) {
   auto act = parent.child("ferry:packaging:check", {{"objects", jobs.size()}});
-  job_queue queue;
-  std::vector<asio::awaitable<void>> workers;
-  for (std::size_t i = 0; i < std::max<std::size_t>(1, settings.check_concurrency); ++i) {
-    workers.push_back(check_worker(act, s3, settings.bucket, jobs, digests, queue));
-  }
-  auto r = co_await run_workers(std::move(workers), queue, diag);
+  auto r = co_await net::fan_out(
+      jobs.size(), settings.check_concurrency,
+      [&](std::size_t i, diagnostics& d) { return check_one(act, s3, settings.bucket, jobs[i], digests, d); }, diag);
   std::size_t present = 0;
   for (const auto& j : jobs) present += j.present ? 1 : 0;
   act.finish(r, diag, {{"present", present}});
@@ -222,14 +187,11 @@ asio::awaitable<result<void>> upload_missing(tracing::action& parent, net::s3_cl
     progress->shards_to_upload = todo.size();
     for (auto* j : todo) progress->bytes_to_zip += j->part->bytes;
   }
-  job_queue queue;
-  queue.shipped = &shipped;
   shipped.start();
-  std::vector<asio::awaitable<void>> workers;
-  for (std::size_t i = 0; i < std::max<std::size_t>(1, settings.upload_concurrency); ++i) {
-    workers.push_back(upload_worker(parent, s3, pool, settings, todo, digests, queue, progress));
-  }
-  co_return co_await run_workers(std::move(workers), queue, diag);
+  upload_context c{parent, s3, pool, settings, digests, shipped, progress};
+  co_return co_await net::fan_out(
+      todo.size(), settings.upload_concurrency,
+      [&](std::size_t i, diagnostics& d) { return upload_one(c, *todo[i], d); }, diag);
 }
 
 // What the manifest's two texts are made from.

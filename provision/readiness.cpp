@@ -4,7 +4,7 @@
 #include "net/cancellation.hpp"
 #include "net/deadline.hpp"
 #include "net/retry.hpp"
-#include "net/run_all.hpp"
+#include "net/fan_out.hpp"
 #include "provision/readiness_core.hpp"
 #include "provision/ssh_banner.hpp"
 
@@ -190,26 +190,15 @@ asio::awaitable<error_code> ssh_stage(tracing::action& parent, waiter& w, const 
 
 // ---- many nodes ----
 
-struct each_state {
-  tracing::action& parent;
-  provider& p;
-  const std::vector<node>& nodes;
-  const login_check& login;
-  const readiness_options& options;
-  std::vector<ready_outcome>& out;
-  std::atomic<std::size_t> next{0};
-};
-
-// Takes the next node until none is left: max_parallel of these bound how many nodes are waited for at once.
-asio::awaitable<void> worker(each_state& s) {
-  for (auto i = s.next++; i < s.nodes.size(); i = s.next++) {
-    auto& o = s.out[i];
-    auto r = co_await wait_ready(s.parent, s.p, s.nodes[i], s.login, s.options, o.diag);
-    if (r)
-      o.n = std::move(*r);
-    else
-      o.error = r.error();
-  }
+// One node's wait, its outcome kept beside the others': a node that never came up does not stop the rest.
+asio::awaitable<result<void>> wait_one(tracing::action& parent, provider& p, const login_check& login,
+                                       const readiness_options& options, ready_outcome& o) {
+  auto r = co_await wait_ready(parent, p, o.n, login, options, o.diag);
+  if (r)
+    o.n = std::move(*r);
+  else
+    o.error = r.error();
+  co_return result<void>{};
 }
 
 }  // namespace
@@ -254,11 +243,11 @@ asio::awaitable<std::vector<ready_outcome>> wait_ready_each(tracing::action& par
                                                             const readiness_options& options) {
   std::vector<ready_outcome> out(nodes.size());
   for (std::size_t i = 0; i < nodes.size(); ++i) out[i].n = nodes[i];
-  each_state state{parent, p, nodes, login, options, out};
-  const auto workers = std::min<std::size_t>(nodes.size(), static_cast<std::size_t>(std::max(1, options.max_parallel)));
-  std::vector<asio::awaitable<void>> tasks;
-  for (std::size_t i = 0; i < workers; ++i) tasks.push_back(worker(state));
-  co_await net::run_all(std::move(tasks));
+  // max_parallel bounds how many nodes are waited for at once.
+  diagnostics ignored;
+  co_await net::fan_out(
+      nodes.size(), static_cast<std::size_t>(std::max(1, options.max_parallel)),
+      [&](std::size_t i, diagnostics&) { return wait_one(parent, p, login, options, out[i]); }, ignored);
   co_return out;
 }
 
