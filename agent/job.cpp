@@ -2,7 +2,7 @@
 
 #include "agent/error.hpp"
 #include "net/cancellation.hpp"
-#include "net/run_all.hpp"
+#include "net/fan_out.hpp"
 #include "net/s3_url.hpp"
 #include "packaging/stored_manifest.hpp"
 
@@ -159,12 +159,25 @@ asio::awaitable<void> job::add_nodes(std::size_t count) {
   failures_.insert(failures_.end(), report.failures.begin(), report.failures.end());
 }
 
+asio::awaitable<result<void>> job::pack_or_fail() {
+  co_await pack_step(pack_diag_);
+  if (pack_error_) co_return pack_error_;
+  co_return result<void>{};
+}
+
+asio::awaitable<result<void>> job::provide_all(std::size_t count) {
+  co_await provide(count);
+  co_return result<void>{};
+}
+
 asio::awaitable<result<void>> job::run(std::size_t count, job_work work, diagnostics& diag) {
   work_ = std::move(work);
-  std::vector<asio::awaitable<void>> steps;
-  steps.push_back(pack_step(pack_diag_));
-  steps.push_back(provide(count));
-  co_await net::run_all(std::move(steps));
+  // A pack that failed ends the provisioning too: its nodes would have nothing to run, and waiting for
+  // them could take up to nodes.ready_timeout, with machines started meanwhile.
+  diagnostics ignored;  // the pack keeps its own diagnostics
+  co_await net::fan_out(
+      2, 2, [this, count](std::size_t i, diagnostics&) { return i == 0 ? pack_or_fail() : provide_all(count); },
+      ignored);
   if (co_await net::cancelled()) co_return error_code(asio::error::operation_aborted);
   if (pack_error_) {
     diag = pack_diag_;

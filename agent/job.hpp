@@ -5,7 +5,8 @@
 // every node goes at its own pace.
 //
 // Trace, inside the job's action: `ferry:pack` alongside `ferry:provision` (node_pool.hpp), then per node
-// `ferry:agent:materialise` (materialise.hpp), then whatever the job's work writes (`ferry:agent:task`).
+// `ferry:materialise` (materialise.hpp), then whatever the job's work writes (`ferry:agent:task`). A pack
+// that fails cancels the provisioning beside it.
 #include "agent/command_context.hpp"
 #include "agent/materialise.hpp"
 #include "agent/node_access.hpp"
@@ -79,6 +80,9 @@ class job {
   boost::asio::awaitable<void> pack_step(diagnostics& diag);
   boost::asio::awaitable<void> on_node(ready_node& node);
   boost::asio::awaitable<void> provide(std::size_t count);
+  // The two as items of one fan-out: the pack's failure cancels the provisioning beside it.
+  boost::asio::awaitable<result<void>> pack_or_fail();
+  boost::asio::awaitable<result<void>> provide_all(std::size_t count);
   double since_start() const;
 
   const command_context& ctx_;

@@ -18,6 +18,11 @@
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <atomic>
 #include <cctype>
 #include <csignal>
@@ -302,6 +307,44 @@ TEST_F(run_cli, concurrent_runs_share_one_node_cache) {
     EXPECT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(r.out, fmt::format("{}\n", 4 << 20)) << r.err;
   }
+}
+
+TEST_F(run_cli, a_pack_that_fails_cancels_the_provisioning_beside_it) {
+  // A host whose port takes connections and never says a word: readiness would wait for it until
+  // nodes.ready_timeout.
+  const int silent = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(silent, 0);
+  sockaddr_in at{};
+  at.sin_family = AF_INET;
+  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t size = sizeof at;
+  ASSERT_EQ(::bind(silent, reinterpret_cast<sockaddr*>(&at), sizeof at), 0);
+  ASSERT_EQ(::listen(silent, 16), 0);
+  ASSERT_EQ(::getsockname(silent, reinterpret_cast<sockaddr*>(&at), &size), 0);
+  write_file(project() / "ferry.toml",
+             fmt::format("[packaging]\npython = \".venv/bin/python\"\n[nodes]\nprovider = \"ssh\"\n"
+                         "ssh_hosts = [\"root@127.0.0.1:{}\"]\n",
+                         ntohs(at.sin_port)));
+  auto o = env();
+  o.env["FERRY_NODES_READY_TIMEOUT"] = "120s";
+  o.env["FERRY_STORAGE_URL"] = "s3://no-such-bucket-for-this-pack/p";  // the pack fails at once
+  const auto trace = home_ / "failed-pack.jsonl";
+  const auto r = run_ferry({"--trace", trace.string(), "run", "--", "true"}, o);
+  ::close(silent);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(contains(r.err, "no-such-bucket-for-this-pack")) << r.err;
+  // The node's wait ended because the pack failed, not at its own deadline.
+  std::size_t waits = 0;
+  std::ifstream in(trace);
+  for (std::string line; std::getline(in, line);) {
+    const auto m = json::parse(line).as_object();
+    const auto* type = m.if_contains("action_type");
+    if (!type || type->as_string() != "ferry:node:ready" || m.at("action_status").as_string() == "started") continue;
+    ++waits;
+    EXPECT_EQ(m.at("action_status").as_string(), "failed") << line;
+    EXPECT_EQ(m.at("reason").as_string(), "cancelled") << line;
+  }
+  EXPECT_EQ(waits, 1u) << read_file(trace);
 }
 
 TEST_F(run_cli, ctrl_c_stops_the_remote_command_and_closes_the_trace) {
