@@ -8,7 +8,11 @@ namespace asio = boost::asio;
 
 asio::awaitable<result<void>> end_node(tracing::action& parent, provision::provider& provider,
                                        provision::node_registry& registry, provision::node n, diagnostics& diag) {
-  auto ended = co_await provider.terminate(parent, n, diag);
+  // One type whatever the provider: `ferry trace stats` ends a node's provisioned time with it
+  // (tracing/trace_conventions.hpp).
+  auto act = parent.child("ferry:provision:terminate", {{"node", n.id}, {"provider", provider.name()}});
+  auto ended = co_await provider.terminate(act, n, diag);
+  act.finish(ended, diag);
   if (ended) co_return co_await registry.remove(parent, n.id, diag);
   n.state = provision::node_state::orphaned;
   diagnostics d;

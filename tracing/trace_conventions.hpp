@@ -7,10 +7,13 @@
 //   ferry:run               a job: a whole `ferry run`
 //   ferry:map               a job: one map over many inputs
 //   ferry:agent:task        one task of a map, or a run's command, on one node
-//   ferry:provision:terminate   ends a node's provisioned time at its end (one that never ended does not)
-// Also written, and shown like any other action: ferry:provision:node (one node's life from create to
-// ready), ferry:provision:create, ferry:provision:wait_until_running, ferry:provision:wait_for_ssh,
-// ferry:materialise (per node) and its ferry:materialise:* steps.
+//   ferry:provision:terminate   ends a node's provisioned time at its end (one that never ended does not);
+//                           written around every provider's own end (ec2:terminate, ferry:local:terminate,
+//                           ferry:ssh:release)
+// Also written, and shown like any other action: ferry:provision (a job's round of nodes), its
+// ferry:provision:create and ferry:provision:node (one node's life from create to ready), ferry:node:ready
+// with its ferry:node:wait_running and ferry:node:wait_ssh stages, ferry:materialise (per node) and the
+// node program's ferry:node:materialise with its ferry:materialise:* steps (agent/node/action_types.hpp).
 //
 // Fields:
 //   node          string (or integer) node id, in the start message of any action or in any message that

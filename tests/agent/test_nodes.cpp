@@ -106,13 +106,26 @@ TEST_F(nodes_cli, local_nodes_up_exec_ls_and_down) {
   EXPECT_EQ(unknown.exit_code, 1);
   EXPECT_NE(unknown.err.find("no-such-node"), std::string::npos) << unknown.err;
 
-  const auto down = run_ferry({"nodes", "down", "--all"}, o);
+  const auto trace = home_ / "down.jsonl";
+  const auto down = run_ferry({"--trace", trace.string(), "nodes", "down", "--all"}, o);
   EXPECT_EQ(down.exit_code, 0) << down.err;
   EXPECT_TRUE(registry().empty());
   for (const auto& n : nodes) {
     const auto netns = "ferry-" + std::string(n.at("id").as_string());
     EXPECT_FALSE(fs::exists("/run/netns/" + netns)) << netns;
   }
+  // Each end is the action `ferry trace stats` ends a node's provisioned time with, naming the node.
+  std::set<std::string> ended;
+  std::ifstream in(trace);
+  for (std::string line; std::getline(in, line);) {
+    const auto m = json::parse(line).as_object();
+    const auto* type = m.if_contains("action_type");
+    if (type && type->as_string() == "ferry:provision:terminate" && m.at("action_status").as_string() == "started")
+      ended.insert(std::string(m.at("node").as_string()));
+  }
+  std::set<std::string> ids;
+  for (const auto& n : nodes) ids.insert(std::string(n.at("id").as_string()));
+  EXPECT_EQ(ended, ids) << read_file(trace);
 }
 
 fs::path registry_path(const temp_dir& home) { return home / "state" / "ferry" / "nodes.json"; }
