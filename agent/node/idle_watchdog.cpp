@@ -17,6 +17,8 @@
 #include <fcntl.h>
 #include <fstream>
 #include <iterator>
+#include <set>
+#include <string_view>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <thread>
@@ -132,16 +134,58 @@ void touch(const std::string& path) {
   }
 }
 
+// Whether an SSH server still holds the command whose group `pid` leads. Its shell is sshd's child; when
+// that sshd goes (killed, crashed), the shell is handed to init and runs on with nobody to read its output
+// or to end it. A process that cannot be read is not judged.
+bool held_by_sshd(long pid) {
+  for (int depth = 0; depth < 64; ++depth) {
+    const auto stat = read_text(fmt::format("/proc/{}/stat", pid));
+    const auto open = stat.find('(');
+    const auto close = stat.rfind(')');
+    if (open == std::string::npos || close == std::string::npos || close + 4 >= stat.size()) return true;
+    const std::string_view comm(stat.data() + open + 1, close - open - 1);
+    if (depth > 0 && (comm == "sshd" || comm == "sshd-session" || comm == "dropbear")) return true;
+    const long parent = std::strtol(stat.c_str() + close + 4, nullptr, 10);  // after ") S "
+    if (parent <= 1) return false;
+    pid = parent;
+  }
+  return true;
+}
+
+// Commands whose SSH session died: TERM to the group when first seen, KILL a tick later if it still runs.
+class orphan_reaper {
+ public:
+  void check(long pid) {
+    auto it = termed_.find(pid);
+    if (it == termed_.end()) {
+      if (held_by_sshd(pid)) return;
+      say(fmt::format("the command of process group {} lost its SSH session: TERM", pid));
+      ::kill(-static_cast<pid_t>(pid), SIGTERM);
+      termed_.insert(pid);
+      return;
+    }
+    say(fmt::format("process group {} outlived its TERM: KILL", pid));
+    ::kill(-static_cast<pid_t>(pid), SIGKILL);
+  }
+  void forget(long pid) { termed_.erase(pid); }
+
+ private:
+  std::set<long> termed_;
+};
+
 // Live markers; the markers of processes that are gone are removed, and the node counts as used now.
-int busy_markers(const std::string& dir) {
+int busy_markers(const std::string& dir, orphan_reaper& reaper) {
   int busy = 0;
   DIR* d = ::opendir((dir + "/busy").c_str());
   if (!d) return 0;
   while (const auto* e = ::readdir(d)) {
     if (e->d_name[0] == '.') continue;
-    if (running(std::strtol(e->d_name, nullptr, 10))) {
+    const long pid = std::strtol(e->d_name, nullptr, 10);
+    if (running(pid)) {
       ++busy;
+      reaper.check(pid);
     } else {
+      reaper.forget(pid);
       ::unlink((dir + "/busy/" + e->d_name).c_str());
       touch(dir + "/last-used");
     }
@@ -255,13 +299,14 @@ int watchdog_loop(const std::string& dir) {
   if (::stat(last_used.c_str(), &st) != 0) touch(last_used);
   say(fmt::format("watching: the node stops itself after {}s without commands, checked every {:.3f}s",
                   whole_seconds(idle_timeout.count()), static_cast<double>(interval.count()) / 1000.0));
+  orphan_reaper reaper;
   for (;;) {
     pause_for(interval);
     if (terminated) {
       say("ended by SIGTERM");
       return 0;
     }
-    if (busy_markers(dir) > 0) continue;
+    if (busy_markers(dir, reaper) > 0) continue;
     if (::stat(last_used.c_str(), &st) != 0) {
       touch(last_used);
       continue;

@@ -370,6 +370,50 @@ TEST_F(idle_nodes, the_warm_minimum_stays_up_and_the_rest_stops) {
   EXPECT_TRUE(registry().empty());
 }
 
+TEST_F(idle_nodes, a_command_whose_sshd_dies_fails_exec_with_the_node_named_and_is_ended_on_the_node) {
+  auto o = idle_env();
+  o.env["FERRY_NODES_IDLE_TIMEOUT"] = "600s";  // the node must not stop itself meanwhile
+  ASSERT_EQ(run_ferry({"nodes", "up", "1"}, o).exit_code, 0);
+  const auto nodes = registry();
+  ASSERT_EQ(nodes.size(), 1u);
+  ASSERT_TRUE(flag(nodes[0], "watchdog")) << nodes[0];
+  const auto id = text(nodes[0], "id");
+  const auto pid_file = home_ / "remote.pid";
+  auto child = spawn_ferry({"exec", "--", "sh", "-c", fmt::format("sleep 600 & echo $! > {}; wait", pid_file.string())},
+                           o);
+  int pid = 0;
+  for (int i = 0; i < 200 && pid == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const auto text = read_file(pid_file);
+    if (!text.empty() && text.back() == '\n') pid = std::stoi(text);
+  }
+  ASSERT_GT(pid, 0) << "the remote command never started";
+  // Every sshd of the node (its listener, and the session that runs the command) dies at once.
+  const auto in_node = run({"ip", "netns", "pids", "ferry-" + id});
+  ASSERT_EQ(in_node.exit_code, 0) << in_node.err;
+  std::istringstream pids(in_node.out);
+  int killed = 0;
+  for (int p = 0; pids >> p;) {
+    if (read_file(fmt::format("/proc/{}/comm", p)) != "sshd\n") continue;
+    ::kill(p, SIGKILL);
+    ++killed;
+  }
+  ASSERT_GE(killed, 2) << in_node.out;
+  const auto r = child->wait();
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find(id), std::string::npos) << r.err;
+  // Nobody can reach the command any more: the node's watchdog ends it (TERM, and KILL a tick later).
+  bool gone = false;
+  for (int i = 0; i < 200 && !gone; ++i) {
+    gone = process_gone(pid);
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(gone) << "the remote sleep (pid " << pid << ") outlived its SSH session\n"
+                    << read_file(node_state_dir(nodes[0]) / "watchdog.log");
+  EXPECT_NE(read_file(node_state_dir(nodes[0]) / "watchdog.log").find("lost its SSH session"), std::string::npos);
+  EXPECT_EQ(run_ferry({"nodes", "down", "--all"}, o).exit_code, 0);
+}
+
 TEST_F(idle_nodes, an_ssh_host_gets_no_watchdog) {
   sshd_server host;
   const auto key_dir = home_ / "config" / "ferry";
