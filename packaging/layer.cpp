@@ -43,9 +43,14 @@ void seal_layer(layer& l, std::uint64_t shard_size) {
   l.id = l.shards.size() == 1 ? l.shards.front().id : entries_id(l.files);
 }
 
-std::string shard_key(std::string_view prefix, const shard& s) {
+std::string key_prefix(std::string_view prefix) {
   std::string key(prefix);
   if (!key.empty() && !key.ends_with('/')) key.push_back('/');
+  return key;
+}
+
+std::string shard_key(std::string_view prefix, const shard& s) {
+  auto key = key_prefix(prefix);
   key.append("layers/");
   net::append_hex(key, s.id);
   key.append(".zip");

@@ -43,5 +43,7 @@ void seal_layer(layer& l, std::uint64_t shard_size);
 
 // The object key of a shard under the storage prefix: "PREFIX/layers/<hex id>.zip".
 std::string shard_key(std::string_view prefix, const shard& s);
+// Where a prefix's keys start: "" stays "", "p" and "p/" both give "p/" (s3://bucket/p names a folder).
+std::string key_prefix(std::string_view prefix);
 
 }  // namespace ferry::packaging

@@ -1,6 +1,7 @@
 #include "packaging/manifest.hpp"
 
 #include "net/digest.hpp"
+#include "packaging/layer.hpp"
 
 #include <boost/json.hpp>
 
@@ -63,8 +64,7 @@ std::string manifest_json(const python_info& python, std::span<const root_spec> 
 }
 
 std::string manifest_key(std::string_view prefix, std::string_view content_text) {
-  std::string key(prefix);
-  if (!key.empty() && !key.ends_with('/')) key.push_back('/');
+  auto key = key_prefix(prefix);
   key.append("manifests/");
   key.append(net::hex_sha256(content_text));
   key.append(".json");

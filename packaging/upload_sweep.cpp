@@ -1,6 +1,7 @@
 #include "packaging/upload_sweep.hpp"
 
 #include "net/iso_time.hpp"
+#include "packaging/layer.hpp"
 
 namespace ferry::packaging {
 
@@ -11,7 +12,7 @@ asio::awaitable<result<sweep_report>> sweep_stale_uploads(tracing::action& paren
                                                           std::chrono::seconds max_age, std::int64_t now,
                                                           diagnostics& diag) {
   auto act = parent.child("ferry:packaging:sweep", {{"prefix", prefix}, {"max_age_s", max_age.count()}});
-  const auto layers = prefix + "layers/";
+  const auto layers = key_prefix(prefix) + "layers/";
   auto uploads = co_await s3.list_multipart_uploads(act, bucket, layers, diag);
   if (!uploads) {
     act.fail(uploads.error(), diag);

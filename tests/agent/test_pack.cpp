@@ -405,6 +405,8 @@ TEST_F(pack_cli, a_pack_aborts_the_multipart_uploads_an_earlier_one_left_under_i
   };
   auto options = env_for(ws_, prefix_);
   for (const auto& [k, v] : moto.process_env().env) options.env[k] = v;
+  // As people write it: s3://packs/NAME, which names the folder NAME/.
+  options.env["FERRY_STORAGE_URL"] = "s3://packs/" + prefix_.substr(0, prefix_.size() - 1);
   // Uploads younger than the age may be another pack's, running now, and stay; 0s sweeps nothing. (moto
   // reports every upload as begun on 2010-11-10, so "young" here takes an age of a century.)
   options.env["FERRY_PACKAGING_STALE_UPLOAD_AGE"] = "36500d";
