@@ -8,6 +8,7 @@
 #include "net/s3_session.hpp"
 #include "net/s3_transfer.hpp"
 #include "net/s3_url.hpp"
+#include "packaging/storage_gc.hpp"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -28,6 +29,8 @@ struct storage_args {
   bool recursive = false;
   bool for_nodes = false;
   std::string expires = "1h";
+  std::string older_than = "30d";
+  bool remove = false;
 };
 
 // The configured S3, endpoint and credentials found the AWS way.
@@ -176,6 +179,42 @@ asio::awaitable<int> cp(command_context& ctx, const storage_args& args) {
   co_return exit_code::success;
 }
 
+// `ferry storage gc`: what no recent manifest of the configured prefix needs, listed, or removed with --delete.
+asio::awaitable<int> gc(command_context& ctx, const storage_args& args) {
+  auto act = ctx.trace.child("ferry:storage:gc", {{"older_than", args.older_than}, {"delete", args.remove}});
+  const auto age = config::parse_duration(args.older_than);
+  if (!age || *age < std::chrono::seconds(0)) {
+    fmt::print(stderr, "ferry: error: --older-than '{}' is not a duration (such as 30d or 12h)\n", args.older_than);
+    act.fail_exception("usage", "bad --older-than");
+    co_return exit_code::usage;
+  }
+  diagnostics diag;
+  auto url = net::parse_s3_url(ctx.config.values.storage.url, diag);
+  if (!url) co_return report(act, url.error(), diag);
+  auto session = open_session(ctx, diag);
+  if (!session) co_return report(act, session.error(), diag);
+  const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                       std::chrono::system_clock::now().time_since_epoch()).count();
+  auto plan = co_await packaging::plan_gc(act, *session->s3, url->bucket, url->key,
+                                          std::chrono::duration_cast<std::chrono::seconds>(*age), now, diag);
+  if (!plan) co_return report(act, plan.error(), diag);
+  const char* verb = args.remove ? "removing" : "would remove";
+  for (const auto& m : plan->manifests)
+    fmt::print("{} s3://{}/{}  (manifest, {})\n", verb, url->bucket, m.key, m.last_modified);
+  for (const auto& z : plan->zips)
+    fmt::print("{} s3://{}/{}  ({} bytes, {})\n", verb, url->bucket, z.key, z.size, z.last_modified);
+  if (args.remove) {
+    auto done = co_await packaging::apply_gc(act, *session->s3, url->bucket, *plan, diag);
+    if (!done) co_return report(act, done.error(), diag);
+  }
+  fmt::print("{} {} manifests and {} objects ({:.1f} MiB); kept {} live manifests and {} zips{}\n",
+             args.remove ? "removed" : "would remove", plan->manifests.size(), plan->zips.size(),
+             static_cast<double>(plan->bytes) / (1 << 20), plan->live_manifests, plan->kept_zips,
+             args.remove ? "" : " (--delete removes them)");
+  act.succeed({{"manifests", plan->manifests.size()}, {"objects", plan->zips.size()}, {"bytes", plan->bytes}});
+  co_return exit_code::success;
+}
+
 }  // namespace
 
 void add_storage_commands(CLI::App& app, selected_command& selected) {
@@ -209,6 +248,17 @@ void add_storage_commands(CLI::App& app, selected_command& selected) {
   presign_cmd->callback([&selected, args] {
     selected.action_type = "ferry:storage";
     selected.run = [args](command_context& ctx) { return presign(ctx, *args); };
+  });
+
+  auto* gc_cmd = storage->add_subcommand(
+      "gc", "List the layers and manifests of storage.url that no manifest newer than --older-than needs");
+  gc_cmd->fallthrough();
+  gc_cmd->add_option("--older-than", args->older_than, "a manifest this old no longer keeps its layers")
+      ->capture_default_str();
+  gc_cmd->add_flag("--delete", args->remove, "remove them (manifests first, then the layers)");
+  gc_cmd->callback([&selected, args] {
+    selected.action_type = "ferry:storage";
+    selected.run = [args](command_context& ctx) { return gc(ctx, *args); };
   });
 
   auto* rm_cmd = storage->add_subcommand("rm", "Delete s3://BUCKET/KEY, or everything under a prefix with -r");

@@ -385,6 +385,42 @@ TEST_F(pack_cli, explain_names_the_rule_and_dry_run_uploads_nothing) {
 }
 
 
+TEST_F(pack_cli, storage_gc_lists_by_default_removes_with_delete_and_a_later_pack_stores_again) {
+  // Its own server, signatures unchecked: moto 5.2.1 rejects correctly signed query values holding '/'
+  // (the prefix of ListObjectsV2) while it checks them.
+  moto_server moto;
+  moto.make_bucket("packs");
+  auto options = env_for(ws_, prefix_);
+  for (const auto& [k, v] : moto.process_env().env) options.env[k] = v;
+  const auto pack_here = [&] {
+    const auto r = run_ferry({"pack", "--json"}, options);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.exit_code == 0 ? json::parse(r.out).as_object() : json::object{};
+  };
+  const auto first = pack_here();
+  ASSERT_FALSE(first.empty());
+  ASSERT_GT(first.at("uploaded_shards").as_int64(), 0);
+  const auto recent = run_ferry({"storage", "gc"}, options);
+  ASSERT_EQ(recent.exit_code, 0) << recent.err;
+  EXPECT_TRUE(contains(recent.out, "would remove 0 manifests and 0 objects")) << recent.out;
+  // With an age of 0s no manifest is live: everything is listed, and nothing goes without --delete.
+  const auto listed = run_ferry({"storage", "gc", "--older-than", "0s"}, options);
+  ASSERT_EQ(listed.exit_code, 0) << listed.err;
+  EXPECT_TRUE(contains(listed.out, "would remove 1 manifests")) << listed.out;
+  const auto stored = [&] { return moto.aws({"s3", "ls", "--recursive", "s3://packs/" + prefix_}).out; };
+  EXPECT_TRUE(contains(stored(), "manifests/")) << stored();
+  const auto removed = run_ferry({"storage", "gc", "--older-than", "0s", "--delete"}, options);
+  ASSERT_EQ(removed.exit_code, 0) << removed.err;
+  EXPECT_TRUE(contains(removed.out, "removed 1 manifests")) << removed.out;
+  EXPECT_EQ(stored(), "");
+  // The manifest went with its zips, so the next pack does not take them for stored: it stores them again.
+  const auto again = pack_here();
+  ASSERT_FALSE(again.empty());
+  EXPECT_FALSE(again.at("manifest_present").as_bool());
+  EXPECT_EQ(again.at("uploaded_shards"), first.at("uploaded_shards"));
+  EXPECT_EQ(run_ferry({"storage", "gc", "--older-than", "soon"}, options).exit_code, 2);
+}
+
 TEST_F(pack_cli, a_pack_aborts_the_multipart_uploads_an_earlier_one_left_under_its_prefix) {
   // Its own server, signatures unchecked: moto 5.2.1 rejects correctly signed query values holding '/'
   // (the prefix of ListMultipartUploads) while it checks them.

@@ -5,6 +5,7 @@
 #include "packaging/layer_upload.hpp"
 #include "packaging/pack.hpp"
 #include "packaging/stored_manifest.hpp"
+#include "packaging/storage_gc.hpp"
 
 #include "net/digest.hpp"
 #include "net/s3_session.hpp"
@@ -19,13 +20,16 @@
 #include <boost/asio/use_future.hpp>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <map>
 
 #include <filesystem>
 #include <fstream>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace ferry::packaging {
@@ -283,6 +287,66 @@ TEST_F(pack_storage, a_stored_manifest_without_digests_counts_as_absent_and_is_r
   const auto stored = fetch(cold.manifest_key);
   ASSERT_TRUE(stored);
   EXPECT_EQ(test::read_file(*stored), cold.manifest_text);
+}
+
+// storage gc's plan, on the caller's clock: an old manifest no longer keeps its zips; a zip a live manifest
+// names stays however old; a young zip that no manifest names yet (a pack under way) stays; what remains
+// still packs, and the old content packs again.
+TEST_F(pack_storage, gc_removes_what_only_old_manifests_name_and_nothing_a_live_one_or_a_running_pack_needs) {
+  using namespace std::chrono_literals;
+  zip_digest_cache digests;
+  const auto first = pack(digests);
+  // Storage dates objects to the second: the second manifest comes well over 2 s after the first.
+  std::this_thread::sleep_for(2500ms);
+  ws_.write("a.bin", random_bytes(40 << 10, 11));  // a.bin's shard changes; the others stay
+  const auto second = pack(digests);
+  const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                       std::chrono::system_clock::now().time_since_epoch()).count();
+  const auto under_way = prefix_ + "layers/" + std::string(64, 'f') + ".zip";
+  scratch_.write("young.zip", "not yet in a manifest");
+  const auto young = scratch_ / "young.zip";
+  ASSERT_EQ(moto_->aws({"s3", "cp", young.string(), "s3://packs/" + under_way}).exit_code, 0);
+
+  std::set<std::string> first_keys, second_keys;
+  for (const auto& l : parsed(first.manifest_text).layers)
+    for (const auto& sh : l.shards) first_keys.insert(sh.key);
+  for (const auto& l : parsed(second.manifest_text).layers)
+    for (const auto& sh : l.shards) second_keys.insert(sh.key);
+  std::set<std::string> expected;
+  for (const auto& k : first_keys) {
+    if (second_keys.contains(k)) continue;
+    expected.insert(k);
+    expected.insert(k + ".sha256");
+  }
+  ASSERT_FALSE(expected.empty()) << "a.bin's new bytes must make a new shard";
+
+  diagnostics diag;
+  auto plan = run(plan_gc(trace_.root(), *session_->s3, "packs", prefix_, 2s, now, diag));
+  ASSERT_TRUE(plan) << diag.message;
+  EXPECT_EQ(plan->live_manifests, 1u);
+  ASSERT_EQ(plan->manifests.size(), 1u);
+  EXPECT_EQ(plan->manifests[0].key, first.manifest_key);
+  std::set<std::string> doomed;
+  for (const auto& z : plan->zips) doomed.insert(z.key);
+  EXPECT_EQ(doomed, expected);
+  ASSERT_TRUE(run(apply_gc(trace_.root(), *session_->s3, "packs", *plan, diag))) << diag.message;
+
+  EXPECT_FALSE(fetch(first.manifest_key));
+  for (const auto& k : expected) EXPECT_FALSE(fetch(k)) << k;
+  EXPECT_TRUE(fetch(second.manifest_key));
+  for (const auto& k : second_keys) EXPECT_TRUE(fetch(k)) << k;
+  EXPECT_TRUE(fetch(under_way));
+
+  // The first content again: its manifest is gone, so its missing zip is stored again, and every zip its
+  // new manifest names is there.
+  ws_.write("a.bin", random_bytes(40 << 10, 1));
+  zip_digest_cache fresh;
+  const auto again = pack(fresh);
+  EXPECT_EQ(again.manifest_key, first.manifest_key);
+  EXPECT_FALSE(again.manifest_present);
+  EXPECT_GE(again.uploaded_shards, 1u);
+  for (const auto& l : parsed(again.manifest_text).layers)
+    for (const auto& sh : l.shards) EXPECT_TRUE(fetch(sh.key)) << sh.key;
 }
 
 TEST_F(pack_storage, a_dry_run_stores_nothing_and_gives_the_content_text) {
