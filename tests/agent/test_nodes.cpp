@@ -27,12 +27,17 @@ namespace {
 namespace fs = std::filesystem;
 namespace json = boost::json;
 
-bool process_gone(int pid) {
-  // PID 1 here does not reap orphans: a killed process may linger as a zombie, which counts as gone.
-  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  if (text.empty()) return true;
-  return text.substr(text.rfind(')') + 2, 1) == "Z";
+// PID 1 here does not reap orphans: a killed process may linger as a zombie, which counts as gone.
+bool process_gone(int pid) { return dead_or_zombie(pid); }
+
+// The pid a remote command wrote to `file` (`echo $! > file`), once it is there whole; 0 after 10 s without.
+int remote_pid(const fs::path& file) {
+  for (int i = 0; i < 200; ++i) {
+    const auto text = read_file(file);
+    if (!text.empty() && text.back() == '\n') return std::stoi(text);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return 0;
 }
 
 class nodes_cli : public ::testing::Test {
@@ -231,12 +236,7 @@ TEST_F(nodes_cli, ctrl_c_on_exec_kills_the_remote_process_and_exits_130) {
   ASSERT_EQ(run_ferry({"nodes", "up", "1"}, o).exit_code, 0);
   const auto pid_file = home_ / "remote.pid";
   auto child = spawn_ferry({"exec", "--", "sh", "-c", fmt::format("sleep 60 & echo $! > {}; wait", pid_file.string())}, o);
-  int pid = 0;
-  for (int i = 0; i < 200 && pid == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    const auto text = read_file(pid_file);
-    if (!text.empty() && text.back() == '\n') pid = std::stoi(text);
-  }
+  const int pid = remote_pid(pid_file);
   ASSERT_GT(pid, 0) << "the remote command never started";
   EXPECT_FALSE(process_gone(pid));
   child->signal(SIGINT);
@@ -381,12 +381,7 @@ TEST_F(idle_nodes, a_command_whose_sshd_dies_fails_exec_with_the_node_named_and_
   const auto pid_file = home_ / "remote.pid";
   auto child = spawn_ferry({"exec", "--", "sh", "-c", fmt::format("sleep 600 & echo $! > {}; wait", pid_file.string())},
                            o);
-  int pid = 0;
-  for (int i = 0; i < 200 && pid == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    const auto text = read_file(pid_file);
-    if (!text.empty() && text.back() == '\n') pid = std::stoi(text);
-  }
+  const int pid = remote_pid(pid_file);
   ASSERT_GT(pid, 0) << "the remote command never started";
   // Every sshd of the node (its listener, and the session that runs the command) dies at once.
   const auto in_node = run({"ip", "netns", "pids", "ferry-" + id});

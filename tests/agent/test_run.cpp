@@ -19,7 +19,6 @@
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -493,21 +492,9 @@ TEST_F(run_cli, stage_copies_every_object_and_a_second_run_fetches_nothing) {
 
 // What a local user of a node could read of a staging while it runs: every process's argv, and every
 // file under the staging directory (its own records included) that others may read.
-// A file under /proc, or what could be read of it: a process that ends while it is read fails the read
-// (ESRCH), which std::ifstream turns into an exception.
-std::string read_proc(const fs::path& path) {
-  std::string text;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return text;
-  char buffer[4096];
-  for (ssize_t n; (n = ::read(fd, buffer, sizeof buffer)) > 0;) text.append(buffer, static_cast<std::size_t>(n));
-  ::close(fd);
-  return text;
-}
-
 // Whether a child has ended (it stays a zombie until waited for, with an empty cmdline).
 bool ended(pid_t pid) {
-  const auto stat = read_proc(fmt::format("/proc/{}/stat", pid));
+  const auto stat = read_file(fmt::format("/proc/{}/stat", pid));
   const auto close = stat.rfind(')');
   return close == std::string::npos || close + 2 >= stat.size() || stat[close + 2] == 'Z';
 }
@@ -532,7 +519,9 @@ struct exposure_watch {
       for (const auto& p : fs::directory_iterator("/proc", ec)) {
         const auto name = p.path().filename().string();
         if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0])) || name == ignore_) continue;
-        const auto argv = read_proc(p.path() / "cmdline");
+        // read_file, not an istreambuf_iterator: a process that ends meanwhile fails the read (ESRCH),
+        // which the iterator turns into an exception.
+        const auto argv = read_file(p.path() / "cmdline");
         if (argv.find(needle_) != std::string::npos) found.push_back("argv of pid " + name);
       }
       for (auto it = fs::recursive_directory_iterator(dir_, ec); !ec && it != fs::recursive_directory_iterator();
@@ -587,7 +576,7 @@ TEST_F(run_cli, env_values_reach_the_command_but_no_trace_no_state_file_and_no_a
   std::string argv;
   for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
        std::chrono::steady_clock::now() < until; std::this_thread::sleep_for(std::chrono::milliseconds(5))) {
-    auto now = read_proc(fmt::format("/proc/{}/cmdline", child->pid()));
+    auto now = read_file(fmt::format("/proc/{}/cmdline", child->pid()));
     if (now.empty()) {
       if (ended(child->pid())) break;
       continue;  // between fork and exec, or within exec
