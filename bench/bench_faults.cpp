@@ -10,7 +10,14 @@
 //   ctrl-c: the same pack (a fresh prefix each time) interrupted with SIGINT at a random moment in its
 //           first 2.5 s: the time to exit, the multipart uploads left in the bucket, the trace complete.
 //
-// FERRY_BENCH_CUTS (100), FERRY_BENCH_FREEZES (20) and FERRY_BENCH_INTERRUPTS (50) set the rounds.
+//   sshd:   `ferry run` on a fresh local node whose sshd processes (listener and sessions) are all killed
+//           at a random moment in the command's first 0.5 s: ferry's exit (code, whether it names the node,
+//           time from the kill) and the remote command's end, which the node's watchdog brings about.
+//   secrets: `ferry run --env NAME=VALUE` with a secret key and a session token (which presigned URLs carry)
+//           while every process's argv is read every 2 ms; then every file ferry and the local nodes wrote
+//           is searched for the key, the token, a signature (X-Amz-Signature=<64 hex>) and the --env value.
+// FERRY_BENCH_CUTS (100), FERRY_BENCH_FREEZES (20), FERRY_BENCH_INTERRUPTS (50), FERRY_BENCH_SSHD_KILLS (20)
+// and FERRY_BENCH_SECRET_RUNS (5) set the rounds; 0 skips a row.
 #include "bench_support.hpp"
 #include "support/eliot.hpp"
 #include "support/fault_proxy.hpp"
@@ -18,11 +25,16 @@
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
 
+#include <boost/json.hpp>
 #include <fmt/format.h>
 
+#include <atomic>
+#include <cctype>
 #include <csignal>
 #include <fstream>
 #include <random>
+#include <set>
+#include <sstream>
 #include <thread>
 
 namespace {
@@ -34,7 +46,7 @@ using ferry::test::temp_dir;
 
 int rounds(const char* variable, int fallback) {
   const char* v = std::getenv(variable);
-  return v ? std::max(1, std::atoi(v)) : fallback;
+  return v ? std::max(0, std::atoi(v)) : fallback;
 }
 
 void write_random(const fs::path& file, std::size_t size, std::mt19937_64& rng) {
@@ -189,13 +201,235 @@ void interrupt_packs(int count) {
              count, interrupted, completed, worst, left, incomplete_traces);
 }
 
+// The pid in `file` once the remote command wrote it whole; 0 until then.
+int pid_in(const fs::path& file) {
+  const auto text = ferry::test::read_file(file);
+  return !text.empty() && text.back() == '\n' ? std::stoi(text) : 0;
+}
+
+bool gone(int pid) { return pid > 0 && ferry::test::dead_or_zombie(pid); }
+
+// Every sshd process of local node `id` (its listener and its sessions), killed at once. How many.
+int kill_sshd_of(const std::string& id) {
+  const auto in_node = ferry::test::run({"ip", "netns", "pids", "ferry-" + id});
+  std::istringstream pids(in_node.out);
+  int killed = 0;
+  for (int p = 0; pids >> p;) {
+    if (ferry::test::read_file(fmt::format("/proc/{}/comm", p)) != "sshd\n") continue;
+    ::kill(p, SIGKILL);
+    ++killed;
+  }
+  return killed;
+}
+
+// The only node in the registry under `state`.
+std::string only_node(const temp_dir& state) {
+  const auto doc = boost::json::parse(ferry::test::read_file(state / "state" / "ferry" / "nodes.json"));
+  const auto& nodes = doc.at("nodes").as_array();
+  if (nodes.size() != 1) throw std::runtime_error("expected one node in the registry");
+  return std::string(nodes[0].at("id").as_string());
+}
+
+// A workspace with a venv of its own, and ferry's options for runs from it on local nodes.
+struct run_setup {
+  temp_dir ws, state;
+  ferry::test::process_options options;
+
+  run_setup() {
+    ws.write("main.py", "print('hello')\n");
+    ws.write("ferry.toml", "[packaging]\npython = \".venv/bin/python\"\n");
+    if (ferry::test::run({"/usr/bin/python3", "-m", "venv", "--without-pip", (ws / ".venv").string()}).exit_code != 0)
+      throw std::runtime_error("python3 -m venv failed");
+    options.cwd = ws.path();
+    options.env["HOME"] = state.path().string();
+    options.env["XDG_STATE_HOME"] = (state / "state").string();
+    options.env["XDG_CACHE_HOME"] = (state / "cache").string();
+    options.env["XDG_CONFIG_HOME"] = (state / "config").string();
+    options.env["FERRY_NODES_IDLE_TIMEOUT"] = "600s";
+    options.env["FERRY_NODES_WATCHDOG_INTERVAL"] = "500ms";
+    options.unset_env.push_back("SSH_AUTH_SOCK");
+    // The first node brings up the bridge that storage must listen on for the nodes to reach it.
+    if (ferry::test::run_ferry({"nodes", "up", "1"}, options).exit_code != 0)
+      throw std::runtime_error("nodes up failed");
+  }
+  // Storage as the nodes reach it.
+  void use(const moto_server& moto) {
+    const auto env = moto.process_env();
+    for (const auto& [k, v] : env.env) options.env[k] = v;
+    options.unset_env.insert(options.unset_env.end(), env.unset_env.begin(), env.unset_env.end());
+  }
+};
+
+void kill_sshd_during_runs(int count) {
+  run_setup setup;
+  auto& options = setup.options;
+  const auto& state = setup.state;
+  moto_server moto({.host = "10.200.0.1"});
+  moto.make_bucket("runs");
+  setup.use(moto);
+  std::mt19937_64 rng(13);
+  double worst_exit = 0, worst_gone = 0;
+  int clear = 0, outlived = 0, hangs = 0, started = 0;
+  for (int i = 0; i < count; ++i) {
+    if (i > 0 && ferry::test::run_ferry({"nodes", "up", "1"}, options).exit_code != 0)
+      throw std::runtime_error("nodes up failed");
+    const auto id = only_node(state);
+    options.env["FERRY_STORAGE_URL"] = fmt::format("s3://runs/round-{}", i);
+    const auto pid_file = state / fmt::format("remote-{}.pid", i);
+    auto child = ferry::test::spawn_ferry(
+        {"run", "--", "sh", "-c", fmt::format("sleep 600 & echo $! > {}; wait", pid_file.string())}, options);
+    // While the command runs (before, a warm node that does not answer is replaced, and the run goes on).
+    for (int t = 0; t < 6000 && pid_in(pid_file) == 0 && !ferry::test::dead_or_zombie(child->pid()); ++t)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 500)(rng)));
+    kill_sshd_of(id);
+    const auto killed_at = std::chrono::steady_clock::now();
+    bool ended = false;
+    while (!ended && std::chrono::steady_clock::now() - killed_at < std::chrono::seconds(120)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      ended = ferry::test::dead_or_zombie(child->pid());
+    }
+    const double exit_after = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+    if (!ended) {
+      ++hangs;
+      child->signal(SIGKILL);
+    }
+    const auto r = child->wait();
+    const bool named = r.exit_code != 0 && r.err.find(id) != std::string::npos;
+    clear += named ? 1 : 0;
+    worst_exit = std::max(worst_exit, exit_after);
+    // The remote command, if it started: gone once the node's watchdog has seen it orphaned.
+    const int pid = pid_in(pid_file);
+    double gone_after = 0;
+    if (pid > 0) {
+      ++started;
+      while (!gone(pid) && std::chrono::steady_clock::now() - killed_at < std::chrono::seconds(30))
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      gone_after = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+      if (!gone(pid)) {
+        ++outlived;
+        ::kill(pid, SIGKILL);
+      }
+      worst_gone = std::max(worst_gone, gone_after);
+    }
+    fmt::print("  sshd round {}: exit {} {:.2f} s after the kill{}; remote command {}\n", i + 1, r.exit_code,
+               exit_after, named ? ", the node named" : "",
+               pid > 0 ? fmt::format("gone {:.2f} s after", gone_after) : std::string("never started"));
+    ferry::test::run_ferry({"nodes", "down", "--all"}, options);
+  }
+  fmt::print("sshd killed: {} rounds, {} hangs (no exit within 120 s), {} non-zero exits naming the node, slowest "
+             "exit {:.2f} s after the kill; {} remote commands had started, {} outlived 30 s, the last gone {:.2f} s "
+             "after the kill (watchdog tick 0.5 s, TERM then KILL a tick later)\n",
+             count, hangs, clear, worst_exit, started, outlived, worst_gone);
+}
+
+// Whether `text` holds a signature: X-Amz-Signature= and 64 hex digits (the name alone is in ferry's
+// own binaries, in the list of what traces redact).
+bool holds_signature(std::string_view text) {
+  constexpr std::string_view name = "X-Amz-Signature=";
+  for (auto at = text.find(name); at != std::string_view::npos; at = text.find(name, at + 1)) {
+    const auto value = text.substr(at + name.size(), 64);
+    if (value.size() == 64 && value.find_first_not_of("0123456789abcdef") == std::string_view::npos) return true;
+  }
+  return false;
+}
+
+// Where any of `needles`, or a signature, shows: files under a root, argv of processes.
+struct exposure {
+  std::vector<std::string> needles;
+  std::set<std::string> hits;
+  std::atomic<bool> watching{true};
+
+  bool holds(std::string_view text) const {
+    for (const auto& n : needles)
+      if (text.find(n) != std::string_view::npos) return true;
+    return holds_signature(text);
+  }
+
+  void scan_argv() {
+    std::error_code ec;
+    for (const auto& p : fs::directory_iterator("/proc", ec)) {
+      const auto name = p.path().filename().string();
+      if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
+      const auto argv = ferry::test::read_file(p.path() / "cmdline");
+      if (holds(argv)) hits.insert("argv: " + argv.substr(0, 80));
+    }
+  }
+  void scan_files(const fs::path& root) {
+    std::error_code ec;
+    for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != fs::recursive_directory_iterator();
+         it.increment(ec)) {
+      std::error_code e;
+      if (!it->is_regular_file(e)) continue;
+      if (holds(ferry::test::read_file(it->path()))) hits.insert("file: " + it->path().string());
+    }
+  }
+};
+
+void grep_for_secrets(int count) {
+  run_setup setup;
+  moto_server moto({.host = "10.200.0.1"});
+  moto.make_bucket("secrets");
+  setup.use(moto);
+  // Credentials of this run's own (moto takes any without signature checking, which presigned URLs need):
+  // a session token goes into every presigned URL the nodes fetch.
+  const std::string secret_key = "bench+Secret/Access/Key/0123456789abcdefghij";
+  const std::string token = "benchSessionTokenFQoGZXIvYXdzEJr" + std::string(40, 'T');
+  const std::string env_value = "bench-env-value-s3cr3t";
+  setup.options.env["AWS_SECRET_ACCESS_KEY"] = secret_key;
+  setup.options.env["AWS_SESSION_TOKEN"] = token;
+  setup.options.env["BENCH_SECRET"] = env_value;
+  exposure seen;
+  seen.needles = {secret_key, token, env_value};
+  std::thread watcher([&] {
+    while (seen.watching) {
+      seen.scan_argv();
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  });
+  int ok = 0;
+  for (int i = 0; i < count; ++i) {
+    setup.options.env["FERRY_STORAGE_URL"] = fmt::format("s3://secrets/round-{}", i);
+    const auto trace = setup.state / fmt::format("run-{}.jsonl", i);
+    // `--env NAME`: from ferry's environment (NAME=VALUE would sit in ferry's own argv until it is parsed).
+    // The command checks the value's length, so that the value is in no argv of its own either.
+    const auto r = ferry::test::run_ferry(
+        {"--trace", trace.string(), "run", "--env", "BENCH_SECRET", "--", "sh", "-c",
+         fmt::format("test ${{#BENCH_SECRET}} = {}", env_value.size())},
+        setup.options);
+    ok += r.exit_code == 0 ? 1 : 0;
+  }
+  seen.watching = false;
+  watcher.join();
+  // Traces (ferry's and the nodes'), the registry, caches, keys, the nodes' own directories and caches.
+  seen.scan_files(setup.state.path());
+  seen.scan_files(setup.ws.path());
+  // The search itself is checked: a presigned URL written to a file must be found (its token and signature).
+  temp_dir control;
+  control.write("url", ferry::test::run_ferry({"storage", "presign", "s3://secrets/round-0"}, setup.options).out);
+  exposure check;
+  check.needles = {token};
+  check.scan_files(control.path());
+  const bool found = check.hits.size() == 1 && holds_signature(ferry::test::read_file(control / "url"));
+  ferry::test::run_ferry({"nodes", "down", "--all"}, setup.options);
+  if (!found) throw std::runtime_error("the secret search missed a presigned URL written to a file");
+  fmt::print("secrets: {} runs ({} succeeded) with a secret key, a session token and an --env value; the key, "
+             "the token, the value and any signature searched in the argv of "
+             "every process watched every 2 ms, then every file under the state, cache, config and workspace "
+             "dirs (traces and the local nodes' files included): {} hits\n",
+             count, ok, seen.hits.size());
+  for (const auto& h : seen.hits) fmt::print("  hit: {}\n", h);
+}
+
 }  // namespace
 
 int main() {
   try {
-    cut_uploads(rounds("FERRY_BENCH_CUTS", 100));
-    freeze_packs(rounds("FERRY_BENCH_FREEZES", 20));
-    interrupt_packs(rounds("FERRY_BENCH_INTERRUPTS", 50));
+    if (const int n = rounds("FERRY_BENCH_CUTS", 100)) cut_uploads(n);
+    if (const int n = rounds("FERRY_BENCH_FREEZES", 20)) freeze_packs(n);
+    if (const int n = rounds("FERRY_BENCH_INTERRUPTS", 50)) interrupt_packs(n);
+    if (const int n = rounds("FERRY_BENCH_SSHD_KILLS", 20)) kill_sshd_during_runs(n);
+    if (const int n = rounds("FERRY_BENCH_SECRET_RUNS", 5)) grep_for_secrets(n);
   } catch (const std::exception& e) {
     fmt::print(stderr, "bench_faults: {}\n", e.what());
     return 1;
