@@ -66,6 +66,16 @@ std::size_t multipart_uploads_left(const moto_server& moto, const std::string& b
   return static_cast<std::size_t>(std::stoul(r.out));
 }
 
+// Waits for `pid` to end, checking every 10 ms; false when it still runs after 2 minutes (a hang).
+bool ends_within_two_minutes(pid_t pid) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  while (std::chrono::steady_clock::now() < until) {
+    if (ferry::test::dead_or_zombie(pid)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
 void cut_uploads(int count) {
   moto_server moto;
   moto.make_bucket("cuts");
@@ -151,11 +161,7 @@ void freeze_packs(int count) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     moto.freeze();
     const auto frozen_at = std::chrono::steady_clock::now();
-    bool ended = false;
-    while (!ended && std::chrono::steady_clock::now() - frozen_at < std::chrono::seconds(120)) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      ended = ferry::test::dead_or_zombie(child->pid());
-    }
+    const bool ended = ends_within_two_minutes(child->pid());
     const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - frozen_at).count();
     moto.thaw();
     if (!ended) {
@@ -284,11 +290,7 @@ void kill_sshd_during_runs(int count) {
     std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 500)(rng)));
     kill_sshd_of(id);
     const auto killed_at = std::chrono::steady_clock::now();
-    bool ended = false;
-    while (!ended && std::chrono::steady_clock::now() - killed_at < std::chrono::seconds(120)) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      ended = ferry::test::dead_or_zombie(child->pid());
-    }
+    const bool ended = ends_within_two_minutes(child->pid());
     const double exit_after = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
     if (!ended) {
       ++hangs;
