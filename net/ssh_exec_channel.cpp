@@ -160,23 +160,23 @@ asio::awaitable<error_code> exec_channel::run(diagnostics& diag) {
 }
 
 asio::awaitable<void> exec_channel::await_group(clock::time_point deadline) {
-  discard_output_ = true;
-  diagnostics ignored;
-  while (!group_ && !ended()) {
-    bool progressed = false;
-    if (co_await pass_output(output_stream::out, progressed, ignored)) co_return;
-    if (progressed) continue;
-    if (co_await session_->wait_for_activity_until(deadline, ignored)) co_return;
-  }
+  co_await discard_output_until([this] { return group_.has_value(); }, false, deadline);
 }
 
 asio::awaitable<void> exec_channel::drain(clock::time_point deadline) {
+  co_await discard_output_until([] { return false; }, true, deadline);
+}
+
+asio::awaitable<void> exec_channel::discard_output_until(std::function<bool()> done, bool with_stderr,
+                                                         clock::time_point deadline) {
   discard_output_ = true;
   diagnostics ignored;
-  while (!ended()) {
+  while (!done() && !ended()) {
     bool progressed = false;
     if (co_await pass_output(output_stream::out, progressed, ignored)) co_return;
-    if (co_await pass_output(output_stream::err, progressed, ignored)) co_return;
+    if (with_stderr) {  // not `a && co_await b`: GCC 12 miscompiles co_await in a short-circuit operand
+      if (co_await pass_output(output_stream::err, progressed, ignored)) co_return;
+    }
     if (progressed) continue;
     if (co_await session_->wait_for_activity_until(deadline, ignored)) co_return;
   }

@@ -12,6 +12,7 @@
 #include <libssh/callbacks.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -63,6 +64,9 @@ class exec_channel {
   asio::awaitable<error_code> open(clock::time_point deadline, diagnostics& diag);
   bool refused_for_lack_of_channels() const;
   void free_channel();
+  // Reads and drops stdout (and stderr) until `done`, the command's end, or `deadline`.
+  asio::awaitable<void> discard_output_until(std::function<bool()> done, bool with_stderr,
+                                             clock::time_point deadline);
   asio::awaitable<error_code> pass_output(output_stream which, bool& progressed, diagnostics& diag);
   asio::awaitable<error_code> deliver(output_stream which, std::span<const char> bytes);
   asio::awaitable<error_code> feed_input(bool& progressed, diagnostics& diag);

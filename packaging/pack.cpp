@@ -127,11 +127,9 @@ asio::awaitable<result<void>> upload_one(upload_context& c, shard_job& job, diag
   if (!job.checked) {
     // Asked here rather than in a phase of its own: while this upload waits for storage's answer, the
     // others keep the pool compressing.
-    auto found = co_await find_stored_digest(c.parent, c.s3, c.settings.bucket, job.key, job.part->id, c.digests, diag);
-    if (!found) co_return found.error();
-    if (*found) {
-      job.present = true;
-      job.digest = **found;
+    if (auto checked = co_await check_one(c.parent, c.s3, c.settings.bucket, job, c.digests, diag); !checked)
+      co_return checked;
+    if (job.present) {
       if (c.progress) {
         c.progress->shards_to_upload -= 1;
         c.progress->bytes_to_zip -= job.part->bytes;

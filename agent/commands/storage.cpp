@@ -43,13 +43,14 @@ result<net::s3_session> open_session(command_context& ctx, diagnostics& diag) {
 enum class names { anything, object };
 
 // The URL, or nothing after telling the user why (exit code 2: the command line is wrong, not storage).
-std::optional<net::s3_url> url_argument(tracing::action& act, std::string_view text, names what) {
+// `hint` follows the message when the URL names a bucket or a prefix instead of an object.
+std::optional<net::s3_url> url_argument(tracing::action& act, std::string_view text, names what,
+                                        std::string_view hint = {}) {
   diagnostics diag;
   auto url = net::parse_s3_url(text, diag);
   if (url && what == names::object && (url->key.empty() || url->key.ends_with('/')))
     diag.set(fmt::format("'{}' names {}, not an object (expected s3://BUCKET/KEY{})", text,
-                         url->key.empty() ? "a bucket" : "a prefix",
-                         act.action_type() == "ferry:storage:rm" ? "; -r deletes everything under a prefix" : ""));
+                         url->key.empty() ? "a bucket" : "a prefix", hint));
   else if (url)
     return std::move(*url);
   fmt::print(stderr, "ferry: error: {}\n", diag.message);
@@ -73,7 +74,8 @@ asio::awaitable<int> ls(command_context& ctx, const storage_args& args) {
 
 asio::awaitable<int> rm(command_context& ctx, const storage_args& args) {
   auto act = ctx.trace.child("ferry:storage:rm", {{"url", args.url}, {"recursive", args.recursive}});
-  auto url = url_argument(act, args.url, args.recursive ? names::anything : names::object);
+  auto url = url_argument(act, args.url, args.recursive ? names::anything : names::object,
+                          "; -r deletes everything under a prefix");
   if (!url) co_return exit_code::usage;
   diagnostics diag;
   auto session = open_session(ctx, diag);

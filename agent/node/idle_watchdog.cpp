@@ -156,8 +156,7 @@ bool held_by_sshd(long pid) {
 class orphan_reaper {
  public:
   void check(long pid) {
-    auto it = termed_.find(pid);
-    if (it == termed_.end()) {
+    if (!termed_.contains(pid)) {
       if (held_by_sshd(pid)) return;
       say(fmt::format("the command of process group {} lost its SSH session: TERM", pid));
       ::kill(-static_cast<pid_t>(pid), SIGTERM);
