@@ -83,7 +83,9 @@ result<Number> number(pugi::xml_node parent, const char* name, std::string_view 
 bool flag(pugi::xml_node parent, const char* name) { return text(parent, name) == "true"; }
 
 // Keys come back form-encoded when the request asked for encoding-type=url: '+' is a space (as
-// botocore's unquote_plus reads it) and a real '+' arrives as %2B.
+// botocore's unquote_plus reads it) and a real '+' arrives as %2B. A %00 would decode to a key that no
+// request can name (XML cannot carry a NUL, even as &#0;, and a C string ends there, so a DeleteObjects
+// could reach a shorter key): the page is refused instead, see refuse_nul().
 class key_decoder {
  public:
   explicit key_decoder(pugi::xml_node root) : url_(text(root, "EncodingType") == "url") {}
@@ -91,11 +93,20 @@ class key_decoder {
   std::string operator()(std::string value) const {
     if (!url_) return value;
     std::replace(value.begin(), value.end(), '+', ' ');
-    return uri_decode(value);
+    auto decoded = uri_decode(value);
+    if (decoded.find('\0') != std::string::npos) saw_nul_ = true;
+    return decoded;
+  }
+
+  error_code refuse_nul(std::string_view operation, diagnostics& diag) const {
+    if (!saw_nul_) return {};
+    diag.set(fmt::format("{} response holds a key with a NUL byte (%00), which no request can name", operation));
+    return make_error_code(errc::bad_response);
   }
 
  private:
   bool url_;
+  mutable bool saw_nul_ = false;
 };
 
 std::vector<std::string> common_prefixes(pugi::xml_node root, const key_decoder& decode) {
@@ -256,6 +267,7 @@ result<list_objects_page> parse_list_objects_v2(std::string_view body, diagnosti
     page.contents.push_back({decode(text(entry, "Key")), *size, text(entry, "ETag"), text(entry, "LastModified")});
   }
   page.common_prefixes = common_prefixes(*root, decode);
+  if (auto ec = decode.refuse_nul(operation, diag)) return ec;
   page.is_truncated = flag(*root, "IsTruncated");
   page.next_continuation_token = text(*root, "NextContinuationToken");
   if (page.is_truncated && page.next_continuation_token.empty()) {
@@ -324,6 +336,7 @@ result<list_multipart_uploads_page> parse_list_multipart_uploads(std::string_vie
   page.common_prefixes = common_prefixes(*root, decode);
   page.is_truncated = flag(*root, "IsTruncated");
   page.next_key_marker = decode(text(*root, "NextKeyMarker"));
+  if (auto ec = decode.refuse_nul("ListMultipartUploads", diag)) return ec;
   page.next_upload_id_marker = text(*root, "NextUploadIdMarker");
   return page;
 }

@@ -271,6 +271,35 @@ TEST(s3_xml_list, url_encoded_keys_are_decoded_when_the_response_says_so) {
   EXPECT_EQ(plain->contents[0].key, "a+b%2B");
 }
 
+// XML cannot carry a NUL (not even as &#0;), so a key that decodes to one could never be named in a
+// DeleteObjects body: cut at the NUL, the request would reach a shorter key. The page is refused.
+TEST(s3_xml_list, a_url_encoded_key_holding_a_nul_refuses_the_page) {
+  diagnostics diag;
+  const auto page = parse_list_objects_v2(
+      "<ListBucketResult><EncodingType>url</EncodingType><IsTruncated>false</IsTruncated>"
+      "<Contents><Key>keep</Key><Size>1</Size></Contents>"
+      "<Contents><Key>keep%00.tmp</Key><Size>1</Size></Contents></ListBucketResult>",
+      diag);
+  ASSERT_FALSE(page);
+  EXPECT_EQ(page.error(), errc::bad_response);
+  EXPECT_TRUE(contains(diag.message, "ListObjectsV2") && contains(diag.message, "NUL")) << diag.message;
+
+  diag.clear();
+  const auto prefix = parse_list_objects_v2(
+      "<ListBucketResult><EncodingType>url</EncodingType><CommonPrefixes><Prefix>a%00/</Prefix></CommonPrefixes>"
+      "</ListBucketResult>",
+      diag);
+  EXPECT_FALSE(prefix);
+
+  diag.clear();
+  const auto uploads = parse_list_multipart_uploads(
+      "<ListMultipartUploadsResult><EncodingType>url</EncodingType>"
+      "<Upload><Key>layers/x%00</Key><UploadId>u1</UploadId></Upload></ListMultipartUploadsResult>",
+      diag);
+  ASSERT_FALSE(uploads);
+  EXPECT_TRUE(contains(diag.message, "ListMultipartUploads")) << diag.message;
+}
+
 TEST(s3_xml_list, malformed_input_names_the_operation) {
   diagnostics diag;
   for (const std::string_view body :
