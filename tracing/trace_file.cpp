@@ -21,6 +21,10 @@ std::string check_message(const boost::json::object& o) {
     if (!part.is_int64() || part.get_int64() <= 0) return "task_level holds a value that is not a positive integer";
   const auto* ts = o.if_contains("timestamp");
   if (!ts || !ts->is_number()) return "no numeric timestamp";
+  // Seconds since 1970 up to the year 10000: the views do integer arithmetic in microseconds on these,
+  // which a value such as 1e300 or a negative one would overflow.
+  const double seconds = ts->to_number<double>();
+  if (!(seconds >= 0 && seconds < 253402300800.0)) return "timestamp out of range";
   if (!o.contains("action_type") && !o.contains("message_type")) return "neither action_type nor message_type";
   if (o.contains("action_type") && !o.contains("action_status")) return "action_type without action_status";
   return {};

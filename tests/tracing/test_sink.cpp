@@ -1,4 +1,6 @@
 #include "tracing/action.hpp"
+#include "tracing/chrome_view.hpp"
+#include "tracing/task_tree.hpp"
 #include "tracing/sink.hpp"
 #include "tracing/trace_file.hpp"
 
@@ -88,6 +90,30 @@ TEST(trace_file, malformed_lines_are_reported_by_file_and_line_and_the_rest_is_u
       << set->problems[1];
   EXPECT_FALSE(read_traces({dir / "missing.jsonl"}, diag));
   EXPECT_NE(diag.message.find("missing.jsonl"), std::string::npos);
+}
+
+// The views compute in integer microseconds: a timestamp of 1e300 (or a negative one) overflowed them.
+TEST(trace_file, a_timestamp_out_of_range_is_a_problem_and_every_view_takes_the_rest) {
+  temp_dir dir;
+  const auto file = dir.write("t.jsonl",
+                              R"({"task_uuid":"u","task_level":[1],"timestamp":1e300,"action_type":"a","action_status":"started"})"
+                              "\n"
+                              R"({"task_uuid":"u","task_level":[2],"timestamp":-1.5,"action_type":"a","action_status":"succeeded"})"
+                              "\n"
+                              R"({"task_uuid":"v","task_level":[1],"timestamp":1.5e9,"action_type":"b","action_status":"started"})"
+                              "\n"
+                              R"({"task_uuid":"v","task_level":[2],"timestamp":1.5e9,"action_type":"b","action_status":"succeeded"})"
+                              "\n");
+  diagnostics diag;
+  auto set = read_traces({file}, diag);
+  ASSERT_TRUE(set) << diag.message;
+  EXPECT_EQ(set->messages.size(), 2u);
+  ASSERT_EQ(set->problems.size(), 2u);
+  EXPECT_EQ(set->problems[0], file.string() + ":1: timestamp out of range");
+  EXPECT_EQ(set->problems[1], file.string() + ":2: timestamp out of range");
+  const auto tasks = build_task_trees(*set);
+  const auto chrome = render_chrome(*set, tasks);
+  EXPECT_EQ(chrome.at("traceEvents").as_array().size(), 2u);  // the process name and action b
 }
 
 }  // namespace
