@@ -500,6 +500,10 @@ std::string_view closest_key(std::string_view name) {
   std::string_view best;
   std::size_t best_distance = 4;  // more edits than this is a different word, not a typo
   for (const auto& k : table()) {
+    // The lengths alone bound the distance from below: a long name (a pasted value, 10 MB of it) costs
+    // nothing, where the full comparison with every key would cost its length times theirs.
+    const auto gap = name.size() > k.name.size() ? name.size() - k.name.size() : k.name.size() - name.size();
+    if (gap >= best_distance) continue;
     const auto d = edit_distance(name, k.name);
     if (d < best_distance) {
       best = k.name;
