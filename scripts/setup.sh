@@ -9,6 +9,7 @@ packages=(
   libssh-dev libarchive-dev libssl-dev libfmt-dev
   libcli11-dev libtomlplusplus-dev libpugixml-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  clang libclang-rt-14-dev
   python3-eliot
   openssh-server openssh-client iproute2 procps psmisc curl zip unzip rsync ca-certificates
   pssh parallel chromium awscli debootstrap

@@ -3,7 +3,8 @@
 # Real peers (python3-eliot, moto_server, sshd, git, the aws CLI, chromium) are used where they exist, so
 # the set-up installs them first. One build, not two: the sanitizers check everything the tests run,
 # and a second (optimised) build would double the time on a 2-core machine; scripts/build.sh release
-# makes that one for the demo and the benches.
+# makes that one for the demo and the benches. Then every fuzzer (tests/fuzz) runs 15 s from its corpus,
+# so a parser change that crashes on a known input, or on one found quickly, fails the tests too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -11,3 +12,4 @@ jobs=$(nproc)
 ./scripts/build.sh asan
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan --output-on-failure -j "$jobs"
+./scripts/fuzz.sh --seconds 15
