@@ -133,33 +133,33 @@ result<libssh::session_ptr> make_session(const ssh_peer& peer, const ssh_client_
   return s;
 }
 
+// Until the socket is readable, or writable when libssh has output waiting: either way the step is
+// tried again.
+asio::awaitable<void> socket_ready(tcp::socket& socket, bool write_pending) {
+  using asio::redirect_error;
+  using asio::use_awaitable;
+  error_code read_ec, write_ec;
+  if (write_pending)
+    co_await (socket.async_wait(tcp::socket::wait_read, redirect_error(use_awaitable, read_ec)) ||
+              socket.async_wait(tcp::socket::wait_write, redirect_error(use_awaitable, write_ec)));
+  else
+    co_await socket.async_wait(tcp::socket::wait_read, redirect_error(use_awaitable, read_ec));
+}
+
 // Calls `step` until it returns something other than `again`, waiting on the socket in between as
 // libssh asks (readable, or writable while it holds unsent bytes). Before the session exists there is
 // no pump: the one coroutine logging in is the socket's only user.
 template <class Step>
 asio::awaitable<result<int>> drive(tcp::socket& socket, ssh_session_struct* s, clock::time_point deadline, int again,
                                    Step step) {
-  using asio::redirect_error;
-  using asio::use_awaitable;
   for (;;) {
     const int rc = step();
     make_nonblocking(socket.native_handle());
     if (rc != again) co_return rc;
-    asio::steady_timer timer(socket.get_executor(), deadline);
-    error_code read_ec, write_ec, timer_ec;
-    bool expired = false;
-    if (ssh_get_poll_flags(s) & SSH_WRITE_PENDING) {
-      auto done = co_await (socket.async_wait(tcp::socket::wait_read, redirect_error(use_awaitable, read_ec)) ||
-                            socket.async_wait(tcp::socket::wait_write, redirect_error(use_awaitable, write_ec)) ||
-                            timer.async_wait(redirect_error(use_awaitable, timer_ec)));
-      expired = done.index() == 2;
-    } else {
-      auto done = co_await (socket.async_wait(tcp::socket::wait_read, redirect_error(use_awaitable, read_ec)) ||
-                            timer.async_wait(redirect_error(use_awaitable, timer_ec)));
-      expired = done.index() == 1;
-    }
+    const bool write_pending = (ssh_get_poll_flags(s) & SSH_WRITE_PENDING) != 0;
+    const bool in_time = co_await with_deadline(socket_ready(socket, write_pending), deadline);
     if (co_await cancelled()) co_return error_code(asio::error::operation_aborted);
-    if (expired) co_return make_error_code(errc::timeout);
+    if (!in_time) co_return make_error_code(errc::timeout);
   }
 }
 

@@ -38,7 +38,7 @@ std::shared_ptr<ssh_session> ssh_session::start(asio::ip::tcp::socket socket, li
 }
 
 ssh_session::pump_io::pump_io(asio::ip::tcp::socket s)
-    : socket(std::move(s)), kick(socket.get_executor(), clock::time_point::max()), tick(socket.get_executor()) {}
+    : socket(std::move(s)), kick(socket.get_executor(), clock::time_point::max()) {}
 
 ssh_session::ssh_session(asio::ip::tcp::socket socket, libssh::session_ptr session, ssh_peer peer,
                          const config::ssh_settings& settings)
@@ -56,7 +56,6 @@ ssh_session::~ssh_session() {
   io_->alive = false;
   error_code ignored;
   io_->kick.cancel();
-  io_->tick.cancel();
   io_->socket.close(ignored);
   if (event_) {
     ssh_event_remove_session(event_.get(), session_.get());
@@ -90,7 +89,6 @@ void ssh_session::fail(error_code ec, std::string text) {
   error_code ignored;
   io_->socket.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
   io_->socket.cancel(ignored);
-  io_->tick.cancel();
   kick_pump();
   wake_all();
 }
@@ -198,32 +196,35 @@ bool ssh_session::drive_io() {
   return false;
 }
 
-asio::awaitable<void> ssh_session::pump(std::shared_ptr<pump_io> io) {
+// Until the socket is readable (or writable, when libssh has output waiting) or the session kicks the pump.
+asio::awaitable<void> ssh_session::wait_for_io(std::shared_ptr<pump_io> io, bool want_write) {
   using asio::redirect_error;
   using asio::use_awaitable;
+  error_code read_ec, write_ec, kick_ec;  // whichever ended the wait, the pump looks at libssh again
+  if (want_write)
+    co_await (io->socket.async_wait(asio::socket_base::wait_read, redirect_error(use_awaitable, read_ec)) ||
+              io->socket.async_wait(asio::socket_base::wait_write, redirect_error(use_awaitable, write_ec)) ||
+              io->kick.async_wait(redirect_error(use_awaitable, kick_ec)));
+  else
+    co_await (io->socket.async_wait(asio::socket_base::wait_read, redirect_error(use_awaitable, read_ec)) ||
+              io->kick.async_wait(redirect_error(use_awaitable, kick_ec)));
+}
+
+asio::awaitable<void> ssh_session::pump(std::shared_ptr<pump_io> io) {
   for (;;) {
     // After every suspension: the session may be gone, and then nothing of it may be touched.
     if (!io->alive || failure_) co_return;
     if (drive_io()) {
-      co_await asio::post(io->socket.get_executor(), use_awaitable);
+      co_await asio::post(io->socket.get_executor(), asio::use_awaitable);
       continue;
     }
     check_deadlines();
     if (failure_) co_return;
     const bool want_write = (ssh_get_poll_flags(native()) & SSH_WRITE_PENDING) != 0;
-    io->tick.expires_at(next_deadline());
     pump_waiting_ = true;
     pump_waits_for_write_ = want_write;
-    error_code read_ec, write_ec, kick_ec, tick_ec;
-    if (want_write)
-      co_await (io->socket.async_wait(asio::socket_base::wait_read, redirect_error(use_awaitable, read_ec)) ||
-                io->socket.async_wait(asio::socket_base::wait_write, redirect_error(use_awaitable, write_ec)) ||
-                io->kick.async_wait(redirect_error(use_awaitable, kick_ec)) ||
-                io->tick.async_wait(redirect_error(use_awaitable, tick_ec)));
-    else
-      co_await (io->socket.async_wait(asio::socket_base::wait_read, redirect_error(use_awaitable, read_ec)) ||
-                io->kick.async_wait(redirect_error(use_awaitable, kick_ec)) ||
-                io->tick.async_wait(redirect_error(use_awaitable, tick_ec)));
+    // The deadline is the next keepalive, dead-peer or idle check: reaching it just runs the loop again.
+    co_await with_deadline(wait_for_io(io, want_write), next_deadline());
     if (!io->alive) co_return;
     pump_waiting_ = false;
   }

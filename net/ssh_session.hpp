@@ -130,11 +130,11 @@ class ssh_session : public std::enable_shared_from_this<ssh_session> {
     explicit pump_io(asio::ip::tcp::socket s);
     asio::ip::tcp::socket socket;
     asio::steady_timer kick;  // never expires: cancelling it makes the pump look at libssh again
-    asio::steady_timer tick;  // the next keepalive, dead-peer or idle deadline
     bool alive = true;        // false once the session is gone: the pump must not touch it again
   };
 
   asio::awaitable<void> pump(std::shared_ptr<pump_io> io);
+  static asio::awaitable<void> wait_for_io(std::shared_ptr<pump_io> io, bool want_write);
   bool drive_io();
   void check_deadlines();
   void send_keepalive();
