@@ -87,7 +87,9 @@ result<zip_tail> parse_tail(std::string_view tail, std::uint64_t zip_size, diagn
     if (*at < zip64_locator_size || read_u32(tail, *at - zip64_locator_size) != zip64_locator_signature)
       return damaged(diag, "a Zip64 archive without its Zip64 locator");
     const auto record = read_u64(tail, *at - zip64_locator_size + 8);
-    if (record < tail_start || record - tail_start + zip64_eocd_size > *at - zip64_locator_size)
+    // Written so that no sum can wrap: a record offset near 2^64 must not pass as one inside the tail.
+    const std::uint64_t room = *at - zip64_locator_size;  // the tail's bytes before the locator
+    if (record < tail_start || room < zip64_eocd_size || record - tail_start > room - zip64_eocd_size)
       return damaged(diag, "the Zip64 end record is not where its locator says");
     const auto r = static_cast<std::size_t>(record - tail_start);
     if (read_u32(tail, r) != zip64_eocd_signature) return damaged(diag, "a damaged Zip64 end record");

@@ -191,6 +191,41 @@ TEST(zip_tail, finds_the_directory_behind_a_comment_and_in_zip64) {
   }
 }
 
+// Little-endian bytes of `value`, `width` of them.
+std::string le(std::uint64_t value, int width) {
+  std::string out;
+  for (int i = 0; i < width; ++i) out.push_back(static_cast<char>(value >> (8 * i)));
+  return out;
+}
+
+// The end of an empty Zip64 archive: its Zip64 end record, the locator that points at `record`, and an
+// end record whose fields all say "see Zip64".
+std::string zip64_tail(std::uint64_t record) {
+  const std::string zip64_end = le(0x06064b50, 4) + le(44, 8) + le(45, 2) + le(45, 2) + le(0, 4) + le(0, 4) +
+                                le(0, 8) + le(0, 8) + le(0, 8) + le(0, 8);
+  const std::string locator = le(0x07064b50, 4) + le(0, 4) + le(record, 8) + le(1, 4);
+  const std::string end = le(0x06054b50, 4) + le(0, 2) + le(0, 2) + le(0xffff, 2) + le(0xffff, 2) +
+                          le(0xffffffff, 4) + le(0xffffffff, 4) + le(0, 2);
+  return zip64_end + locator + end;
+}
+
+// The Zip64 locator's record offset comes from the shard's bytes, before its SHA-256 can be checked: an
+// offset near 2^64 wrapped the bounds check and read far outside the tail.
+TEST(zip_tail, a_zip64_locator_pointing_anywhere_outside_the_tail_is_refused) {
+  diagnostics diag;
+  const auto good = zip64_tail(0);
+  ASSERT_TRUE(parse_tail(good, good.size(), diag)) << diag.message;
+  for (const std::uint64_t record : {~std::uint64_t{0}, ~std::uint64_t{0} - 1000, std::uint64_t{1} << 63,
+                                     std::uint64_t{1}, std::uint64_t{good.size()}}) {
+    const auto bad = zip64_tail(record);
+    diag.clear();
+    const auto tail = parse_tail(bad, bad.size(), diag);
+    ASSERT_FALSE(tail) << record;
+    EXPECT_EQ(tail.error(), make_error_code(errc::bad_zip));
+    EXPECT_EQ(diag.message, "the Zip64 end record is not where its locator says") << record;
+  }
+}
+
 TEST(zip_tail, a_directory_that_claims_more_entries_than_fit_is_refused_before_any_allocation) {
   zip_tail tail{0, 46, 1'000'000'000};
   diagnostics diag;
