@@ -61,6 +61,7 @@ packaging::pack_settings pack_settings_for(const command_context& ctx, const pac
   p.check_concurrency = static_cast<std::size_t>(std::max(1, s.s3.max_concurrency));
   p.upload_concurrency = packaging::upload_workers(p.scan.threads, p.check_concurrency);
   p.stale_upload_age = std::chrono::duration_cast<std::chrono::seconds>(s.packaging.stale_upload_age);
+  p.manifest_refresh = std::chrono::duration_cast<std::chrono::seconds>(s.packaging.manifest_refresh);
   return p;
 }
 

@@ -370,6 +370,9 @@ const std::vector<key_spec>& table() {
           "deadline for asking the interpreter for its sys.path"),
       key<&S::packaging, &packaging_settings::stale_upload_age>("packaging.stale_upload_age", R"("1d")",
           "a pack aborts multipart uploads of layers under its prefix begun longer ago than this (0s: never)"),
+      key<&S::packaging, &packaging_settings::manifest_refresh>("packaging.manifest_refresh", R"("1d")",
+          "a pack that finds its manifest older than this stores it again, so that storage gc sees it in use "
+          "(0s: at every pack)"),
       // nodes
       choice<&provider_choices, &S::nodes, &nodes_settings::provider>("nodes.provider", R"("local")",
           "where nodes come from: local, ssh or ec2", "FERRY_PROVIDER"),

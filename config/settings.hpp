@@ -54,6 +54,7 @@ struct packaging_settings {
   int hash_threads = 0;           // 0: one per core
   duration discover_timeout{};
   duration stale_upload_age{};  // a pack aborts its prefix's multipart uploads older than this; 0: never
+  duration manifest_refresh{};  // a pack stores again a found manifest older than this, so gc sees it used
 };
 
 struct nodes_settings {

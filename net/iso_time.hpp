@@ -9,5 +9,7 @@ namespace ferry::net {
 
 // Unix seconds; nullopt when the text does not start with such a time.
 std::optional<std::int64_t> unix_seconds_of(std::string_view iso8601);
+// The same for an HTTP date, as in Last-Modified: "Wed, 25 Nov 2026 15:55:32 GMT".
+std::optional<std::int64_t> unix_seconds_of_http_date(std::string_view date);
 
 }  // namespace ferry::net

@@ -3,6 +3,7 @@
 #include "net/cancellation.hpp"
 #include "net/error.hpp"
 #include "net/fan_out.hpp"
+#include "net/iso_time.hpp"
 #include "packaging/error.hpp"
 #include "packaging/layer_upload.hpp"
 #include "packaging/storage_lookup.hpp"
@@ -11,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <map>
 #include <set>
 
@@ -211,9 +213,10 @@ struct manifest_parts {
 asio::awaitable<result<std::optional<std::string>>> find_manifest(tracing::action& act, net::s3_client& s3,
                                                                   const std::string& bucket, const std::string& key,
                                                                   const manifest_parts& parts,
-                                                                  shard_digests& digests, diagnostics& diag) {
+                                                                  shard_digests& digests, std::string& last_modified,
+                                                                  diagnostics& diag) {
   using found = std::optional<std::string>;
-  auto stored = co_await read_small_object(act, s3, bucket, key, diag);
+  auto stored = co_await read_small_object(act, s3, bucket, key, diag, &last_modified);
   if (!stored || !*stored) co_return stored;
   diagnostics why;
   auto parsed = parse_manifest(**stored, why);
@@ -242,6 +245,23 @@ asio::awaitable<result<std::optional<std::string>>> find_manifest(tracing::actio
   }
   digests = std::move(in_body);
   co_return stored;
+}
+
+// Stores a found manifest again (the same bytes) once it is `manifest_refresh` old, so that its
+// Last-Modified says it is in use: `ferry storage gc` keeps what manifests newer than its age name, and a
+// project packed every day without a change must not look abandoned. An unreadable date counts as old.
+asio::awaitable<result<void>> refresh_manifest(tracing::action& act, net::s3_client& s3, const pack_settings& settings,
+                                               pack_report& report, const std::string& last_modified,
+                                               diagnostics& diag) {
+  const auto written = net::unix_seconds_of_http_date(last_modified);
+  const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                       std::chrono::system_clock::now().time_since_epoch()).count();
+  if (written && now - *written < settings.manifest_refresh.count()) co_return result<void>{};
+  act.log("ferry:packaging:manifest_refreshed", {{"key", report.manifest_key}, {"last_modified", last_modified}});
+  const std::span<const char> body(report.manifest_text.data(), report.manifest_text.size());
+  auto put = co_await s3.put_object(act, settings.bucket, report.manifest_key, body, diag);
+  if (!put) co_return put.error();
+  co_return result<void>{};
 }
 
 void fill_reports(pack_report& report, const std::vector<shard_job>& jobs, bool storage) {
@@ -297,8 +317,9 @@ asio::awaitable<result<pack_report>> pack(tracing::action& parent, net::cpu_pool
   const bool storage = s3 && !settings.bucket.empty();
   if (storage) {
     // A GET, not a HEAD: the same one request, and it brings the digests a found manifest holds.
+    std::string last_modified;
     auto found = co_await find_manifest(manifest_act, *s3, settings.bucket, report.manifest_key, parts,
-                                        report.digests, diag);
+                                        report.digests, last_modified, diag);
     if (!found) {
       manifest_act.fail(found.error(), diag);
       co_return found.error();
@@ -306,7 +327,13 @@ asio::awaitable<result<pack_report>> pack(tracing::action& parent, net::cpu_pool
     if (*found) {
       report.manifest_present = true;
       report.manifest_text = std::move(**found);
-      if (!settings.dry_run) shipping(report.scan, settings.prefix, progress).all(report.digests);
+      if (!settings.dry_run) {
+        if (auto r = co_await refresh_manifest(manifest_act, *s3, settings, report, last_modified, diag); !r) {
+          manifest_act.fail(r.error(), diag);
+          co_return r.error();
+        }
+        shipping(report.scan, settings.prefix, progress).all(report.digests);
+      }
     }
   }
   if (storage && !report.manifest_present) {

@@ -32,6 +32,9 @@ struct pack_settings {
   std::size_t check_concurrency = 16;   // HEAD requests at once (s3.max_concurrency)
   std::size_t upload_concurrency = 4;   // shards zipping and uploading at once
   std::chrono::seconds stale_upload_age{0};  // sweep_stale_uploads before uploading; 0: no sweep
+  // `ferry storage gc` keeps what a manifest newer than its age names, so a pack that finds its manifest
+  // (nothing to upload) stores it again once it is this old: a project packed every day stays in use.
+  std::chrono::seconds manifest_refresh{24 * 3600};
 };
 
 // A layer whose every shard is in storage, its zip's digest known: what a node needs to fetch it.

@@ -83,8 +83,10 @@ class pack_storage : public ::testing::Test {
     return done.get();
   }
 
-  pack_report pack(zip_digest_cache& digests, bool dry_run = false, pack_progress* progress = nullptr) {
+  pack_report pack(zip_digest_cache& digests, bool dry_run = false, pack_progress* progress = nullptr,
+                   std::chrono::seconds manifest_refresh = std::chrono::hours(24)) {
     pack_settings p;
+    p.manifest_refresh = manifest_refresh;
     p.scan.threads = 2;
     p.scan.shard_size = 64 << 10;  // a.bin and b.bin in shards of their own
     p.bucket = "packs";
@@ -220,6 +222,32 @@ TEST_F(pack_storage, a_warm_pack_gets_the_stored_manifest_back_and_uploads_nothi
   EXPECT_EQ(warm.manifest_text, cold.manifest_text);
   EXPECT_EQ(warm.digests, cold.digests);
   EXPECT_EQ(warm.digests.size(), cold.scan.layers[0].shards.size());
+}
+
+// `storage gc` keeps what manifests newer than its age name: a project packed every day without a change
+// must keep a young manifest, so a warm pack stores the same manifest again once it is old.
+TEST_F(pack_storage, a_warm_pack_stores_its_manifest_again_once_it_is_older_than_manifest_refresh) {
+  zip_digest_cache digests;
+  const auto cold = pack(digests);
+  auto last_modified = [&] {
+    const auto r = moto_->aws({"s3api", "head-object", "--bucket", "packs", "--key", cold.manifest_key, "--query",
+                               "LastModified", "--output", "text"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.out;
+  };
+  const auto first = last_modified();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // Last-Modified counts whole seconds
+  const auto young = pack(digests);
+  EXPECT_TRUE(young.manifest_present);
+  EXPECT_EQ(last_modified(), first) << "a manifest younger than a day is left as it is";
+
+  const auto old = pack(digests, false, nullptr, std::chrono::seconds(0));
+  EXPECT_TRUE(old.manifest_present);
+  EXPECT_EQ(old.uploaded_shards, 0u);
+  EXPECT_NE(last_modified(), first) << "a manifest at least manifest_refresh old is stored again";
+  const auto stored = fetch(cold.manifest_key);
+  ASSERT_TRUE(stored);
+  EXPECT_EQ(test::read_file(*stored), cold.manifest_text);
 }
 
 TEST_F(pack_storage, without_the_local_cache_the_digests_come_from_the_sidecars) {
