@@ -2,17 +2,24 @@
 
 #include "net/partial_file.hpp"
 
-#include "net/error.hpp"
 #include "net/cancellation.hpp"
-#include "net/run_all.hpp"
+#include "net/digest.hpp"
+#include "net/error.hpp"
+#include "net/multipart_upload_core.hpp"
 
-#include <boost/asio/experimental/channel.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <fmt/format.h>
 
 #include <cerrno>
 #include <cstring>
+#include <exception>
+#include <list>
+#include <map>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -20,110 +27,182 @@
 namespace ferry::net {
 namespace {
 
-struct part {
-  int number = 0;
-  std::vector<char> bytes;
+// One operation the core asked for, while it runs: the signal that passes cancellations on to it.
+struct running_op {
+  asio::cancellation_signal signal;
+  cancelled_by stops = cancelled_by::any;
+  bool done = false;  // its completion handler ran: its coroutine is gone
 };
 
-// Parts travel by pointer: the channel hands over ownership and never copies the bytes.
-using part_channel = asio::experimental::channel<void(error_code, std::unique_ptr<part>)>;
+// What the operations of one multipart upload share with the loop that drives them. Everything runs on
+// the caller's executor, so the operations report to the core directly and then wake the loop.
+struct upload_run {
+  void notify() {
+    woken = true;
+    wake.cancel();
+  }
 
-// What the producer and the workers of one multipart upload share.
-struct upload_state {
   s3_client& s3;
   tracing::action& act;
   const std::string& bucket;
   const std::string& key;
-  const std::string& upload_id;
-  part_channel parts;
-  std::vector<completed_part> done;
-  std::uint64_t bytes = 0;
-  transfer_progress* progress = nullptr;
-  error_code error;
-  diagnostics diag;
-
-  // The first failure wins, and everyone waiting on the channel stops. close() alone is not enough: it
-  // ends waiting receivers but leaves a producer blocked in async_send waiting for ever, with no timer
-  // armed, once every worker has failed; cancel() completes that send too.
-  void fail(const error_code& ec, diagnostics& d) {
-    if (!error) {
-      error = ec;
-      diag = std::move(d);
-    }
-    parts.close();
-    parts.cancel();
-  }
+  const part_source& next;
+  transfer_progress* progress;
+  multipart_upload_core core;
+  asio::steady_timer wake;  // never expires: notify() cancels the loop's wait
+  bool woken = false;
+  std::map<int, std::vector<char>> parts;  // read, not yet sent or released
+  std::list<running_op> running;
+  asio::cancellation_type_t heard = asio::cancellation_type::none;
+  std::exception_ptr bug;  // the first exception an operation threw, rethrown once all have ended
 };
 
-asio::awaitable<void> produce(upload_state& st, const part_source& next) {
-  // However the producer ends, the workers must learn that no more parts come.
-  struct close_on_exit {
-    part_channel& parts;
-    ~close_on_exit() { parts.close(); }
-  } closer{st.parts};
-  for (int number = 1;; ++number) {
-    diagnostics d;
-    auto bytes = co_await next(d);
-    if (!bytes) {
-      st.fail(bytes.error(), d);
-      co_return;
-    }
-    if (!*bytes) co_return;
-    if (co_await cancelled()) {
-      st.fail(asio::error::operation_aborted, d);
-      co_return;
-    }
-    auto p = std::make_unique<part>(part{number, std::move(**bytes)});
-    error_code ec;
-    co_await st.parts.async_send(error_code{}, std::move(p), asio::redirect_error(asio::use_awaitable, ec));
-    if (ec) {
-      if (ec != asio::experimental::channel_errc::channel_closed) st.fail(as_cancellation(ec), d);
-      co_return;
-    }
-  }
-}
+// The core's code for an operation that threw: the upload winds down, then the exception is rethrown.
+error_code thrown() { return make_error_code(boost::system::errc::state_not_recoverable); }
 
-asio::awaitable<void> upload_parts(upload_state& st) {
-  for (;;) {
-    diagnostics d;
-    // A cancellation that came while the last part was in flight must stop the loop here.
-    if (co_await cancelled()) {
-      st.fail(asio::error::operation_aborted, d);
-      co_return;
-    }
-    error_code ec;
-    auto received = co_await st.parts.async_receive(asio::redirect_error(asio::use_awaitable, ec));
-    if (ec == asio::experimental::channel_errc::channel_closed) co_return;
-    if (ec) {
-      st.fail(as_cancellation(ec), d);
-      co_return;
-    }
-    auto& p = *received;
-    auto act = st.act.child("s3:upload_part", {{"part", p.number}, {"bytes", p.bytes.size()}});
-    const std::span<const char> bytes(p.bytes.data(), p.bytes.size());
-    const auto hash = co_await offload(st.s3.cpu(), [bytes] { return hex_sha256({bytes.data(), bytes.size()}); });
-    if (co_await cancelled()) {
-      act.fail(asio::error::operation_aborted, "cancelled");
-      st.fail(asio::error::operation_aborted, d);
-      co_return;
-    }
-    auto etag = co_await st.s3.upload_part(act, st.bucket, st.key, st.upload_id, p.number, bytes, hash, d);
-    act.finish(etag, d);
-    if (!etag) {
-      st.fail(etag.error(), d);
-      co_return;
-    }
-    st.done.push_back({p.number, *etag});
-    st.bytes += p.bytes.size();
-    if (st.progress) st.progress->done += p.bytes.size();
-  }
-}
-
-// Runs even after cancellation (only terminal cancellation stops it): parts left behind cost money.
-asio::awaitable<void> abort_upload(upload_state& st) {
-  co_await asio::this_coro::reset_cancellation_state(asio::enable_terminal_cancellation());
+asio::awaitable<void> create_upload(upload_run& run) {
   diagnostics d;
-  co_await st.s3.abort_multipart_upload(st.act, st.bucket, st.key, st.upload_id, d);
+  auto id = co_await run.s3.create_multipart_upload(run.act, run.bucket, run.key, d);
+  if (id) run.core.created(std::move(*id));
+  else run.core.create_failed(id.error(), std::move(d));
+}
+
+asio::awaitable<void> read_part(upload_run& run, int number) {
+  co_await accept_cancellation();
+  diagnostics d;
+  auto bytes = co_await run.next(d);
+  if (!bytes) {
+    run.core.source_failed(bytes.error(), std::move(d));
+  } else if (!*bytes) {
+    run.core.source_ended();
+  } else {
+    const auto size = (*bytes)->size();
+    run.parts[number] = std::move(**bytes);
+    run.core.part_read(number, size);
+  }
+}
+
+asio::awaitable<void> send_part(upload_run& run, int number) {
+  co_await accept_cancellation();
+  const auto held = run.parts.find(number);
+  const auto p = std::move(held->second);
+  run.parts.erase(held);
+  auto act = run.act.child("s3:upload_part", {{"part", number}, {"bytes", p.size()}});
+  const std::span<const char> bytes(p.data(), p.size());
+  const auto hash = co_await offload(run.s3.cpu(), [bytes] { return hex_sha256({bytes.data(), bytes.size()}); });
+  diagnostics d;
+  // Hashing does not hear a cancellation: ask before the request starts.
+  if (co_await cancelled()) {
+    act.fail(asio::error::operation_aborted, "cancelled");
+    run.core.part_failed(number, asio::error::operation_aborted, std::move(d));
+    co_return;
+  }
+  auto etag = co_await run.s3.upload_part(act, run.bucket, run.key, run.core.upload_id(), number, bytes, hash, d);
+  act.finish(etag, d);
+  if (!etag) {
+    run.core.part_failed(number, etag.error(), std::move(d));
+    co_return;
+  }
+  if (run.progress) run.progress->done += p.size();
+  run.core.part_sent(number, std::move(*etag));
+}
+
+asio::awaitable<void> complete_upload(upload_run& run, std::vector<completed_part> parts) {
+  co_await accept_cancellation();
+  diagnostics d;
+  auto etag = co_await run.s3.complete_multipart_upload(run.act, run.bucket, run.key, run.core.upload_id(),
+                                                        std::move(parts), d);
+  if (etag) run.core.completed(std::move(*etag));
+  else run.core.complete_failed(etag.error(), std::move(d));
+}
+
+asio::awaitable<void> abort_upload(upload_run& run) {
+  co_await accept_cancellation();
+  diagnostics d;
+  auto r = co_await run.s3.abort_multipart_upload(run.act, run.bucket, run.key, run.core.upload_id(), d);
+  if (r) run.core.aborted();
+  else run.core.abort_failed(r.error(), std::move(d));
+}
+
+// Runs `op` beside the others. `on_throw` tells the core the operation failed when it threw instead of
+// reporting (a bug), so that the upload still winds down before the exception goes on.
+template <class OnThrow>
+void start(upload_run& run, asio::awaitable<void> op, cancelled_by stops, OnThrow on_throw) {
+  auto& r = run.running.emplace_back();
+  r.stops = stops;
+  auto ended = [&run, &r, on_throw](const std::exception_ptr& e) {
+    if (e) {
+      if (!run.bug) run.bug = e;
+      on_throw();
+    }
+    r.done = true;
+    run.notify();
+  };
+  const auto io = run.wake.get_executor();
+  if (stops == cancelled_by::nothing) {
+    asio::co_spawn(io, std::move(op), std::move(ended));
+    return;
+  }
+  asio::co_spawn(io, std::move(op), asio::bind_cancellation_slot(r.signal.slot(), std::move(ended)));
+}
+
+void carry_out(upload_run& run, multipart_action& a) {
+  using kind = multipart_action::kind;
+  const int n = a.part;
+  switch (a.what) {
+    case kind::create:
+      return start(run, create_upload(run), a.stops, [&run] { run.core.create_failed(thrown(), {}); });
+    case kind::read_part:
+      return start(run, read_part(run, n), a.stops, [&run] { run.core.source_failed(thrown(), {}); });
+    case kind::send_part:
+      return start(run, send_part(run, n), a.stops, [&run, n] { run.core.part_failed(n, thrown(), {}); });
+    case kind::release_part:
+      run.parts.erase(n);
+      return;
+    case kind::complete:
+      return start(run, complete_upload(run, std::move(a.parts)), a.stops,
+                   [&run] { run.core.complete_failed(thrown(), {}); });
+    case kind::abort:
+      return start(run, abort_upload(run), a.stops, [&run] { run.core.abort_failed(thrown(), {}); });
+    case kind::finish:
+      return;
+  }
+}
+
+cancel_kind as_cancel_kind(asio::cancellation_type_t t) {
+  if ((t & asio::cancellation_type::terminal) != asio::cancellation_type::none) return cancel_kind::terminal;
+  if ((t & asio::cancellation_type::partial) != asio::cancellation_type::none) return cancel_kind::partial;
+  return cancel_kind::total;
+}
+
+// A cancellation of the caller, heard once: the core learns it, and each running operation that listens
+// to that kind gets it too.
+void pass_on(upload_run& run, asio::cancellation_type_t now) {
+  const auto fresh = now & ~run.heard;
+  if (fresh == asio::cancellation_type::none) return;
+  run.heard |= fresh;
+  run.core.cancelled(as_cancel_kind(fresh));
+  for (auto& r : run.running) {
+    if (r.done || r.stops == cancelled_by::nothing) continue;
+    if (r.stops == cancelled_by::any) r.signal.emit(fresh);
+    else if (as_cancel_kind(fresh) == cancel_kind::terminal) r.signal.emit(asio::cancellation_type::terminal);
+  }
+}
+
+// Carries out the core's actions until it has finished and every operation it started has ended.
+asio::awaitable<void> drive(upload_run& run) {
+  for (;;) {
+    run.woken = false;
+    const auto state = co_await asio::this_coro::cancellation_state;
+    pass_on(run, state.cancelled());
+    for (auto& a : run.core.next_actions()) carry_out(run, a);
+    run.running.remove_if([](const running_op& r) { return r.done; });
+    if (run.core.finished() && run.running.empty()) co_return;
+    // An operation that ended while the loop was busy has already said so.
+    if (run.woken) continue;
+    error_code ec;  // woken or cancelled: either way the loop looks again
+    co_await run.wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
 }
 
 error_code file_error(std::string_view doing, const std::filesystem::path& file, diagnostics& diag) {
@@ -147,35 +226,20 @@ asio::awaitable<result<upload_result>> upload_multipart(s3_client& s3, tracing::
                                                         part_source next, diagnostics& diag,
                                                         transfer_progress* progress) {
   auto act = parent.child("s3:multipart_upload", {{"bucket", bucket}, {"key", key}});
-  // Shielded: a Ctrl-C during this request must not lose the id of an upload storage did create.
-  auto upload_id = co_await shielded(s3.create_multipart_upload(act, bucket, key, diag));
-  if (!upload_id) {
-    act.fail(upload_id.error(), diag);
-    co_return upload_id.error();
-  }
-  // No co_await inside the initializer: GCC 12 mishandles temporaries of co_await in braced lists.
   const auto io = co_await asio::this_coro::executor;
-  upload_state st{s3, act, bucket, key, *upload_id, part_channel(io, 0), {}, 0, progress, {}, {}};
-  std::vector<asio::awaitable<void>> tasks;
-  tasks.push_back(produce(st, next));
-  for (int i = 0; i < std::max(1, s3.settings().parts_in_flight); ++i) tasks.push_back(upload_parts(st));
-  co_await run_all(std::move(tasks));
-  // Not `a && co_await b`: GCC 12 miscompiles co_await in a short-circuit operand.
-  const bool was_cancelled = co_await cancelled();
-  if (!st.error && was_cancelled) st.error = asio::error::operation_aborted;
-
-  if (!st.error) {
-    auto etag = co_await s3.complete_multipart_upload(act, bucket, key, *upload_id, st.done, st.diag);
-    if (etag) {
-      act.succeed({{"parts", st.done.size()}, {"bytes", st.bytes}});
-      co_return upload_result{*etag, st.bytes, static_cast<int>(st.done.size())};
-    }
-    st.error = etag.error();
+  // No co_await inside the initializer: GCC 12 mishandles temporaries of co_await in braced lists.
+  upload_run run{s3, act, bucket, key, next, progress, multipart_upload_core(s3.settings().parts_in_flight),
+                 asio::steady_timer(io, asio::steady_timer::time_point::max())};
+  co_await drive(run);
+  if (run.bug) std::rethrow_exception(run.bug);
+  const auto& core = run.core;
+  if (core.failure()) {
+    diag = core.failure_diagnostics();
+    act.fail(core.failure(), diag);
+    co_return core.failure();
   }
-  co_await abort_upload(st);
-  diag = std::move(st.diag);
-  act.fail(st.error, diag);
-  co_return st.error;
+  act.succeed({{"parts", static_cast<std::size_t>(core.parts())}, {"bytes", core.bytes()}});
+  co_return upload_result{core.etag(), core.bytes(), core.parts()};
 }
 
 asio::awaitable<result<upload_result>> upload_file(s3_client& s3, tracing::action& parent,

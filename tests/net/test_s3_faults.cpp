@@ -1,6 +1,7 @@
 // A flaky network between ferry and moto_server (the fault proxy cuts connections and adds delay):
 // transfers complete by retrying, an object is never visible with wrong bytes, and a multipart upload
 // that fails or is interrupted leaves no parts behind.
+#include "net/cancellation.hpp"
 #include "net/s3_session.hpp"
 #include "net/s3_transfer.hpp"
 #include "support/eliot.hpp"
@@ -11,8 +12,12 @@
 #include "support/temp_dir.hpp"
 #include "tracing/sink.hpp"
 
+#include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_future.hpp>
 #include <gtest/gtest.h>
 
@@ -192,6 +197,61 @@ TEST_F(s3_faults, a_multipart_upload_whose_every_worker_fails_ends_while_a_part_
   EXPECT_FALSE(done.get());
   EXPECT_LT(made, 4);
   EXPECT_EQ(stored("stuck"), "<missing>");
+  EXPECT_TRUE(no_multipart_uploads_left());
+}
+
+struct cancelled_upload {
+  result<upload_result> r = error_code{};
+  bool caller_still_cancelled = false;
+};
+
+// The caller of a cancelled upload: what it got, and whether it still knows it was cancelled afterwards.
+asio::awaitable<void> upload_then_ask(s3_client& s3, tracing::action& root, const std::string& bucket,
+                                      const std::string& key, const part_source& parts, diagnostics& diag,
+                                      cancelled_upload& out) {
+  co_await accept_cancellation();
+  out.r = co_await upload_multipart(s3, root, bucket, key, parts, diag);
+  out.caller_still_cancelled = co_await cancelled();
+}
+
+TEST_F(s3_faults, a_multipart_upload_cancelled_while_parts_go_is_aborted_and_its_caller_still_hears_it) {
+  // The third part never comes: the caller is cancelled while its read waits and two parts are on the way.
+  auto settings = test::default_settings(dir.path());
+  settings.s3.part_size.bytes = 5 << 20;
+  std::map<std::string, std::string, std::less<>> vars;
+  for (const auto& [name, value] : moto_->environment()) vars[name] = value;
+  asio::io_context io;
+  cpu_pool cpu(1);
+  diagnostics diag;
+  auto session = open_s3_session(io.get_executor(), cpu, settings, map_environment(vars), diag);
+  ASSERT_TRUE(session) << diag.message;
+  asio::cancellation_signal stop;
+  int made = 0;
+  const part_source parts = [&made, &stop](diagnostics&) -> asio::awaitable<result<std::optional<std::vector<char>>>> {
+    if (++made <= 2) co_return std::optional<std::vector<char>>(std::vector<char>(5 << 20, 'p'));
+    const auto io_now = co_await asio::this_coro::executor;
+    // Posted, like a signal handler: the cancellation comes while every coroutine waits.
+    asio::post(io_now, [&stop] { stop.emit(asio::cancellation_type::total); });
+    asio::steady_timer never(io_now, std::chrono::minutes(1));
+    error_code ec;
+    co_await never.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    co_return ec ? ec : error_code(asio::error::timed_out);
+  };
+  auto out = tracing::sink::discard();
+  auto root = tracing::action::start_task(*out, "test:upload");
+  const std::string bucket = "faults";
+  const std::string key = "cancelled";
+  cancelled_upload got;
+  auto done = asio::co_spawn(io, upload_then_ask(*session->s3, root, bucket, key, parts, diag, got),
+                             asio::bind_cancellation_slot(stop.slot(), asio::use_future));
+  io.run_for(std::chrono::seconds(30));
+  ASSERT_EQ(done.wait_for(std::chrono::seconds(0)), std::future_status::ready) << "the cancelled upload never ended";
+  done.get();
+  ASSERT_FALSE(got.r);
+  EXPECT_EQ(got.r.error(), asio::error::operation_aborted);
+  EXPECT_TRUE(got.caller_still_cancelled) << "the upload reset its caller's cancellation state";
+  EXPECT_EQ(made, 3);
+  EXPECT_EQ(stored("cancelled"), "<missing>");
   EXPECT_TRUE(no_multipart_uploads_left());
 }
 
