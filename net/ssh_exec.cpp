@@ -107,12 +107,6 @@ asio::awaitable<result<exit_info>> run_channel(tracing::action& act, std::shared
 
 }  // namespace
 
-std::string exit_info::describe() const {
-  if (status) return fmt::format("exit status {}", *status);
-  if (!signal.empty()) return fmt::format("killed by signal {}{}", signal, core_dumped ? " (core dumped)" : "");
-  return "no exit status";
-}
-
 std::string wrap_in_process_group(std::string_view command) {
   // The command follows as lines of its own, for the shell sshd started: no exec of another shell,
   // and the shell execs a final simple command itself, as it does for plain ssh.

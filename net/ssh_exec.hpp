@@ -22,6 +22,7 @@
 //
 // exec treats cancellation as an error code (operation_aborted), never an exception: it turns
 // throw_if_cancelled off on its coroutine thread, as net/cancellation.hpp's accept_cancellation does.
+#include "net/exit_info.hpp"
 #include "net/ssh_session.hpp"
 #include "net/ssh_streams.hpp"
 #include "tracing/action.hpp"
@@ -33,16 +34,6 @@
 #include <string_view>
 
 namespace ferry::net {
-
-struct exit_info {
-  std::optional<int> status;  // the exit status, when the command exited
-  std::string signal;         // the signal that ended it, without "SIG" ("TERM"), when one did
-  bool core_dumped = false;
-
-  bool success() const { return status && *status == 0; }
-  // "exit status 1", "killed by signal TERM".
-  std::string describe() const;
-};
 
 struct exec_request {
   std::string command;            // a line for the remote sh
