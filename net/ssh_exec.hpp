@@ -20,6 +20,9 @@
 // delivers a signal request (if at all) to the login shell alone, not to the processes it started.
 // A command that starts processes in process groups of their own takes those out of ferry's reach.
 //
+// What a failure or a cancellation means for the remote command (kill it, or not; the group unknown) and
+// what a channel's end means is decided by a sans-io core, net/exec_lifecycle.hpp, tested on its own.
+//
 // exec treats cancellation as an error code (operation_aborted), never an exception: it turns
 // throw_if_cancelled off on its coroutine thread, as net/cancellation.hpp's accept_cancellation does.
 #include "net/exit_info.hpp"
