@@ -1,7 +1,7 @@
 #include "net/ssh_exec.hpp"
 
 #include "net/cancellation.hpp"
-#include "net/error.hpp"
+#include "net/exec_lifecycle.hpp"
 #include "net/run_all.hpp"
 #include "net/ssh_exec_channel.hpp"
 #include "net/ssh_quote.hpp"
@@ -11,7 +11,6 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <fmt/format.h>
 
 #include <optional>
 #include <vector>
@@ -20,24 +19,22 @@ namespace ferry::net {
 namespace {
 
 using clock = ssh_session::clock;
-constexpr auto kill_poll = std::chrono::milliseconds(100);
-// How long past the kill's grace the killed command's output is still read: its exit comes after the kill.
-constexpr auto drain_margin = std::chrono::seconds(2);
 
-// TERM to the group; KILL once the grace is over and any of it is still there.
-std::string kill_command(long group, std::chrono::milliseconds grace) {
-  const auto polls = std::max<long long>(1, grace / kill_poll);
-  return fmt::format(
-      "g={0}; kill -s TERM -- -$g 2>/dev/null || exit 0; n=0; "
-      "while kill -s 0 -- -$g 2>/dev/null; do "
-      "if [ $n -ge {1} ]; then kill -s KILL -- -$g 2>/dev/null; exit 0; fi; sleep 0.1; n=$((n+1)); done",
-      group, polls);
+// Which cancellation reached this coroutine thread; total when none did (a sink that was cancelled itself).
+exec_cancel cancellation_of(asio::cancellation_type_t type) {
+  if ((type & asio::cancellation_type::terminal) != asio::cancellation_type::none) return exec_cancel::terminal;
+  if ((type & asio::cancellation_type::partial) != asio::cancellation_type::none) return exec_cancel::partial;
+  return exec_cancel::total;
 }
 
-// Whether the command's processes may still run after `ec`: the node can still be reached, and ferry
-// stopped listening (cancelled, or the sink or source failed) rather than the node refusing the command.
-bool may_outlive(const error_code& ec, bool start_refused, const exec_channel& ch, const ssh_session& session) {
-  return ec && !start_refused && ch.requested() && session.is_open();
+// Tells the core how start or run failed; a cancellation is told apart by its kind.
+asio::awaitable<void> note_failure(exec_lifecycle& core, const error_code& ec, const ssh_session& session) {
+  if (ec != asio::error::operation_aborted) {
+    core.failed(ec, session.is_open());
+    co_return;
+  }
+  const auto state = co_await asio::this_coro::cancellation_state;
+  core.cancelled(cancellation_of(state.cancelled()), session.is_open());
 }
 
 asio::awaitable<result<exit_info>> run_channel(tracing::action& act, std::shared_ptr<ssh_session> session,
@@ -55,25 +52,30 @@ asio::awaitable<void> run_kill(tracing::action& act, std::shared_ptr<ssh_session
 // cleanup that cancellation asks for.
 asio::awaitable<void> kill_group(tracing::action& parent, std::shared_ptr<ssh_session> session, exec_channel& ch) {
   co_await accept_cancellation();
-  const auto grace = session->settings().kill_grace;
+  auto& core = ch.core();
   auto act = parent.child("ssh:kill", {{"node", session->peer().node}});
-  if (!ch.group()) co_await ch.await_group(clock::now() + grace);
+  if (core.next().action == exec_action::await_group) {
+    co_await ch.await_group(clock::now() + core.next().wait);
+    core.group_wait_over();
+  }
   diagnostics diag;
-  if (!ch.group()) {
-    diag.set(fmt::format("the process group of the command on {} is unknown: it may still run",
-                         session->peer().describe()));
-    act.fail(make_error_code(errc::ssh_channel_failed), diag);
+  if (core.next().action == exec_action::report_unknown) {
+    act.fail(core.unknown_group(diag), diag);
+    core.unknown_reported();
     co_return;
   }
-  act.log("ssh:kill_group", {{"pgid", *ch.group()}, {"grace_ms", grace.count()}});
-  exec_request kill{kill_command(*ch.group(), grace)};
+  const auto step = core.next();
+  act.log("ssh:kill_group", {{"pgid", step.group}, {"grace_ms", session->settings().kill_grace.count()}});
+  exec_request kill{core.kill_line()};
   std::optional<result<exit_info>> killed;
   // The command's output is read (and dropped) meanwhile: one blocked writing to its channel, which
   // nobody read once ferry was cancelled, could not act on the TERM and would be KILLed unclean.
   std::vector<asio::awaitable<void>> both;
   both.push_back(run_kill(act, session, kill, killed, diag));
-  both.push_back(ch.drain(clock::now() + grace + drain_margin));
+  both.push_back(ch.drain(clock::now() + step.wait));
   co_await run_all(std::move(both));
+  core.kill_finished(*killed);
+  core.drain_over();
   act.finish(*killed, diag);
 }
 
@@ -90,28 +92,21 @@ asio::awaitable<result<exit_info>> run_channel(tracing::action& act, std::shared
                                                const exec_request& request, exec_channel::kind k,
                                                diagnostics& diag) {
   exec_channel ch(session, request, k);
+  auto& core = ch.core();
   auto ec = co_await ch.start(diag);
-  const bool start_refused = ec && ec != asio::error::operation_aborted;
   if (!ec) ec = co_await ch.run(diag);
-  if (k == exec_channel::kind::command && may_outlive(ec, start_refused, ch, *session))
-    co_await stop_remote(act, session, ch);
-  act.log("ssh:exec_bytes", {{"stdout", ch.bytes_out()}, {"stderr", ch.bytes_err()}, {"stdin", ch.bytes_in()}});
-  if (ec) co_return result<exit_info>(boost::system::in_place_error, ec);
-  if (!ch.exit().status && ch.exit().signal.empty()) {
-    diag.set(fmt::format("{} closed the channel of '{}' without an exit status", session->peer().describe(),
-                         request.command));
-    co_return make_error_code(errc::ssh_channel_failed);
+  if (ec) {
+    co_await note_failure(core, ec, *session);
+  } else {
+    core.completed();
   }
-  co_return ch.exit();
+  // The core asks for a kill when the command may outlive the failure (never for the kill itself).
+  if (core.next().action != exec_action::finish) co_await stop_remote(act, session, ch);
+  act.log("ssh:exec_bytes", {{"stdout", ch.bytes_out()}, {"stderr", ch.bytes_err()}, {"stdin", ch.bytes_in()}});
+  co_return core.outcome(diag);
 }
 
 }  // namespace
-
-std::string exit_info::describe() const {
-  if (status) return fmt::format("exit status {}", *status);
-  if (!signal.empty()) return fmt::format("killed by signal {}{}", signal, core_dumped ? " (core dumped)" : "");
-  return "no exit status";
-}
 
 std::string wrap_in_process_group(std::string_view command) {
   // The command follows as lines of its own, for the shell sshd started: no exec of another shell,

@@ -20,8 +20,12 @@
 // delivers a signal request (if at all) to the login shell alone, not to the processes it started.
 // A command that starts processes in process groups of their own takes those out of ferry's reach.
 //
+// What a failure or a cancellation means for the remote command (kill it, or not; the group unknown) and
+// what a channel's end means is decided by a sans-io core, net/exec_lifecycle.hpp, tested on its own.
+//
 // exec treats cancellation as an error code (operation_aborted), never an exception: it turns
 // throw_if_cancelled off on its coroutine thread, as net/cancellation.hpp's accept_cancellation does.
+#include "net/exit_info.hpp"
 #include "net/ssh_session.hpp"
 #include "net/ssh_streams.hpp"
 #include "tracing/action.hpp"
@@ -33,16 +37,6 @@
 #include <string_view>
 
 namespace ferry::net {
-
-struct exit_info {
-  std::optional<int> status;  // the exit status, when the command exited
-  std::string signal;         // the signal that ended it, without "SIG" ("TERM"), when one did
-  bool core_dumped = false;
-
-  bool success() const { return status && *status == 0; }
-  // "exit status 1", "killed by signal TERM".
-  std::string describe() const;
-};
 
 struct exec_request {
   std::string command;            // a line for the remote sh

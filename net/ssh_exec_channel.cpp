@@ -5,27 +5,29 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
 
 namespace ferry::net {
 namespace {
 
 constexpr std::size_t output_chunk = 64 << 10;  // two of libssh's largest packets
 constexpr std::size_t input_chunk = 32 << 10;   // one packet
-// Login shells may print before the wrapper runs (a chatty .bashrc); beyond this much without the group
-// id line, the wrapper did not run and the bytes are the command's own output.
-constexpr std::size_t max_preamble = 64 << 10;
-constexpr std::string_view group_marker = "ferry-exec-pgid=";
-// How long to wait before asking a full node again for a channel when none of ours is left to end.
-constexpr auto channel_retry_delay = std::chrono::milliseconds(20);
+
+exec_limits limits_of(const config::ssh_settings& settings) {
+  exec_limits limits;
+  limits.kill_grace = settings.kill_grace;
+  return limits;
+}
 
 }  // namespace
 
 exec_channel::exec_channel(std::shared_ptr<ssh_session> session, const exec_request& request, kind k)
-    : session_(std::move(session)), busy_(*session_), request_(request), kind_(k), output_buffer_(output_chunk),
-      input_buffer_(input_chunk) {
-  preamble_done_ = kind_ != kind::command;
-}
+    : session_(std::move(session)),
+      busy_(*session_),
+      request_(request),
+      kind_(k),
+      core_(k, limits_of(session_->settings()), session_->peer().describe(), request.command),
+      output_buffer_(output_chunk),
+      input_buffer_(input_chunk) {}
 
 exec_channel::~exec_channel() { free_channel(); }
 
@@ -50,18 +52,16 @@ std::string exec_channel::what() const {
 }
 
 void exec_channel::on_exit_status(ssh_session_struct*, ssh_channel, int status, void* self) {
-  static_cast<exec_channel*>(self)->exit_.status = status;
+  static_cast<exec_channel*>(self)->core_.exit_status(status);
 }
 
 void exec_channel::on_exit_signal(ssh_session_struct*, ssh_channel, const char* signal, int core, const char*,
                                   const char*, void* self) {
-  auto& exit = static_cast<exec_channel*>(self)->exit_;
-  exit.signal = signal ? signal : "";
-  exit.core_dumped = core != 0;
+  static_cast<exec_channel*>(self)->core_.exit_signal(signal ? signal : "", core != 0);
 }
 
 void exec_channel::on_close(ssh_session_struct*, ssh_channel, void* self) {
-  static_cast<exec_channel*>(self)->peer_closed_ = true;
+  static_cast<exec_channel*>(self)->core_.peer_closed();
 }
 
 // Repeats a libssh call that answers SSH_AGAIN until it is done, parking on the session in between.
@@ -82,16 +82,31 @@ asio::awaitable<error_code> exec_channel::until_done(Step step, std::string_view
   }
 }
 
-// The node said no to a channel. OpenSSH says no to one over MaxSessions with a bare "open failed"
-// (SSH_OPEN_CONNECT_FAILED), so any refusal while other channels of ours are open counts as "full";
-// one that persists once they are all closed is a real refusal.
+// The node said no to a channel (the core decides what that means for the cap).
 bool exec_channel::refused_for_lack_of_channels() const {
   return libssh::last_error(session_->native()).rfind("Channel opening failure", 0) == 0;
+}
+
+open_failure exec_channel::why_open_failed(const error_code& ec, clock::time_point deadline) const {
+  open_failure f;
+  f.ec = ec;
+  f.session_open = session_->is_open();
+  f.for_lack_of_channels = f.session_open && refused_for_lack_of_channels();
+  f.others_open = session_->open_channels() - 1;
+  f.capped = session_->channel_limit() > 0;
+  f.time_left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
+  return f;
 }
 
 // Opens a session channel, waiting for a free one when the node caps them.
 asio::awaitable<error_code> exec_channel::open(clock::time_point deadline, diagnostics& diag) {
   for (;;) {
+    const auto step = core_.next();
+    if (step.learn_limit) session_->learn_channel_limit(*step.learn_limit);
+    if (step.wait > std::chrono::milliseconds::zero()) {
+      const auto waited = co_await session_->wait_for_activity_until(clock::now() + step.wait, diag);
+      if (waited && waited != make_error_code(errc::timeout)) co_return waited;
+    }
     while (!session_->channel_available(kind_ == kind::kill)) {
       const auto ec = co_await session_->wait_for_activity(diag);
       if (ec) co_return ec;
@@ -109,19 +124,14 @@ asio::awaitable<error_code> exec_channel::open(clock::time_point deadline, diagn
     ssh_channel ch = channel_.get();
     const auto open_session = [ch] { return ssh_channel_open_session(ch); };
     const auto ec = co_await until_done(open_session, "opening a channel", deadline, diag);
-    if (!ec || !session_->is_open() || !refused_for_lack_of_channels()) co_return ec;
-    const int others = session_->open_channels() - 1;
-    const bool capped = session_->channel_limit() > 0;
-    free_channel();
-    if (others > 0) {
-      // Full: the others of ours are the cap. Wait for one of them to end (the loop above), then ask again.
-      session_->learn_channel_limit(others);
-      continue;
+    if (!ec) {
+      core_.opened();
+      co_return ec;
     }
-    // None of ours is open, yet the node is full: it has not finished closing the ones just ended.
-    if (!capped || clock::now() + channel_retry_delay >= deadline) co_return ec;
-    const auto waited = co_await session_->wait_for_activity_until(clock::now() + channel_retry_delay, diag);
-    if (waited && waited != make_error_code(errc::timeout)) co_return waited;
+    core_.open_failed(why_open_failed(ec, deadline));
+    if (core_.next().action != exec_action::open) co_return ec;
+    // Full: ask again as the core says, once this channel's slot is given back.
+    free_channel();
   }
 }
 
@@ -134,8 +144,10 @@ asio::awaitable<error_code> exec_channel::start(diagnostics& diag) {
   const std::string line = kind_ == kind::command ? wrap_in_process_group(request_.command) : request_.command;
   const auto run = [ch, &line] { return ssh_channel_request_exec(ch, line.c_str()); };
   // until_done sends the request before it first suspends.
-  requested_ = true;
-  co_return co_await until_done(run, "starting the command", deadline, diag);
+  core_.requesting();
+  ec = co_await until_done(run, "starting the command", deadline, diag);
+  if (!ec) core_.started();
+  co_return ec;
 }
 
 asio::awaitable<error_code> exec_channel::run(diagnostics& diag) {
@@ -150,17 +162,13 @@ asio::awaitable<error_code> exec_channel::run(diagnostics& diag) {
     ec = co_await session_->wait_for_activity(diag);
     if (ec) co_return ec;
   }
-  // No group id line came: the wrapper never ran, and what it would have removed is the command's.
-  if (!preamble_done_ && !preamble_.empty()) {
-    preamble_done_ = true;
-    const std::string rest = std::move(preamble_);
-    co_return co_await deliver(output_stream::out, rest);
-  }
-  co_return error_code{};
+  // No group id line came: the wrapper never ran, and what the core held back is the command's.
+  const auto rest = core_.end_of_stdout();
+  co_return co_await deliver(output_stream::out, rest);
 }
 
 asio::awaitable<void> exec_channel::await_group(clock::time_point deadline) {
-  co_await discard_output_until([this] { return group_.has_value(); }, false, deadline);
+  co_await discard_output_until([this] { return core_.group().has_value(); }, false, deadline);
 }
 
 asio::awaitable<void> exec_channel::drain(clock::time_point deadline) {
@@ -169,7 +177,6 @@ asio::awaitable<void> exec_channel::drain(clock::time_point deadline) {
 
 asio::awaitable<void> exec_channel::discard_output_until(std::function<bool()> done, bool with_stderr,
                                                          clock::time_point deadline) {
-  discard_output_ = true;
   diagnostics ignored;
   while (!done() && !ended()) {
     bool progressed = false;
@@ -182,9 +189,9 @@ asio::awaitable<void> exec_channel::discard_output_until(std::function<bool()> d
   }
 }
 
-bool exec_channel::ended() const {
-  if (ssh_channel_is_eof(channel_.get()) == 0) return false;
-  return exit_.status || !exit_.signal.empty() || peer_closed_;
+bool exec_channel::ended() {
+  if (ssh_channel_is_eof(channel_.get()) != 0) core_.output_eof();
+  return core_.ended();
 }
 
 asio::awaitable<error_code> exec_channel::pass_output(output_stream which, bool& progressed, diagnostics& diag) {
@@ -198,49 +205,23 @@ asio::awaitable<error_code> exec_channel::pass_output(output_stream which, bool&
   if (n == SSH_ERROR) co_return session_->libssh_failure(fmt::format("reading the output of {}", what()), diag);
   if (n <= 0) co_return error_code{};  // nothing now, or SSH_EOF
   progressed = true;
-  const std::span<const char> bytes(output_buffer_.data(), static_cast<std::size_t>(n));
-  if (which == output_stream::out && !preamble_done_) {
-    preamble_.append(bytes.data(), bytes.size());
-    const auto rest = take_group_line();
-    if (rest.empty()) co_return error_code{};
-    co_return co_await deliver(which, rest);
-  }
+  std::span<const char> bytes(output_buffer_.data(), static_cast<std::size_t>(n));
+  // The core takes the group id line (and what came before it) out of stdout.
+  if (which == output_stream::out) bytes = core_.take_stdout(bytes);
   co_return co_await deliver(which, bytes);
-}
-
-// Looks for the wrapper's "ferry-exec-pgid=N" line in the stdout seen so far. Once found (or given
-// up on), returns the bytes after it (or all of them), which are the command's output.
-std::span<const char> exec_channel::take_group_line() {
-  for (std::size_t at = preamble_.find(group_marker); at != std::string::npos;
-       at = preamble_.find(group_marker, at + 1)) {
-    if (at > 0 && preamble_[at - 1] != '\n') continue;
-    const auto end = preamble_.find('\n', at);
-    if (end == std::string::npos) return {};  // the line is not whole yet
-    long id = 0;
-    const char* first = preamble_.data() + at + group_marker.size();
-    const auto [ptr, ec] = std::from_chars(first, preamble_.data() + end, id);
-    if (ec != std::errc{} || ptr != preamble_.data() + end || id <= 1) continue;
-    group_ = id;
-    preamble_done_ = true;
-    // What the login shell printed before the wrapper ran is not the command's output.
-    preamble_.erase(0, end + 1);
-    return preamble_;
-  }
-  if (preamble_.size() <= max_preamble) return {};
-  preamble_done_ = true;
-  return preamble_;
 }
 
 asio::awaitable<error_code> exec_channel::deliver(output_stream which, std::span<const char> bytes) {
   (which == output_stream::out ? bytes_out_ : bytes_err_) += bytes.size();
-  if (discard_output_ || !request_.output || bytes.empty()) co_return error_code{};
+  // Once ferry stopped listening, output is read only to keep the command moving, and dropped.
+  if (!core_.passes_output() || !request_.output || bytes.empty()) co_return error_code{};
   co_return co_await request_.output->write(which, bytes);
 }
 
 asio::awaitable<error_code> exec_channel::feed_input(bool& progressed, diagnostics& diag) {
   if (eof_sent_) co_return error_code{};
   // A command that ended reads no more: the rest of its input is moot.
-  if (exit_.status || !exit_.signal.empty() || peer_closed_) {
+  if (core_.exited()) {
     eof_sent_ = true;
     co_return error_code{};
   }
@@ -259,7 +240,7 @@ asio::awaitable<error_code> exec_channel::feed_input(bool& progressed, diagnosti
       progressed = true;
       // The read may have waited (for input that comes as other work finishes): a command that ended
       // meanwhile reads no more either, and its channel takes no more.
-      if (exit_.status || !exit_.signal.empty() || peer_closed_) {
+      if (core_.exited()) {
         pending_input_ = {};
         eof_sent_ = true;
         co_return error_code{};

@@ -5,6 +5,10 @@
 // libssh grows the channel's window only as output is read, so each channel buffers at most about one
 // window (libssh's ~1.3 MB). Input goes out only while libssh has nothing else queued for the socket
 // and as far as the peer's window allows.
+//
+// What to do next, and what the channel's end means, is net/exec_lifecycle.hpp's to decide: the channel
+// tells its core what libssh said and moves bytes as the core says.
+#include "net/exec_lifecycle.hpp"
 #include "net/ssh_exec.hpp"
 #include "net/ssh_libssh.hpp"
 #include "net/ssh_session.hpp"
@@ -24,10 +28,9 @@ class exec_channel {
  public:
   using clock = ssh_session::clock;
 
-  enum class kind {
-    command,  // runs through wrap_in_process_group; its first stdout line is the group id
-    kill,     // ferry's own kill of a cancelled command: as is, and on the channel kept free for it
-  };
+  // command: runs through wrap_in_process_group, its first stdout line is the group id; kill: ferry's own
+  // kill of a cancelled command, as is, and on the channel kept free for it.
+  using kind = exec_lifecycle::kind;
 
   exec_channel(std::shared_ptr<ssh_session> session, const exec_request& request, kind k);
   ~exec_channel();
@@ -36,7 +39,7 @@ class exec_channel {
 
   // Opens the channel and starts the command, within ssh.connect_timeout.
   asio::awaitable<error_code> start(diagnostics& diag);
-  // Moves bytes until the command ended.
+  // Moves bytes until the command ended and passes on what the core held back.
   asio::awaitable<error_code> run(diagnostics& diag);
   // Reads stdout (dropping it) until the group id line came, or `deadline`.
   asio::awaitable<void> await_group(clock::time_point deadline);
@@ -44,10 +47,7 @@ class exec_channel {
   // killed, a command blocked writing to a full channel could not act on its TERM.
   asio::awaitable<void> drain(clock::time_point deadline);
 
-  // The command was asked for: it may run, even if its start was not confirmed yet.
-  bool requested() const { return requested_; }
-  std::optional<long> group() const { return group_; }
-  const exit_info& exit() const { return exit_; }
+  exec_lifecycle& core() { return core_; }
   std::uint64_t bytes_out() const { return bytes_out_; }
   std::uint64_t bytes_err() const { return bytes_err_; }
   std::uint64_t bytes_in() const { return bytes_in_; }
@@ -63,6 +63,7 @@ class exec_channel {
                                          diagnostics& diag);
   asio::awaitable<error_code> open(clock::time_point deadline, diagnostics& diag);
   bool refused_for_lack_of_channels() const;
+  open_failure why_open_failed(const error_code& ec, clock::time_point deadline) const;
   void free_channel();
   // Reads and drops stdout (and stderr) until `done`, the command's end, or `deadline`.
   asio::awaitable<void> discard_output_until(std::function<bool()> done, bool with_stderr,
@@ -70,8 +71,7 @@ class exec_channel {
   asio::awaitable<error_code> pass_output(output_stream which, bool& progressed, diagnostics& diag);
   asio::awaitable<error_code> deliver(output_stream which, std::span<const char> bytes);
   asio::awaitable<error_code> feed_input(bool& progressed, diagnostics& diag);
-  std::span<const char> take_group_line();
-  bool ended() const;
+  bool ended();
   std::string what() const;
 
   std::shared_ptr<ssh_session> session_;
@@ -80,9 +80,8 @@ class exec_channel {
   ssh_channel_callbacks_struct callbacks_{};
   const exec_request& request_;
   kind kind_;
+  exec_lifecycle core_;
   bool holds_slot_ = false;
-  bool requested_ = false;
-  bool discard_output_ = false;
 
   std::vector<char> output_buffer_;
   std::vector<char> input_buffer_;
@@ -90,12 +89,6 @@ class exec_channel {
   bool input_ended_ = false;
   bool eof_sent_ = false;
 
-  std::string preamble_;  // stdout before the group id line: what the login shell printed first
-  std::optional<long> group_;
-  bool preamble_done_ = false;
-
-  exit_info exit_;
-  bool peer_closed_ = false;
   std::uint64_t bytes_out_ = 0;
   std::uint64_t bytes_err_ = 0;
   std::uint64_t bytes_in_ = 0;
