@@ -5,6 +5,7 @@
 #include "net/error.hpp"
 #include "net/cancellation.hpp"
 #include "net/run_all.hpp"
+#include "tracing/action_types.hpp"
 
 #include <boost/asio/experimental/channel.hpp>
 #include <boost/asio/redirect_error.hpp>
@@ -99,7 +100,7 @@ asio::awaitable<void> upload_parts(upload_state& st) {
       co_return;
     }
     auto& p = *received;
-    auto act = st.act.child("s3:upload_part", {{"part", p.number}, {"bytes", p.bytes.size()}});
+    auto act = st.act.child(action_types::s3::upload_part, {{"part", p.number}, {"bytes", p.bytes.size()}});
     const std::span<const char> bytes(p.bytes.data(), p.bytes.size());
     const auto hash = co_await offload(st.s3.cpu(), [bytes] { return hex_sha256({bytes.data(), bytes.size()}); });
     if (co_await cancelled()) {
@@ -146,7 +147,7 @@ asio::awaitable<result<upload_result>> upload_multipart(s3_client& s3, tracing::
                                                         const std::string& bucket, const std::string& key,
                                                         part_source next, diagnostics& diag,
                                                         transfer_progress* progress) {
-  auto act = parent.child("s3:multipart_upload", {{"bucket", bucket}, {"key", key}});
+  auto act = parent.child(action_types::s3::multipart_upload, {{"bucket", bucket}, {"key", key}});
   // Shielded: a Ctrl-C during this request must not lose the id of an upload storage did create.
   auto upload_id = co_await shielded(s3.create_multipart_upload(act, bucket, key, diag));
   if (!upload_id) {
@@ -218,7 +219,7 @@ asio::awaitable<result<upload_result>> upload_file(s3_client& s3, tracing::actio
 asio::awaitable<result<object_info>> download_file(s3_client& s3, tracing::action& parent, const std::string& bucket,
                                                    const std::string& key, const std::filesystem::path& file,
                                                    diagnostics& diag, transfer_progress* progress) {
-  auto act = parent.child("s3:download", {{"bucket", bucket}, {"key", key}});
+  auto act = parent.child(action_types::s3::download, {{"bucket", bucket}, {"key", key}});
   partial_file target(file);
   if (target.fd() < 0) {
     errno = target.error();
@@ -242,7 +243,7 @@ asio::awaitable<result<object_info>> download_file(s3_client& s3, tracing::actio
   };
   std::string etag;
   auto got = co_await with_retry<object_info>(
-      act, "s3:request", s3.retry(),
+      act, action_types::s3::request, s3.retry(),
       [&](tracing::action&, attempt_info& info) -> asio::awaitable<result<object_info>> {
         s3_call c{.operation = "GetObject", .method = http::verb::get, .bucket = bucket, .key = key, .sink = &sink};
         // After a cut, ask for the rest only, and only of the same object.

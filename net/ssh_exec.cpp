@@ -5,6 +5,7 @@
 #include "net/run_all.hpp"
 #include "net/ssh_exec_channel.hpp"
 #include "net/ssh_quote.hpp"
+#include "tracing/action_types.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -56,7 +57,7 @@ asio::awaitable<void> run_kill(tracing::action& act, std::shared_ptr<ssh_session
 asio::awaitable<void> kill_group(tracing::action& parent, std::shared_ptr<ssh_session> session, exec_channel& ch) {
   co_await accept_cancellation();
   const auto grace = session->settings().kill_grace;
-  auto act = parent.child("ssh:kill", {{"node", session->peer().node}});
+  auto act = parent.child(action_types::ssh::kill, {{"node", session->peer().node}});
   if (!ch.group()) co_await ch.await_group(clock::now() + grace);
   diagnostics diag;
   if (!ch.group()) {
@@ -65,7 +66,7 @@ asio::awaitable<void> kill_group(tracing::action& parent, std::shared_ptr<ssh_se
     act.fail(make_error_code(errc::ssh_channel_failed), diag);
     co_return;
   }
-  act.log("ssh:kill_group", {{"pgid", *ch.group()}, {"grace_ms", grace.count()}});
+  act.log(action_types::ssh::kill_group, {{"pgid", *ch.group()}, {"grace_ms", grace.count()}});
   exec_request kill{kill_command(*ch.group(), grace)};
   std::optional<result<exit_info>> killed;
   // The command's output is read (and dropped) meanwhile: one blocked writing to its channel, which
@@ -95,7 +96,8 @@ asio::awaitable<result<exit_info>> run_channel(tracing::action& act, std::shared
   if (!ec) ec = co_await ch.run(diag);
   if (k == exec_channel::kind::command && may_outlive(ec, start_refused, ch, *session))
     co_await stop_remote(act, session, ch);
-  act.log("ssh:exec_bytes", {{"stdout", ch.bytes_out()}, {"stderr", ch.bytes_err()}, {"stdin", ch.bytes_in()}});
+  act.log(action_types::ssh::exec_bytes,
+          {{"stdout", ch.bytes_out()}, {"stderr", ch.bytes_err()}, {"stdin", ch.bytes_in()}});
   if (ec) co_return result<exit_info>(boost::system::in_place_error, ec);
   if (!ch.exit().status && ch.exit().signal.empty()) {
     diag.set(fmt::format("{} closed the channel of '{}' without an exit status", session->peer().describe(),
@@ -126,7 +128,7 @@ std::string wrap_in_process_group(std::string_view command) {
 asio::awaitable<result<exit_info>> exec(tracing::action& parent, ssh_session& session, const exec_request& request,
                                         diagnostics& diag) {
   co_await asio::this_coro::throw_if_cancelled(false);
-  auto act = parent.child("ssh:exec", {{"node", session.peer().node}, {"command", request.command}});
+  auto act = parent.child(action_types::ssh::exec, {{"node", session.peer().node}, {"command", request.command}});
   auto r = co_await run_channel(act, session.shared_from_this(), request, exec_channel::kind::command, diag);
   if (!r) {
     act.fail(r.error(), diag);
