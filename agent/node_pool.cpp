@@ -9,6 +9,7 @@
 #include "net/run_all.hpp"
 #include "net/ssh_connect.hpp"
 #include "provision/readiness.hpp"
+#include "tracing/action_types.hpp"
 
 #include <fmt/format.h>
 
@@ -212,7 +213,7 @@ asio::awaitable<result<void>> node_pool::record_all(tracing::action& act, const 
     }
     return error_code{};
   };
-  co_return co_await access_.registry.modify(act, "add", add, diag);
+  co_return co_await access_.registry.modify(act, action_types::registry::add, add, diag);
 }
 
 asio::awaitable<void> node_pool::ready_new(round& r, provision::node n, node_work& work) {

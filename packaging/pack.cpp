@@ -8,6 +8,7 @@
 #include "packaging/storage_lookup.hpp"
 #include "packaging/stored_manifest.hpp"
 #include "packaging/upload_sweep.hpp"
+#include "tracing/action_types.hpp"
 
 #include <fmt/format.h>
 
@@ -138,8 +139,9 @@ asio::awaitable<result<void>> upload_one(upload_context& c, shard_job& job, diag
       co_return result<void>{};
     }
   }
-  auto act = c.parent.child("ferry:packaging:upload", {{"layer", job.owner->name}, {"key", job.key},
-                                                       {"files", job.part->count}, {"bytes", job.part->bytes}});
+  auto act = c.parent.child(action_types::packaging::upload,
+                            {{"layer", job.owner->name}, {"key", job.key}, {"files", job.part->count},
+                             {"bytes", job.part->bytes}});
   auto done = co_await upload_shard(act, c.s3, c.pool, *job.owner, *job.part, c.settings.bucket, job.key,
                                     c.settings.zip, c.progress ? &c.progress->bytes_zipped : nullptr, diag);
   if (!done) {
@@ -161,7 +163,7 @@ asio::awaitable<result<void>> upload_one(upload_context& c, shard_job& job, diag
 asio::awaitable<result<void>> check_storage(tracing::action& parent, net::s3_client& s3,
                                             const pack_settings& settings, std::vector<shard_job>& jobs,
                                             zip_digest_cache& digests, diagnostics& diag) {
-  auto act = parent.child("ferry:packaging:check", {{"objects", jobs.size()}});
+  auto act = parent.child(action_types::packaging::check, {{"objects", jobs.size()}});
   auto r = co_await net::fan_out(
       jobs.size(), settings.check_concurrency,
       [&](std::size_t i, diagnostics& d) { return check_one(act, s3, settings.bucket, jobs[i], digests, d); }, diag);
@@ -218,7 +220,7 @@ asio::awaitable<result<std::optional<std::string>>> find_manifest(tracing::actio
   diagnostics why;
   auto parsed = parse_manifest(**stored, why);
   if (!parsed) {
-    act.log("ferry:packaging:manifest_outdated", {{"key", key}, {"reason", why.message}});
+    act.log(action_types::packaging::manifest_outdated, {{"key", key}, {"reason", why.message}});
     co_return found{};
   }
   shard_digests in_body;
@@ -231,13 +233,13 @@ asio::awaitable<result<std::optional<std::string>>> find_manifest(tracing::actio
   for (const auto& l : parts.layers) {
     for (const auto& s : l.shards) {
       if (!in_body.contains(s.id)) {
-        act.log("ferry:packaging:manifest_outdated", {{"key", key}, {"reason", "a shard's digest is missing"}});
+        act.log(action_types::packaging::manifest_outdated, {{"key", key}, {"reason", "a shard's digest is missing"}});
         co_return found{};
       }
     }
   }
   if (parts.body(in_body) != **stored) {
-    act.log("ferry:packaging:manifest_outdated", {{"key", key}, {"reason", "not the text this ferry writes"}});
+    act.log(action_types::packaging::manifest_outdated, {{"key", key}, {"reason", "not the text this ferry writes"}});
     co_return found{};
   }
   digests = std::move(in_body);
@@ -286,10 +288,10 @@ asio::awaitable<result<pack_report>> pack(tracing::action& parent, net::cpu_pool
   if (!scanned) co_return scanned.error();
   report.scan = std::move(*scanned);
   // The hashes are good whatever happens to the upload: keep them.
-  if (diagnostics d; !cache.save(d)) parent.log("ferry:packaging:cache_not_saved", {{"reason", d.message}});
+  if (diagnostics d; !cache.save(d)) parent.log(action_types::packaging::cache_not_saved, {{"reason", d.message}});
   if (auto r = check_sizes(report.scan, settings, diag); !r) co_return r.error();
 
-  auto manifest_act = parent.child("ferry:packaging:manifest");
+  auto manifest_act = parent.child(action_types::packaging::manifest);
   const manifest_parts parts{python, roots, report.scan.layers, settings.prefix};
   report.manifest_text = parts.content();
   report.manifest_key = manifest_key(settings.prefix, report.manifest_text);
@@ -320,7 +322,8 @@ asio::awaitable<result<pack_report>> pack(tracing::action& parent, net::cpu_pool
       shipped = co_await upload_missing(parent, *s3, pool, settings, jobs, digests, progress, ship, diag);
     }
     // The digests learned are good whatever happens to the rest: keep them.
-    if (diagnostics d; !digests.save(d)) parent.log("ferry:packaging:digest_cache_not_saved", {{"reason", d.message}});
+    if (diagnostics d; !digests.save(d))
+      parent.log(action_types::packaging::digest_cache_not_saved, {{"reason", d.message}});
     if (!shipped) co_return shipped.error();
     for (const auto& j : jobs) {
       if (j.present || j.uploaded) report.digests[j.part->id] = j.digest;

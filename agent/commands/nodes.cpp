@@ -14,6 +14,7 @@
 #include "net/cancellation.hpp"
 #include "net/run_all.hpp"
 #include "provision/error.hpp"
+#include "tracing/action_types.hpp"
 
 #include <fmt/format.h>
 
@@ -173,7 +174,7 @@ asio::awaitable<result<void>> watch_new_nodes(tracing::action& parent, command_c
     }
     return error_code();
   };
-  if (auto r = co_await access.registry.modify(act, "watch", record, diag); !r) {
+  if (auto r = co_await access.registry.modify(act, action_types::registry::watch, record, diag); !r) {
     act.fail(r.error(), diag);
     co_return r.error();
   }
