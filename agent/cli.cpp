@@ -4,6 +4,7 @@
 #include "agent/exit_code.hpp"
 #include "agent/shutdown.hpp"
 #include "net/cancellation.hpp"
+#include "tracing/action_types.hpp"
 #include "tracing/error.hpp"
 #include "tracing/sink.hpp"
 
@@ -107,7 +108,7 @@ int run_command(const selected_command& selected, command_context& ctx, asio::io
 
 result<config::loaded_config> load_config(tracing::action& root, const global_options& g,
                                           const selected_command& selected, diagnostics& diag) {
-  auto act = root.child("ferry:config:load");
+  auto act = root.child(action_types::cli::config_load);
   config::load_options options;
   if (!g.config_file.empty()) options.config_file = g.config_file;
   options.flags = selected.config_flags;

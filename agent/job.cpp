@@ -5,6 +5,7 @@
 #include "net/fan_out.hpp"
 #include "net/s3_url.hpp"
 #include "packaging/stored_manifest.hpp"
+#include "tracing/action_types.hpp"
 
 #include <fmt/format.h>
 
@@ -84,7 +85,7 @@ result<void> job::open(std::string_view provider, diagnostics& diag) {
 
 asio::awaitable<void> job::pack_step(diagnostics& diag) {
   co_await net::accept_cancellation();
-  auto act = act_.child("ferry:pack");
+  auto act = act_.child(action_types::packaging::pack);
   // Each layer goes to the nodes the moment it is in storage. (open() checked the URL.)
   diagnostics ignored;
   const auto url = net::parse_s3_url(ctx_.config.values.storage.url, ignored);

@@ -1,8 +1,8 @@
 #include "agent/materialise.hpp"
 
 #include "agent/error.hpp"
-#include "agent/node/action_types.hpp"
 #include "agent/node_call.hpp"
+#include "tracing/action_types.hpp"
 
 #include <fmt/format.h>
 
@@ -48,7 +48,8 @@ asio::awaitable<result<environment>> materialise(tracing::action& parent, net::s
                                                  diagnostics& diag) {
   co_await asio::this_coro::throw_if_cancelled(false);
   if (auto checked = node::check_plan(plan, diag); !checked) {
-    auto act = parent.child("ferry:materialise", {{"node", session.peer().node}, {"layers", plan.layers.size()}});
+    auto act = parent.child(action_types::agent::materialise,
+                            {{"node", session.peer().node}, {"layers", plan.layers.size()}});
     act.fail(checked.error(), diag);
     co_return checked.error();
   }
@@ -64,13 +65,13 @@ asio::awaitable<result<environment>> materialise(tracing::action& parent, net::s
                                                  diagnostics& diag) {
   co_await asio::this_coro::throw_if_cancelled(false);
   const auto node_name = session.peer().node;
-  auto act = parent.child("ferry:materialise", {{"node", node_name}});
+  auto act = parent.child(action_types::agent::materialise, {{"node", node_name}});
   auto fail = [&](error_code ec) {
     act.fail(ec, diag);
     return result<environment>(boost::system::in_place_error, ec);
   };
   const node_call call{options.program, options.cache_dir, options.node_path, "materialise",
-                       node::action_types::materialise};
+                       action_types::node::materialise};
   // While the feed is open, exec waits for its lines without watching the command: a node that lacks the
   // program would only be found out when the pack ends. So then the program is made sure of first.
   if (!feed.ended()) {

@@ -12,7 +12,7 @@
 // file), and its root action's end says what the node now holds:
 //   ferry:materialise {node}                             here (with an ssh:exec of `ferry-node version`
 //                                                        first while the feed is open)
-//     ferry:node:materialise {layers}                    on the node (agent/node/action_types.hpp)
+//     ferry:node:materialise {layers}                    on the node (tracing/action_types.hpp)
 //       ferry:materialise:layer {layer, name}            cached=true, or fetched
 //         ferry:materialise:lock, :attempt {attempt}
 //           ferry:materialise:shard {shard, bytes}       downloaded, entries

@@ -1,9 +1,9 @@
 #include "agent/node_call.hpp"
 
 #include "agent/error.hpp"
-#include "agent/node/action_types.hpp"
 #include "agent/node/error.hpp"
 #include "net/error.hpp"
+#include "tracing/action_types.hpp"
 #include "tracing/task_id.hpp"
 
 #include <boost/json.hpp>
@@ -150,7 +150,7 @@ asio::awaitable<result<node_answer>> call_node(tracing::action& act, net::ssh_se
     if (round > 0 || !missing(answer)) co_return answer;
     diagnostics ignored;
     if (auto level = tracing::parse_task_id(task_id, ignored)) {
-      auto absent = tracing::action::continue_task(act.output(), *level, node::action_types::absent);
+      auto absent = tracing::action::continue_task(act.output(), *level, action_types::node::absent);
       absent.succeed();
     }
     if (auto installed = co_await install_node_program(act, session, *call.program, call.cache_dir, call.node_path,

@@ -34,7 +34,7 @@ struct node_call {
   std::string cache_dir;   // on the node; empty: ${XDG_CACHE_HOME:-$HOME/.cache}/ferry
   std::string node_path;   // PATH for the program's command line; empty: the login's
   std::string subcommand;  // "materialise", "stage"
-  std::string_view root_type;  // the action type of the program's root (agent/node/action_types.hpp)
+  std::string_view root_type;  // the action type of the program's root (tracing/action_types.hpp)
 };
 
 struct node_answer {

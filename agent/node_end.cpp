@@ -1,5 +1,7 @@
 #include "agent/node_end.hpp"
 
+#include "tracing/action_types.hpp"
+
 #include <fmt/format.h>
 
 namespace ferry::agent {
@@ -10,7 +12,7 @@ asio::awaitable<result<void>> end_node(tracing::action& parent, provision::provi
                                        provision::node_registry& registry, provision::node n, diagnostics& diag) {
   // One type whatever the provider: `ferry trace stats` ends a node's provisioned time with it
   // (tracing/trace_conventions.hpp).
-  auto act = parent.child("ferry:provision:terminate", {{"node", n.id}, {"provider", provider.name()}});
+  auto act = parent.child(action_types::provision::terminate, {{"node", n.id}, {"provider", provider.name()}});
   auto ended = co_await provider.terminate(act, n, diag);
   act.finish(ended, diag);
   if (ended) co_return co_await registry.remove(parent, n.id, diag);
@@ -20,7 +22,7 @@ asio::awaitable<result<void>> end_node(tracing::action& parent, provision::provi
   diag.set(fmt::format("{} (node {} {}; `ferry nodes down {}` tries again)", diag.message, n.id,
                        kept ? "is kept in the registry as orphaned" : "could not even be marked orphaned: " + d.message,
                        n.id));
-  parent.log("ferry:provision:orphaned", {{"node", n.id}, {"reason", diag.message}});
+  parent.log(action_types::provision::orphaned, {{"node", n.id}, {"reason", diag.message}});
   co_return ended.error();
 }
 

@@ -9,6 +9,7 @@
 #include "net/run_all.hpp"
 #include "net/ssh_connect.hpp"
 #include "provision/readiness.hpp"
+#include "tracing/action_types.hpp"
 
 #include <fmt/format.h>
 
@@ -94,7 +95,7 @@ asio::awaitable<void> node_pool::join_warm_pool(tracing::action& act, provision:
     note_watchdog(n, &settings);
   } else {
     // The node works without it; it just will not stop itself. Said in the trace, not fatal to the job.
-    act.log("ferry:provision:watchdog_failed", {{"node", n.id}, {"reason", describe(installed.error(), d)}});
+    act.log(action_types::provision::watchdog_failed, {{"node", n.id}, {"reason", describe(installed.error(), d)}});
   }
 }
 
@@ -105,8 +106,8 @@ asio::awaitable<provision_report> node_pool::run_on_nodes(tracing::action& job, 
 
 asio::awaitable<provision_report> node_pool::add_nodes(tracing::action& job, std::size_t count, node_work work) {
   provision_report report;
-  round r{job.child("ferry:provision", {{"count", count}, {"provider", provider_.name()}}), count,
-            &report};
+  round r{job.child(action_types::provision::round, {{"count", count}, {"provider", provider_.name()}}), count,
+          &report};
   diagnostics diag;
   auto registry = access_.registry.load(diag);
   std::vector<provision::node> warm;
@@ -124,7 +125,7 @@ asio::awaitable<provision_report> node_pool::add_nodes(tracing::action& job, std
 
 asio::awaitable<void> node_pool::take_warm(round& r, provision::node n, node_work& work) {
   auto& report = *r.report;
-  auto act = r.act.child("ferry:provision:node", {{"node", n.id}, {"warm", true}});
+  auto act = r.act.child(action_types::provision::node, {{"node", n.id}, {"warm", true}});
   diagnostics diag;
   auto session = co_await net::ssh_connect(act, peer_of(n), access_.ssh, diag);
   if (!session) {
@@ -139,7 +140,7 @@ asio::awaitable<void> node_pool::take_warm(round& r, provision::node n, node_wor
     }
     // A warm node that does not answer is gone (it stopped itself when idle, or its machine went away):
     // end what is left of it and make another in its place.
-    r.act.log("ferry:provision:replace", {{"node", n.id}, {"reason", describe(session.error(), diag)}});
+    r.act.log(action_types::provision::replace, {{"node", n.id}, {"reason", describe(session.error(), diag)}});
     diagnostics d;
     if (auto ended = co_await end_node(r.act, provider_, access_.registry, n, d); !ended)
       warn_orphaned(n, ended.error(), d);
@@ -158,7 +159,7 @@ asio::awaitable<void> node_pool::take_warm(round& r, provision::node n, node_wor
 
 asio::awaitable<void> node_pool::make_new(round& r, std::size_t count, node_work& work) {
   auto& report = *r.report;
-  auto create = r.act.child("ferry:provision:create", {{"count", count}, {"provider", provider_.name()}});
+  auto create = r.act.child(action_types::provision::create, {{"count", count}, {"provider", provider_.name()}});
   diagnostics diag;
   // No node is made that the registry could not record: it would never be ended.
   std::string notice;
@@ -212,12 +213,12 @@ asio::awaitable<result<void>> node_pool::record_all(tracing::action& act, const 
     }
     return error_code{};
   };
-  co_return co_await access_.registry.modify(act, "add", add, diag);
+  co_return co_await access_.registry.modify(act, action_types::registry::add, add, diag);
 }
 
 asio::awaitable<void> node_pool::ready_new(round& r, provision::node n, node_work& work) {
   auto& report = *r.report;
-  auto act = r.act.child("ferry:provision:node", {{"node", n.id}, {"warm", false}});
+  auto act = r.act.child(action_types::provision::node, {{"node", n.id}, {"warm", false}});
   diagnostics diag;
   std::shared_ptr<net::ssh_session> session;
   const auto login = ssh_login_check(access_.ssh, &session);

@@ -1,11 +1,11 @@
 #include "agent/node_program.hpp"
 
 #include "agent/error.hpp"
-#include "agent/node/action_types.hpp"
 #include "net/digest.hpp"
 #include "net/ssh_exec.hpp"
 #include "net/ssh_quote.hpp"
 #include "net/ssh_streams.hpp"
+#include "tracing/action_types.hpp"
 
 #include <fmt/format.h>
 
@@ -69,9 +69,8 @@ std::string node_program_command(const node_program& program, const std::string&
 asio::awaitable<result<void>> install_node_program(tracing::action& parent, net::ssh_session& session,
                                                    const node_program& program, const std::string& cache_dir,
                                                    const std::string& node_path, diagnostics& diag) {
-  auto act = parent.child(node::action_types::install, {{"node", session.peer().node},
-                                                        {"sha256", program.sha256},
-                                                        {"bytes", program.bytes.size()}});
+  auto act = parent.child(action_types::node::install,
+                          {{"node", session.peer().node}, {"sha256", program.sha256}, {"bytes", program.bytes.size()}});
   // Concurrent installs on one node each write their own temporary file; the renames are atomic and
   // put the same bytes in place. The EXIT trap removes a copy that never got renamed.
   const auto command = fmt::format(

@@ -1,11 +1,11 @@
 #include "agent/node_watchdog.hpp"
 
 #include "agent/error.hpp"
-#include "agent/node/action_types.hpp"
 #include "agent/node/idle_watchdog.hpp"
 #include "agent/node_call.hpp"
 #include "net/ssh_exec.hpp"
 #include "net/ssh_quote.hpp"
+#include "tracing/action_types.hpp"
 
 #include <fmt/format.h>
 
@@ -24,7 +24,7 @@ asio::awaitable<result<std::string>> set_on_node(tracing::action& act, net::ssh_
                                                  diagnostics& diag) {
   auto program = shared_node_program(program_path, diag);
   if (!program) co_return program.error();
-  const node_call call{*program, {}, {}, "watchdog", node::action_types::watchdog};
+  const node_call call{*program, {}, {}, "watchdog", action_types::node::watchdog};
   auto trace = node_trace(act, n.name);
   auto answer = co_await call_node(act, session, call, text_input([&](const std::string& task_id) {
                                      request.task_id = task_id;
@@ -93,9 +93,9 @@ asio::awaitable<result<void>> install_watchdog(tracing::action& parent, net::ssh
                                                const watchdog_settings& s, diagnostics& diag) {
   if (is_pinned(n) || stop_command.empty() || !s.enabled())
     co_return co_await uninstall_watchdog(parent, session, n, s.paths, s.program, diag);
-  auto act = parent.child("ferry:watchdog:install", {{"node", n.id},
-                                                     {"idle_timeout_ms", s.idle_timeout.count()},
-                                                     {"interval_ms", s.interval.count()}});
+  auto act = parent.child(action_types::agent::watchdog_install, {{"node", n.id},
+                                                                  {"idle_timeout_ms", s.idle_timeout.count()},
+                                                                  {"interval_ms", s.interval.count()}});
   const node::watchdog_request request{{}, s.paths.dir, s.idle_timeout.count(), s.interval.count(),
                                       std::string(stop_command)};
   auto done = co_await set_on_node(act, session, n, request, s.program, "installing the idle watchdog", diag);
@@ -110,7 +110,7 @@ asio::awaitable<result<void>> install_watchdog(tracing::action& parent, net::ssh
 asio::awaitable<result<void>> uninstall_watchdog(tracing::action& parent, net::ssh_session& session,
                                                  const provision::node& n, const watchdog_paths& paths,
                                                  const std::filesystem::path& program, diagnostics& diag) {
-  auto act = parent.child("ferry:watchdog:uninstall", {{"node", n.id}, {"pinned", is_pinned(n)}});
+  auto act = parent.child(action_types::agent::watchdog_uninstall, {{"node", n.id}, {"pinned", is_pinned(n)}});
   const node::watchdog_request request{{}, paths.dir, 0, 0, {}};
   auto done = co_await set_on_node(act, session, n, request, program, "stopping the idle watchdog", diag);
   if (!done) {

@@ -1,10 +1,10 @@
 #include "agent/stage.hpp"
 
 #include "agent/error.hpp"
-#include "agent/node/action_types.hpp"
 #include "agent/node/entry_name.hpp"
 #include "agent/node_call.hpp"
 #include "net/s3_url.hpp"
+#include "tracing/action_types.hpp"
 
 #include <fmt/format.h>
 
@@ -55,7 +55,7 @@ stage_options stage_options::from(const config::settings& s) {
 
 asio::awaitable<result<stage_plan>> plan_stage(tracing::action& parent, net::s3_client& s3, const stage_spec& spec,
                                                std::uint64_t window, diagnostics& diag) {
-  auto act = parent.child("ferry:stage:plan", {{"bucket", spec.bucket}, {"prefix", spec.prefix}});
+  auto act = parent.child(action_types::agent::stage_plan, {{"bucket", spec.bucket}, {"prefix", spec.prefix}});
   stage_plan plan;
   plan.source = fmt::format("s3://{}/{}", spec.bucket, spec.prefix);
   plan.node_dir = spec.node_dir;
@@ -137,15 +137,15 @@ result<void> order_stage(stage_plan& plan, std::string_view prefix, std::string_
 asio::awaitable<result<stage_result>> stage(tracing::action& parent, net::ssh_session& session,
                                             const stage_plan& plan, const stage_options& options, diagnostics& diag) {
   co_await asio::this_coro::throw_if_cancelled(false);
-  auto act = parent.child("ferry:stage", {{"node", session.peer().node}, {"source", plan.source},
-                                          {"node_dir", plan.node_dir}, {"objects", plan.objects.size()},
-                                          {"bytes", plan.bytes}, {"window", plan.window}});
+  auto act = parent.child(action_types::agent::stage, {{"node", session.peer().node}, {"source", plan.source},
+                                                       {"node_dir", plan.node_dir}, {"objects", plan.objects.size()},
+                                                       {"bytes", plan.bytes}, {"window", plan.window}});
   auto fail = [&](error_code ec) {
     act.fail(ec, diag);
     return result<stage_result>(boost::system::in_place_error, ec);
   };
   const auto begin = std::chrono::steady_clock::now();
-  const node_call call{options.program, options.cache_dir, options.node_path, "stage", node::action_types::stage};
+  const node_call call{options.program, options.cache_dir, options.node_path, "stage", action_types::node::stage};
   node::stage_request request{{}, plan.source, plan.node_dir, plan.window, options.limits, plan.objects};
   auto trace = node_trace(act, session.peer().node);
   auto answer = co_await call_node(act, session, call, text_input([&](const std::string& task_id) {

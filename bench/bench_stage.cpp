@@ -4,6 +4,7 @@
 // the run's trace); aws's (Debian's awscli) is its own run on the node, through `ferry exec` (~0.1 s more).
 #include "bench/bench_support.hpp"
 #include "bench/bench_world.hpp"
+#include "tracing/action_types.hpp"
 
 #include <fmt/format.h>
 
@@ -68,11 +69,12 @@ double stage_seconds(const fs::path& trace) {
   std::ifstream in(trace);
   std::string line;
   std::smatch m;
-  const std::regex seconds(R"re("action_type":"ferry:stage".*"seconds":([0-9.eE+-]+))re");
+  const std::regex seconds(
+      fmt::format(R"re("action_type":"{}".*"seconds":([0-9.eE+-]+))re", ferry::action_types::agent::stage));
   while (std::getline(in, line)) {
     if (line.find("\"succeeded\"") != std::string::npos && std::regex_search(line, m, seconds)) return std::stod(m[1]);
   }
-  throw std::runtime_error("no ferry:stage end in " + trace.string());
+  throw std::runtime_error(fmt::format("no {} end in {}", ferry::action_types::agent::stage, trace.string()));
 }
 
 int run(world& w) {
@@ -105,8 +107,9 @@ int run(world& w) {
   });
   fmt::print("staging {:.2f} GiB in {} objects from moto_server onto a local node, into a fresh directory\n",
              static_cast<double>(w.bytes) / (1ull << 30), objects);
-  fmt::print("  ferry run --stage (the ferry:stage step)   {:7.2f} s   {:6.0f} MB/s   (whole run {:.2f} s)\n",
-             ferry_best, static_cast<double>(w.bytes) / ferry_best / 1e6, ferry_wall);
+  fmt::print("  ferry run --stage (the {} step)   {:7.2f} s   {:6.0f} MB/s   (whole run {:.2f} s)\n",
+             ferry::action_types::agent::stage, ferry_best, static_cast<double>(w.bytes) / ferry_best / 1e6,
+             ferry_wall);
   fmt::print("  aws s3 cp --recursive on the node          {:7.2f} s   {:6.0f} MB/s   ferry is {:.1f}x faster "
              "(goal >= 2x)\n",
              aws_best, static_cast<double>(w.bytes) / aws_best / 1e6, aws_best / ferry_best);

@@ -13,11 +13,18 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <string_view>
 
 using namespace ferry;
 using clock_type = std::chrono::steady_clock;
 
 namespace {
+
+// The benchmark's own names, the same for ferry's sink and for eliot, its peer.
+constexpr std::string_view messages_root = "bench:messages";
+constexpr std::string_view message_type = "bench:tick";
+constexpr std::string_view actions_root = "bench:actions";
+constexpr std::string_view step_type = "bench:step";
 
 double seconds_since(clock_type::time_point start) {
   return std::chrono::duration<double>(clock_type::now() - start).count();
@@ -41,9 +48,9 @@ std::unique_ptr<tracing::sink> open_sink(const std::filesystem::path& path) {
 double messages_per_second(const std::filesystem::path& path, int count) {
   std::filesystem::remove(path);
   auto out = open_sink(path);
-  auto root = tracing::action::start_task(*out, "bench:messages");
+  auto root = tracing::action::start_task(*out, messages_root);
   const auto start = clock_type::now();
-  for (int i = 0; i < count; ++i) root.log("bench:tick", {{"i", i}, {"layer", "numpy"}});
+  for (int i = 0; i < count; ++i) root.log(message_type, {{"i", i}, {"layer", "numpy"}});
   root.succeed();
   out->flush();
   return count / seconds_since(start);
@@ -53,10 +60,10 @@ double messages_per_second(const std::filesystem::path& path, int count) {
 double action_pair_ns(const std::filesystem::path& path, int count) {
   std::filesystem::remove(path);
   auto out = open_sink(path);
-  auto root = tracing::action::start_task(*out, "bench:actions");
+  auto root = tracing::action::start_task(*out, actions_root);
   const auto start = clock_type::now();
   for (int i = 0; i < count; ++i) {
-    auto step = root.child("bench:step", {{"i", i}});
+    auto step = root.child(step_type, {{"i", i}});
     step.succeed({{"bytes", 4096}});
   }
   const double ns = seconds_since(start) * 1e9 / count;
@@ -69,11 +76,11 @@ double eliot_messages_per_second(const std::filesystem::path& path, int count) {
       "import time\n"
       "from eliot import start_action, log_message, to_file\n"
       "to_file(open('{}', 'w'))\n"
-      "with start_action(action_type='bench:messages'):\n"
+      "with start_action(action_type='{}'):\n"
       "    t = time.perf_counter()\n"
-      "    for i in range({}): log_message(message_type='bench:tick', i=i, layer='numpy')\n"
+      "    for i in range({}): log_message(message_type='{}', i=i, layer='numpy')\n"
       "    print({} / (time.perf_counter() - t))\n",
-      path.string(), count, count);
+      path.string(), messages_root, count, message_type, count);
   const auto cmd = fmt::format("/usr/bin/python3 -c \"{}\"", script);
   FILE* p = ::popen(cmd.c_str(), "r");
   double rate = 0;

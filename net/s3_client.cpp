@@ -3,6 +3,7 @@
 #include "net/aws_chunked.hpp"
 #include "net/error.hpp"
 #include "net/uri_encode.hpp"
+#include "tracing/action_types.hpp"
 
 #include <boost/beast/core/detail/base64.hpp>
 #include <fmt/format.h>
@@ -102,10 +103,10 @@ asio::awaitable<result<http_response>> s3_client::call_once(const s3_call& c, at
 
 asio::awaitable<result<http_response>> s3_client::call(tracing::action& parent, const s3_call& c, diagnostics& diag) {
   co_return co_await with_retry<http_response>(
-      parent, "s3:request", retry_,
+      parent, action_types::s3::request, retry_,
       [&](tracing::action& act, attempt_info& info) -> asio::awaitable<result<http_response>> {
-        act.log("s3:call", {{"operation", c.operation}, {"bucket", c.bucket}, {"key", c.key},
-                            {"bytes", body_size(c.body)}});
+        act.log(action_types::s3::call,
+                {{"operation", c.operation}, {"bucket", c.bucket}, {"key", c.key}, {"bytes", body_size(c.body)}});
         co_return co_await call_once(c, info);
       },
       diag);

@@ -6,6 +6,7 @@
 #include "net/digest.hpp"
 #include "net/error.hpp"
 #include "net/multipart_upload_core.hpp"
+#include "tracing/action_types.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -87,7 +88,7 @@ asio::awaitable<void> send_part(upload_run& run, int number) {
   const auto held = run.parts.find(number);
   const auto p = std::move(held->second);
   run.parts.erase(held);
-  auto act = run.act.child("s3:upload_part", {{"part", number}, {"bytes", p.size()}});
+  auto act = run.act.child(action_types::s3::upload_part, {{"part", number}, {"bytes", p.size()}});
   const std::span<const char> bytes(p.data(), p.size());
   const auto hash = co_await offload(run.s3.cpu(), [bytes] { return hex_sha256({bytes.data(), bytes.size()}); });
   diagnostics d;
@@ -225,7 +226,7 @@ asio::awaitable<result<upload_result>> upload_multipart(s3_client& s3, tracing::
                                                         const std::string& bucket, const std::string& key,
                                                         part_source next, diagnostics& diag,
                                                         transfer_progress* progress) {
-  auto act = parent.child("s3:multipart_upload", {{"bucket", bucket}, {"key", key}});
+  auto act = parent.child(action_types::s3::multipart_upload, {{"bucket", bucket}, {"key", key}});
   const auto io = co_await asio::this_coro::executor;
   // No co_await inside the initializer: GCC 12 mishandles temporaries of co_await in braced lists.
   upload_run run{s3, act, bucket, key, next, progress, multipart_upload_core(s3.settings().parts_in_flight),
@@ -282,7 +283,7 @@ asio::awaitable<result<upload_result>> upload_file(s3_client& s3, tracing::actio
 asio::awaitable<result<object_info>> download_file(s3_client& s3, tracing::action& parent, const std::string& bucket,
                                                    const std::string& key, const std::filesystem::path& file,
                                                    diagnostics& diag, transfer_progress* progress) {
-  auto act = parent.child("s3:download", {{"bucket", bucket}, {"key", key}});
+  auto act = parent.child(action_types::s3::download, {{"bucket", bucket}, {"key", key}});
   partial_file target(file);
   if (target.fd() < 0) {
     errno = target.error();
@@ -306,7 +307,7 @@ asio::awaitable<result<object_info>> download_file(s3_client& s3, tracing::actio
   };
   std::string etag;
   auto got = co_await with_retry<object_info>(
-      act, "s3:request", s3.retry(),
+      act, action_types::s3::request, s3.retry(),
       [&](tracing::action&, attempt_info& info) -> asio::awaitable<result<object_info>> {
         s3_call c{.operation = "GetObject", .method = http::verb::get, .bucket = bucket, .key = key, .sink = &sink};
         // After a cut, ask for the rest only, and only of the same object.

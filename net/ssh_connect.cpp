@@ -5,6 +5,7 @@
 #include "net/error.hpp"
 #include "net/ssh_keys.hpp"
 #include "net/ssh_known_hosts.hpp"
+#include "tracing/action_types.hpp"
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
@@ -174,7 +175,7 @@ error_code handshake_failure(ssh_session_struct* s, const ssh_peer& peer, diagno
 asio::awaitable<error_code> handshake(tracing::action& parent, tcp::socket& socket, ssh_session_struct* s,
                                       const ssh_peer& peer, const ssh_client_options& o, clock::time_point deadline,
                                       diagnostics& diag) {
-  auto act = parent.child("ssh:handshake");
+  auto act = parent.child(action_types::ssh::handshake);
   const auto step = [s] { return ssh_connect(s); };
   auto rc = co_await drive(socket, s, deadline, SSH_AGAIN, step);
   error_code ec;
@@ -194,7 +195,7 @@ asio::awaitable<error_code> handshake(tracing::action& parent, tcp::socket& sock
 
 error_code verify_host_key(tracing::action& parent, ssh_session_struct* s, const ssh_peer& peer,
                            const ssh_client_options& o, diagnostics& diag) {
-  auto act = parent.child("ssh:host_key", {{"node", peer.node}, {"known_hosts", o.known_hosts.string()}});
+  auto act = parent.child(action_types::ssh::host_key, {{"node", peer.node}, {"known_hosts", o.known_hosts.string()}});
   ssh_key raw = nullptr;
   error_code ec;
   if (ssh_get_server_publickey(s, &raw) != SSH_OK) {
@@ -270,7 +271,8 @@ asio::awaitable<void> login_with_key(tcp::socket& socket, ssh_session_struct* s,
   }
   auto info = describe_key(key->get());
   const auto fingerprint = info ? info->fingerprint : std::string();
-  act.log("ssh:auth_attempt", {{"method", "publickey"}, {"key_file", file.string()}, {"fingerprint", fingerprint}});
+  act.log(action_types::ssh::auth_attempt,
+          {{"method", "publickey"}, {"key_file", file.string()}, {"fingerprint", fingerprint}});
   const auto step = [s, k = key->get()] { return ssh_userauth_publickey(s, nullptr, k); };
   auto rc = co_await try_method(socket, s, deadline, step);
   if (ended_login(rc, "publickey " + fingerprint, out)) co_return;
@@ -281,7 +283,7 @@ asio::awaitable<void> login_with_agent(tcp::socket& socket, ssh_session_struct* 
                                        tracing::action& act, auth_outcome& out) {
   const char* agent = std::getenv("SSH_AUTH_SOCK");
   if (!agent || !*agent) co_return;
-  act.log("ssh:auth_attempt", {{"method", "agent"}, {"socket", agent}});
+  act.log(action_types::ssh::auth_attempt, {{"method", "agent"}, {"socket", agent}});
   const auto step = [s] { return ssh_userauth_agent(s, nullptr); };
   auto rc = co_await try_method(socket, s, deadline, step);
   if (ended_login(rc, "agent", out)) co_return;
@@ -301,7 +303,7 @@ std::string login_refused(const ssh_peer& peer, const ssh_client_options& o, con
 asio::awaitable<error_code> authenticate(tracing::action& parent, tcp::socket& socket, ssh_session_struct* s,
                                          const ssh_peer& peer, const ssh_client_options& o,
                                          clock::time_point deadline, diagnostics& diag) {
-  auto act = parent.child("ssh:auth", {{"user", peer.user}});
+  auto act = parent.child(action_types::ssh::auth, {{"user", peer.user}});
   auth_outcome out;
   co_await login_with_key(socket, s, o, deadline, act, out);
   if (!out.success && !out.error) co_await login_with_agent(socket, s, deadline, act, out);
@@ -358,7 +360,7 @@ asio::awaitable<result<std::shared_ptr<ssh_session>>> ssh_connect(tracing::actio
                                                                   diagnostics& diag) {
   init_libssh();
   if (peer.user.empty()) peer.user = options.settings.user;
-  auto act = parent.child("ssh:connect",
+  auto act = parent.child(action_types::ssh::connect,
                           {{"node", peer.node}, {"host", peer.host}, {"port", peer.port}, {"user", peer.user}});
   auto session = co_await connect_traced(act, std::move(peer), options, diag);
   act.finish(session, diag);

@@ -5,6 +5,7 @@
 #include "net/run_all.hpp"
 #include "net/ssh_exec_channel.hpp"
 #include "net/ssh_quote.hpp"
+#include "tracing/action_types.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -53,7 +54,7 @@ asio::awaitable<void> run_kill(tracing::action& act, std::shared_ptr<ssh_session
 asio::awaitable<void> kill_group(tracing::action& parent, std::shared_ptr<ssh_session> session, exec_channel& ch) {
   co_await accept_cancellation();
   auto& core = ch.core();
-  auto act = parent.child("ssh:kill", {{"node", session->peer().node}});
+  auto act = parent.child(action_types::ssh::kill, {{"node", session->peer().node}});
   if (core.next().action == exec_action::await_group) {
     co_await ch.await_group(clock::now() + core.next().wait);
     core.group_wait_over();
@@ -65,7 +66,7 @@ asio::awaitable<void> kill_group(tracing::action& parent, std::shared_ptr<ssh_se
     co_return;
   }
   const auto step = core.next();
-  act.log("ssh:kill_group", {{"pgid", step.group}, {"grace_ms", session->settings().kill_grace.count()}});
+  act.log(action_types::ssh::kill_group, {{"pgid", step.group}, {"grace_ms", session->settings().kill_grace.count()}});
   exec_request kill{core.kill_line()};
   std::optional<result<exit_info>> killed;
   // The command's output is read (and dropped) meanwhile: one blocked writing to its channel, which
@@ -102,7 +103,7 @@ asio::awaitable<result<exit_info>> run_channel(tracing::action& act, std::shared
   }
   // The core asks for a kill when the command may outlive the failure (never for the kill itself).
   if (core.next().action != exec_action::finish) co_await stop_remote(act, session, ch);
-  act.log("ssh:exec_bytes", {{"stdout", ch.bytes_out()}, {"stderr", ch.bytes_err()}, {"stdin", ch.bytes_in()}});
+  act.log(action_types::ssh::exec_bytes, {{"stdout", ch.bytes_out()}, {"stderr", ch.bytes_err()}, {"stdin", ch.bytes_in()}});
   co_return core.outcome(diag);
 }
 
@@ -121,7 +122,7 @@ std::string wrap_in_process_group(std::string_view command) {
 asio::awaitable<result<exit_info>> exec(tracing::action& parent, ssh_session& session, const exec_request& request,
                                         diagnostics& diag) {
   co_await asio::this_coro::throw_if_cancelled(false);
-  auto act = parent.child("ssh:exec", {{"node", session.peer().node}, {"command", request.command}});
+  auto act = parent.child(action_types::ssh::exec, {{"node", session.peer().node}, {"command", request.command}});
   auto r = co_await run_channel(act, session.shared_from_this(), request, exec_channel::kind::command, diag);
   if (!r) {
     act.fail(r.error(), diag);

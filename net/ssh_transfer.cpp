@@ -6,6 +6,7 @@
 #include "net/error.hpp"
 #include "net/ssh_exec.hpp"
 #include "net/ssh_quote.hpp"
+#include "tracing/action_types.hpp"
 
 #include <fmt/format.h>
 
@@ -196,7 +197,8 @@ asio::awaitable<result<transfer_result>> traced_upload(tracing::action& parent, 
                                                        upload_source& source, std::uint64_t size,
                                                        const std::string& remote_path, unsigned mode,
                                                        diagnostics& diag) {
-  auto act = parent.child("ssh:upload", {{"node", session.peer().node}, {"path", remote_path}, {"bytes", size}});
+  auto act = parent.child(action_types::ssh::upload,
+                          {{"node", session.peer().node}, {"path", remote_path}, {"bytes", size}});
   auto r = co_await send(act, session, source, size, remote_path, mode, diag);
   if (!r)
     act.fail(r.error(), diag);
@@ -273,7 +275,7 @@ asio::awaitable<result<transfer_result>> receive(tracing::action& act, ssh_sessi
 asio::awaitable<result<transfer_result>> download_file(tracing::action& parent, ssh_session& session,
                                                        const std::string& remote_path,
                                                        const std::filesystem::path& local, diagnostics& diag) {
-  auto act = parent.child("ssh:download", {{"node", session.peer().node}, {"path", remote_path}});
+  auto act = parent.child(action_types::ssh::download, {{"node", session.peer().node}, {"path", remote_path}});
   partial_file file(local);
   if (file.fd() < 0) {
     const auto ec = transfer_error(diag, fmt::format("cannot create {}: {}", file.temporary().string(),

@@ -3,6 +3,7 @@
 #include "net/atomic_file.hpp"
 
 #include "packaging/python_probe.hpp"
+#include "tracing/action_types.hpp"
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
@@ -291,7 +292,7 @@ bool store(const fs::path& cache_file, const cache_key& key, const std::vector<w
 asio::awaitable<result<discovery>> discover(tracing::action& parent, const discover_options& opts,
                                             diagnostics& diag) {
   const auto dir = opts.working_dir.string();
-  auto act = parent.child("ferry:packaging:discover", {{"python", opts.python}, {"working_dir", dir}});
+  auto act = parent.child(action_types::packaging::discover, {{"python", opts.python}, {"working_dir", dir}});
   auto found = co_await find_answer(act, opts, diag);
   if (!found) {
     act.fail(found.error(), diag, {{"cached", false}});

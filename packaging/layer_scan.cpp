@@ -5,6 +5,7 @@
 #include "packaging/error.hpp"
 #include "packaging/file_hash.hpp"
 #include "packaging/site_packages.hpp"
+#include "tracing/action_types.hpp"
 
 #include <fmt/format.h>
 
@@ -183,8 +184,9 @@ asio::awaitable<result<void>> hash_layer(tracing::action& parent, net::cpu_pool&
       missing_bytes += f.key.size;
     }
   }
-  auto act = parent.child("ferry:packaging:hash", {{"layer", l.name}, {"files", l.files.size()},
-                                                    {"to_hash", missing.size()}, {"to_hash_bytes", missing_bytes}});
+  auto act = parent.child(action_types::packaging::hash,
+                          {{"layer", l.name}, {"files", l.files.size()}, {"to_hash", missing.size()},
+                           {"to_hash_bytes", missing_bytes}});
   auto failure = std::make_shared<first_error>();
   // Small layers are one job; a big one is split so every thread helps.
   const std::size_t threads = missing_bytes > (8u << 20) ? options.threads : 1;
@@ -269,7 +271,7 @@ asio::awaitable<result<void>> hash_all(tracing::action& parent, net::cpu_pool& p
 asio::awaitable<result<scan_result>> scan_layers(tracing::action& parent, net::cpu_pool& pool,
                                                  std::span<const root_spec> roots, const scan_options& options,
                                                  hash_cache& cache, scan_progress* progress, diagnostics& diag) {
-  auto walk_act = parent.child("ferry:packaging:walk", {{"roots", roots.size()}});
+  auto walk_act = parent.child(action_types::packaging::walk, {{"roots", roots.size()}});
   auto jobs = co_await plan_jobs(pool, roots, diag);
   if (!jobs) {
     walk_act.fail(jobs.error(), diag);

@@ -9,6 +9,7 @@
 #include "packaging/storage_lookup.hpp"
 #include "packaging/stored_manifest.hpp"
 #include "packaging/upload_sweep.hpp"
+#include "tracing/action_types.hpp"
 
 #include <fmt/format.h>
 
@@ -140,8 +141,9 @@ asio::awaitable<result<void>> upload_one(upload_context& c, shard_job& job, diag
       co_return result<void>{};
     }
   }
-  auto act = c.parent.child("ferry:packaging:upload", {{"layer", job.owner->name}, {"key", job.key},
-                                                       {"files", job.part->count}, {"bytes", job.part->bytes}});
+  auto act = c.parent.child(action_types::packaging::upload,
+                            {{"layer", job.owner->name}, {"key", job.key}, {"files", job.part->count},
+                             {"bytes", job.part->bytes}});
   auto done = co_await upload_shard(act, c.s3, c.pool, *job.owner, *job.part, c.settings.bucket, job.key,
                                     c.settings.zip, c.progress ? &c.progress->bytes_zipped : nullptr, diag);
   if (!done) {
@@ -163,7 +165,7 @@ asio::awaitable<result<void>> upload_one(upload_context& c, shard_job& job, diag
 asio::awaitable<result<void>> check_storage(tracing::action& parent, net::s3_client& s3,
                                             const pack_settings& settings, std::vector<shard_job>& jobs,
                                             zip_digest_cache& digests, diagnostics& diag) {
-  auto act = parent.child("ferry:packaging:check", {{"objects", jobs.size()}});
+  auto act = parent.child(action_types::packaging::check, {{"objects", jobs.size()}});
   auto r = co_await net::fan_out(
       jobs.size(), settings.check_concurrency,
       [&](std::size_t i, diagnostics& d) { return check_one(act, s3, settings.bucket, jobs[i], digests, d); }, diag);
@@ -221,7 +223,7 @@ asio::awaitable<result<std::optional<std::string>>> find_manifest(tracing::actio
   diagnostics why;
   auto parsed = parse_manifest(**stored, why);
   if (!parsed) {
-    act.log("ferry:packaging:manifest_outdated", {{"key", key}, {"reason", why.message}});
+    act.log(action_types::packaging::manifest_outdated, {{"key", key}, {"reason", why.message}});
     co_return found{};
   }
   shard_digests in_body;
@@ -234,13 +236,13 @@ asio::awaitable<result<std::optional<std::string>>> find_manifest(tracing::actio
   for (const auto& l : parts.layers) {
     for (const auto& s : l.shards) {
       if (!in_body.contains(s.id)) {
-        act.log("ferry:packaging:manifest_outdated", {{"key", key}, {"reason", "a shard's digest is missing"}});
+        act.log(action_types::packaging::manifest_outdated, {{"key", key}, {"reason", "a shard's digest is missing"}});
         co_return found{};
       }
     }
   }
   if (parts.body(in_body) != **stored) {
-    act.log("ferry:packaging:manifest_outdated", {{"key", key}, {"reason", "not the text this ferry writes"}});
+    act.log(action_types::packaging::manifest_outdated, {{"key", key}, {"reason", "not the text this ferry writes"}});
     co_return found{};
   }
   digests = std::move(in_body);
@@ -257,7 +259,7 @@ asio::awaitable<result<void>> refresh_manifest(tracing::action& act, net::s3_cli
   const auto now = std::chrono::duration_cast<std::chrono::seconds>(
                        std::chrono::system_clock::now().time_since_epoch()).count();
   if (written && now - *written < settings.manifest_refresh.count()) co_return result<void>{};
-  act.log("ferry:packaging:manifest_refreshed", {{"key", report.manifest_key}, {"last_modified", last_modified}});
+  act.log(action_types::packaging::manifest_refreshed, {{"key", report.manifest_key}, {"last_modified", last_modified}});
   const std::span<const char> body(report.manifest_text.data(), report.manifest_text.size());
   auto put = co_await s3.put_object(act, settings.bucket, report.manifest_key, body, diag);
   if (!put) co_return put.error();
@@ -306,10 +308,10 @@ asio::awaitable<result<pack_report>> pack(tracing::action& parent, net::cpu_pool
   if (!scanned) co_return scanned.error();
   report.scan = std::move(*scanned);
   // The hashes are good whatever happens to the upload: keep them.
-  if (diagnostics d; !cache.save(d)) parent.log("ferry:packaging:cache_not_saved", {{"reason", d.message}});
+  if (diagnostics d; !cache.save(d)) parent.log(action_types::packaging::cache_not_saved, {{"reason", d.message}});
   if (auto r = check_sizes(report.scan, settings, diag); !r) co_return r.error();
 
-  auto manifest_act = parent.child("ferry:packaging:manifest");
+  auto manifest_act = parent.child(action_types::packaging::manifest);
   const manifest_parts parts{python, roots, report.scan.layers, settings.prefix};
   report.manifest_text = parts.content();
   report.manifest_key = manifest_key(settings.prefix, report.manifest_text);
@@ -347,7 +349,8 @@ asio::awaitable<result<pack_report>> pack(tracing::action& parent, net::cpu_pool
       shipped = co_await upload_missing(parent, *s3, pool, settings, jobs, digests, progress, ship, diag);
     }
     // The digests learned are good whatever happens to the rest: keep them.
-    if (diagnostics d; !digests.save(d)) parent.log("ferry:packaging:digest_cache_not_saved", {{"reason", d.message}});
+    if (diagnostics d; !digests.save(d))
+      parent.log(action_types::packaging::digest_cache_not_saved, {{"reason", d.message}});
     if (!shipped) co_return shipped.error();
     for (const auto& j : jobs) {
       if (j.present || j.uploaded) report.digests[j.part->id] = j.digest;

@@ -3,6 +3,7 @@
 #include "config/units.hpp"
 #include "net/child_process.hpp"
 #include "packaging/error.hpp"
+#include "tracing/action_types.hpp"
 
 #include <boost/asio/error.hpp>
 #include <fmt/format.h>
@@ -149,7 +150,7 @@ std::optional<fs::path> resolve_interpreter(const std::string& python, const fs:
 
 asio::awaitable<result<probe_answer>> run_probe(tracing::action& parent, const probe_request& request,
                                                 diagnostics& diag) {
-  auto act = parent.child("ferry:packaging:probe", {{"python", request.python}});
+  auto act = parent.child(action_types::packaging::probe, {{"python", request.python}});
   auto answer = co_await probe(request, diag);
   if (answer)
     act.succeed({{"executable", answer->executable}, {"version", answer->version}});

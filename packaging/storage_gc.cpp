@@ -5,6 +5,7 @@
 #include "packaging/storage_lookup.hpp"
 #include "packaging/stored_manifest.hpp"
 #include "packaging/zip_digest.hpp"
+#include "tracing/action_types.hpp"
 
 #include <fmt/format.h>
 
@@ -51,7 +52,7 @@ asio::awaitable<result<void>> keep_named(tracing::action& act, net::s3_client& s
 asio::awaitable<result<gc_plan>> plan_gc(tracing::action& parent, net::s3_client& s3, const std::string& bucket,
                                          const std::string& prefix, std::chrono::seconds max_age, std::int64_t now,
                                          diagnostics& diag) {
-  auto act = parent.child("ferry:storage:gc_plan", {{"prefix", prefix}, {"max_age_s", max_age.count()}});
+  auto act = parent.child(action_types::storage::gc_plan, {{"prefix", prefix}, {"max_age_s", max_age.count()}});
   const auto root = key_prefix(prefix);
   auto manifests = co_await s3.list_objects(act, bucket, root + "manifests/", diag);
   if (!manifests) {
@@ -117,7 +118,8 @@ asio::awaitable<result<gc_plan>> plan_gc(tracing::action& parent, net::s3_client
 
 asio::awaitable<result<void>> apply_gc(tracing::action& parent, net::s3_client& s3, const std::string& bucket,
                                        const gc_plan& plan, diagnostics& diag) {
-  auto act = parent.child("ferry:storage:gc", {{"manifests", plan.manifests.size()}, {"objects", plan.zips.size()}});
+  auto act = parent.child(action_types::storage::gc,
+                          {{"manifests", plan.manifests.size()}, {"objects", plan.zips.size()}});
   // Two requests, not one: the zips go only once no manifest names them any more.
   std::vector<std::string> manifests;
   for (const auto& m : plan.manifests) manifests.push_back(m.key);

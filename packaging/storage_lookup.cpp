@@ -1,6 +1,7 @@
 #include "packaging/storage_lookup.hpp"
 
 #include "net/error.hpp"
+#include "tracing/action_types.hpp"
 
 namespace ferry::packaging {
 
@@ -40,13 +41,13 @@ asio::awaitable<result<std::optional<zip_digest>>> find_stored_digest(tracing::a
   auto sidecar = co_await read_small_object(parent, s3, bucket, key, diag);
   if (!sidecar) co_return result<found>(boost::system::in_place_error, sidecar.error());
   if (!*sidecar) {
-    parent.log("ferry:packaging:no_sidecar", {{"key", zip_key}});
+    parent.log(action_types::packaging::no_sidecar, {{"key", zip_key}});
     co_return found{};
   }
   // A sidecar whose size is not the zip's describes other bytes (a zip stored again, its sidecar not yet).
   const auto digest = parse_sidecar(**sidecar);
   if (!digest || digest->zip_bytes != head->size) {
-    parent.log("ferry:packaging:bad_sidecar", {{"key", zip_key}, {"zip_bytes", head->size}});
+    parent.log(action_types::packaging::bad_sidecar, {{"key", zip_key}, {"zip_bytes", head->size}});
     co_return found{};
   }
   cache.insert(shard_id, *digest, head->etag);

@@ -2,6 +2,7 @@
 
 #include "net/iso_time.hpp"
 #include "packaging/layer.hpp"
+#include "tracing/action_types.hpp"
 
 namespace ferry::packaging {
 
@@ -11,7 +12,7 @@ asio::awaitable<result<sweep_report>> sweep_stale_uploads(tracing::action& paren
                                                           const std::string& bucket, const std::string& prefix,
                                                           std::chrono::seconds max_age, std::int64_t now,
                                                           diagnostics& diag) {
-  auto act = parent.child("ferry:packaging:sweep", {{"prefix", prefix}, {"max_age_s", max_age.count()}});
+  auto act = parent.child(action_types::packaging::sweep, {{"prefix", prefix}, {"max_age_s", max_age.count()}});
   const auto layers = key_prefix(prefix) + "layers/";
   auto uploads = co_await s3.list_multipart_uploads(act, bucket, layers, diag);
   if (!uploads) {
@@ -29,7 +30,7 @@ asio::awaitable<result<sweep_report>> sweep_stale_uploads(tracing::action& paren
     if (auto aborted = co_await s3.abort_multipart_upload(act, bucket, u.key, u.upload_id, d); aborted) {
       ++report.aborted;
     } else {
-      act.log("ferry:packaging:sweep_failed", {{"key", u.key}, {"reason", d.message}});
+      act.log(action_types::packaging::sweep_failed, {{"key", u.key}, {"reason", d.message}});
     }
   }
   act.succeed({{"found", report.found}, {"aborted", report.aborted}});

@@ -3,6 +3,7 @@
 #include "provision/error.hpp"
 #include "provision/file_lock.hpp"
 #include "provision/state_file.hpp"
+#include "tracing/action_types.hpp"
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
@@ -78,9 +79,9 @@ result<std::vector<node>> node_registry::load(diagnostics& diag) const {
   return parse_registry(*text, file_, diag);
 }
 
-asio::awaitable<result<void>> node_registry::modify(tracing::action& parent, std::string_view what,
+asio::awaitable<result<void>> node_registry::modify(tracing::action& parent, std::string_view action_type,
                                                     const change& edit, diagnostics& diag) {
-  auto act = parent.child(fmt::format("ferry:registry:{}", what), {{"file", file_.string()}});
+  auto act = parent.child(action_type, {{"file", file_.string()}});
   const auto lock_path = fs::path(file_).concat(".lock");
   auto lock = co_await lock_file(lock_path, lock_timeout_, diag);
   if (!lock) {
@@ -103,7 +104,7 @@ asio::awaitable<result<void>> node_registry::modify(tracing::action& parent, std
 
 asio::awaitable<result<void>> node_registry::ensure_usable(tracing::action& parent, std::string& notice,
                                                            diagnostics& diag) {
-  auto act = parent.child("ferry:registry:check", {{"file", file_.string()}});
+  auto act = parent.child(action_types::registry::check, {{"file", file_.string()}});
   auto lock = co_await lock_file(fs::path(file_).concat(".lock"), lock_timeout_, diag);
   if (!lock) {
     act.fail(lock.error(), diag);
@@ -143,7 +144,7 @@ asio::awaitable<result<void>> node_registry::add(tracing::action& parent, const 
       nodes.push_back(n);
     return error_code{};
   };
-  co_return co_await modify(parent, "add", edit, diag);
+  co_return co_await modify(parent, action_types::registry::add, edit, diag);
 }
 
 asio::awaitable<result<void>> node_registry::update(tracing::action& parent, const node& n, diagnostics& diag) {
@@ -156,7 +157,7 @@ asio::awaitable<result<void>> node_registry::update(tracing::action& parent, con
     *it = n;
     return error_code{};
   };
-  co_return co_await modify(parent, "update", edit, diag);
+  co_return co_await modify(parent, action_types::registry::update, edit, diag);
 }
 
 asio::awaitable<result<void>> node_registry::remove(tracing::action& parent, std::string_view id,
@@ -165,7 +166,7 @@ asio::awaitable<result<void>> node_registry::remove(tracing::action& parent, std
     std::erase_if(nodes, [id](const node& n) { return n.id == id; });
     return error_code{};
   };
-  co_return co_await modify(parent, "remove", edit, diag);
+  co_return co_await modify(parent, action_types::registry::remove, edit, diag);
 }
 
 }  // namespace ferry::provision

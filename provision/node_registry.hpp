@@ -40,8 +40,9 @@ class node_registry {
   boost::asio::awaitable<result<void>> ensure_usable(tracing::action& parent, std::string& notice,
                                                      diagnostics& diag);
 
-  // Read-modify-write under the lock, traced as `ferry:registry:<what>`.
-  boost::asio::awaitable<result<void>> modify(tracing::action& parent, std::string_view what, const change& edit,
+  // Read-modify-write under the lock, traced as `action_type`, one of tracing/action_types.hpp's registry
+  // names (it must outlive the call).
+  boost::asio::awaitable<result<void>> modify(tracing::action& parent, std::string_view action_type, const change& edit,
                                               diagnostics& diag);
 
   // Adds a node, or replaces the one with the same id.

@@ -7,6 +7,7 @@
 #include "net/fan_out.hpp"
 #include "provision/readiness_core.hpp"
 #include "provision/ssh_banner.hpp"
+#include "tracing/action_types.hpp"
 
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -64,7 +65,7 @@ asio::awaitable<error_code> sleep_until(clock::time_point t) {
 
 // Asks the provider once. Only a describe error that retrying cannot cure comes back as an error.
 asio::awaitable<error_code> poll_state(tracing::action& stage, waiter& w) {
-  auto act = stage.child("ferry:node:poll", {{"attempt", w.core.attempts() + 1}});
+  auto act = stage.child(action_types::readiness::poll, {{"attempt", w.core.attempts() + 1}});
   diagnostics d;
   auto described = co_await w.p.describe(act, w.n, d);
   if (!described) {
@@ -89,7 +90,7 @@ asio::awaitable<void> logging_in(const login_check& login, tracing::action& act,
 // The login callback, bounded by the attempt's deadline whatever the callback does with time.
 asio::awaitable<result<void>> login_in_time(const login_check& login, tracing::action& parent, const node& n,
                                             milliseconds timeout, diagnostics& d) {
-  auto act = parent.child("ferry:node:ssh_login", {{"user", n.user}});
+  auto act = parent.child(action_types::readiness::ssh_login, {{"user", n.user}});
   result<void> out = make_error_code(asio::error::operation_aborted);
   const bool finished = co_await net::with_deadline(logging_in(login, act, n, d, out), timeout);
   if (!finished) {
@@ -102,7 +103,7 @@ asio::awaitable<result<void>> login_in_time(const login_check& login, tracing::a
 
 // TCP connect, SSH banner, login: one attempt, its steps traced under it.
 asio::awaitable<void> ssh_attempt(tracing::action& stage, waiter& w, const login_check& login) {
-  auto act = stage.child("ferry:node:ssh_attempt", {{"attempt", w.core.attempts() + 1}});
+  auto act = stage.child(action_types::readiness::ssh_attempt, {{"attempt", w.core.attempts() + 1}});
   const auto timeout = w.attempt_timeout();
   diagnostics d;
   result<void> outcome;  // every path below sets it
@@ -179,13 +180,14 @@ asio::awaitable<error_code> traced_stage(tracing::action& parent, std::string_vi
 }
 
 asio::awaitable<error_code> running_stage(tracing::action& parent, waiter& w, diagnostics& diag) {
-  co_return co_await traced_stage(parent, "ferry:node:wait_running", w, readiness_stage::running, nullptr, diag);
+  co_return co_await traced_stage(parent, action_types::readiness::wait_running, w, readiness_stage::running, nullptr,
+                                  diag);
 }
 
 asio::awaitable<error_code> ssh_stage(tracing::action& parent, waiter& w, const login_check& login,
                                       diagnostics& diag) {
   w.core.skip_running(clock::now());
-  co_return co_await traced_stage(parent, "ferry:node:wait_ssh", w, readiness_stage::ssh, &login, diag);
+  co_return co_await traced_stage(parent, action_types::readiness::wait_ssh, w, readiness_stage::ssh, &login, diag);
 }
 
 // ---- many nodes ----
@@ -229,7 +231,7 @@ asio::awaitable<result<void>> wait_for_ssh(tracing::action& parent, provider& p,
 asio::awaitable<result<node>> wait_ready(tracing::action& parent, provider& p, const node& n,
                                          const login_check& login, const readiness_options& options,
                                          diagnostics& diag) {
-  auto act = parent.child("ferry:node:ready", {{"node", n.id}, {"name", n.name}});
+  auto act = parent.child(action_types::readiness::ready, {{"node", n.id}, {"name", n.name}});
   waiter w(p, n, options);
   auto ec = co_await running_stage(act, w, diag);
   if (!ec) ec = co_await ssh_stage(act, w, login, diag);
@@ -254,7 +256,7 @@ asio::awaitable<std::vector<ready_outcome>> wait_ready_each(tracing::action& par
 asio::awaitable<result<std::vector<node>>> wait_ready_all(tracing::action& parent, provider& p,
                                                           const std::vector<node>& nodes, const login_check& login,
                                                           const readiness_options& options, diagnostics& diag) {
-  auto act = parent.child("ferry:nodes:ready", {{"nodes", nodes.size()}});
+  auto act = parent.child(action_types::readiness::nodes_ready, {{"nodes", nodes.size()}});
   auto outcomes = co_await wait_ready_each(act, p, nodes, login, options);
   std::vector<node> ready;
   std::vector<std::string> failures;

@@ -2,6 +2,7 @@
 
 #include "net/cancellation.hpp"
 #include "net/deadline.hpp"
+#include "tracing/action_types.hpp"
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/redirect_error.hpp>
@@ -63,7 +64,7 @@ bool is_ssh2_banner(std::string_view line) { return line.starts_with("SSH-2.0-")
 
 asio::awaitable<result<tcp::socket>> connect_to_node(tracing::action& parent, const node& n,
                                                      std::chrono::milliseconds timeout, diagnostics& diag) {
-  auto act = parent.child("ferry:node:tcp_connect", {{"host", n.host}, {"port", n.port}});
+  auto act = parent.child(action_types::readiness::tcp_connect, {{"host", n.host}, {"port", n.port}});
   auto ex = co_await asio::this_coro::executor;
   tcp::socket socket(ex);
   const auto first = co_await net::with_deadline(resolve_and_connect(socket, n), timeout);
@@ -80,7 +81,7 @@ asio::awaitable<result<tcp::socket>> connect_to_node(tracing::action& parent, co
 
 asio::awaitable<result<std::string>> read_ssh_banner(tracing::action& parent, const node& n, tcp::socket& socket,
                                                      std::chrono::milliseconds timeout, diagnostics& diag) {
-  auto act = parent.child("ferry:node:ssh_banner");
+  auto act = parent.child(action_types::readiness::ssh_banner);
   auto ex = co_await asio::this_coro::executor;
   std::string greeting, line;
   const auto first = co_await net::with_deadline(read_banner(socket, greeting, line), timeout);

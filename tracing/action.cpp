@@ -1,5 +1,6 @@
 #include "tracing/action.hpp"
 
+#include "tracing/action_types.hpp"
 #include "tracing/json_text.hpp"
 #include "tracing/sink.hpp"
 
@@ -104,7 +105,7 @@ std::string action::serialize_task_id() { return tracing::serialize_task_id(uuid
 
 std::string action::hand_off_task_id() {
   const auto level = next_level();
-  log(handoff_message_type, {{"level", static_cast<std::int64_t>(level.back())}});
+  log(action_types::tracing::handoff, {{"level", static_cast<std::int64_t>(level.back())}});
   return tracing::serialize_task_id(uuid_, level);
 }
 

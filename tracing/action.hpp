@@ -18,9 +18,6 @@ namespace ferry::tracing {
 class sink;
 using fields = std::initializer_list<field>;
 
-// The message hand_off_task_id writes: {"message_type": "ferry:handoff", "level": N}.
-inline constexpr std::string_view handoff_message_type = "ferry:handoff";
-
 class action {
  public:
   // The root action of a new task.

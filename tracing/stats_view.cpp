@@ -1,5 +1,7 @@
 #include "tracing/stats_view.hpp"
 
+#include "tracing/action_types.hpp"
+
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
 #include <boost/json/value_from.hpp>
@@ -30,7 +32,9 @@ class text_report {
     summary();
     action_types();
     if (s_.jobs.empty()) {
-      out_ += "\nno runs or maps (ferry:run, ferry:map) in these traces\n";
+      // Qualified: this class's action_types() hides the namespace.
+      out_ += fmt::format("\nno runs or maps ({}, {}) in these traces\n", ferry::action_types::run::job,
+                          ferry::action_types::map::job);
       return std::move(out_);
     }
     pending();

@@ -1,6 +1,6 @@
 #include "tracing/task_tree.hpp"
 
-#include "tracing/action.hpp"
+#include "tracing/action_types.hpp"
 
 #include <algorithm>
 #include <unordered_map>
@@ -80,7 +80,7 @@ std::optional<double> tree_node::duration() const {
 
 bool tree_node::handed_off(std::uint32_t child_level) const {
   for (const auto& [_, c] : children) {
-    if (!c->message || c->type() != handoff_message_type) continue;
+    if (!c->message || c->type() != action_types::tracing::handoff) continue;
     const auto* l = c->message->fields.if_contains("level");
     if (l && l->is_int64() && l->get_int64() == static_cast<std::int64_t>(child_level)) return true;
   }

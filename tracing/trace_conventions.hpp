@@ -3,7 +3,7 @@
 // and provisioning code writes these; the statistics find them wherever they sit in the tree (any depth,
 // any file, a task continued by another process), so no producer's call structure is assumed.
 //
-// Action types (exact):
+// Action types (exact; tracing/action_types.hpp names every one):
 //   ferry:run               a job: a whole `ferry run`
 //   ferry:map               a job: one map over many inputs
 //   ferry:agent:task        one task of a map, or a run's command, on one node
@@ -13,7 +13,7 @@
 // Also written, and shown like any other action: ferry:provision (a job's round of nodes), its
 // ferry:provision:create and ferry:provision:node (one node's life from create to ready), ferry:node:ready
 // with its ferry:node:wait_running and ferry:node:wait_ssh stages, ferry:materialise (per node) and the
-// node program's ferry:node:materialise with its ferry:materialise:* steps (agent/node/action_types.hpp).
+// node program's ferry:node:materialise with its ferry:materialise:* steps.
 //
 // Fields:
 //   node          string (or integer) node id, in the start message of any action or in any message that
@@ -39,6 +39,7 @@
 //   utilisation  = sum of busy node-seconds / sum of provisioned node-seconds; overhead = 1 - utilisation.
 //
 // The constants are the defaults of `trace_conventions`; a caller may pass others (an older trace's names).
+#include "tracing/action_types.hpp"
 #include "tracing/task_tree.hpp"
 
 #include <optional>
@@ -49,9 +50,9 @@
 namespace ferry::tracing {
 
 struct trace_conventions {
-  std::vector<std::string> job_types = {"ferry:run", "ferry:map"};
-  std::vector<std::string> task_types = {"ferry:agent:task"};
-  std::vector<std::string> node_release_types = {"ferry:provision:terminate"};
+  std::vector<std::string> job_types = {std::string(action_types::run::job), std::string(action_types::map::job)};
+  std::vector<std::string> task_types = {std::string(action_types::agent::task)};
+  std::vector<std::string> node_release_types = {std::string(action_types::provision::terminate)};
   std::string node_field = "node";
   std::string submitted_at_field = "submitted_at";
 

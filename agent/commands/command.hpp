@@ -7,13 +7,14 @@
 #include <boost/asio/awaitable.hpp>
 
 #include <functional>
-#include <string>
+#include <string_view>
 #include <vector>
 
 namespace ferry::agent {
 
 struct selected_command {
-  std::string action_type;  // the trace's root action, e.g. "ferry:config:show"
+  // The trace's root action, one of tracing/action_types.hpp's names (a constant: nothing owns it here).
+  std::string_view action_type;
   std::function<boost::asio::awaitable<int>(command_context&)> run;
   std::vector<config::flag_value> config_flags;  // flags that set configuration keys
   bool takes_command = false;  // accepts a command after `--` (global_options::command)

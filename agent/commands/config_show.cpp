@@ -1,5 +1,7 @@
 #include "agent/commands/command.hpp"
 
+#include "tracing/action_types.hpp"
+
 #include <fmt/format.h>
 
 namespace ferry::agent {
@@ -11,7 +13,7 @@ void add_config_commands(CLI::App& app, selected_command& selected) {
   auto* show = config->add_subcommand("show", "Print the effective configuration and where each value came from");
   show->fallthrough();
   show->callback([&selected] {
-    selected.action_type = "ferry:config:show";
+    selected.action_type = action_types::cli::config_show;
     selected.run = [](command_context& ctx) -> boost::asio::awaitable<int> {
       fmt::print("{}", config::render(ctx.config));
       co_return 0;

@@ -15,6 +15,7 @@
 #include "net/ssh_exec.hpp"
 #include "net/ssh_quote.hpp"
 #include "provision/error.hpp"
+#include "tracing/action_types.hpp"
 
 #include <fmt/format.h>
 
@@ -69,7 +70,7 @@ struct node_run {
 asio::awaitable<void> run_on(tracing::action& parent, const node_access& access, std::string command,
                              std::string prefix, node_run& run) {
   co_await net::accept_cancellation();
-  auto act = parent.child("ferry:exec:node", {{"node", run.node.id}});
+  auto act = parent.child(action_types::exec::node, {{"node", run.node.id}});
   auto session = co_await net::ssh_connect(act, peer_of(run.node), access.ssh, run.diag);
   if (!session) {
     run.error = session.error();
@@ -113,7 +114,7 @@ asio::awaitable<int> exec(command_context& ctx, const exec_args& args) {
     co_return exit_code::usage;
   }
   const auto command = net::quote_argv(args.command);
-  auto act = ctx.trace.child("ferry:exec", {{"command", command}});
+  auto act = ctx.trace.child(action_types::exec::command, {{"command", command}});
   diagnostics diag;
   auto access = open_node_access(ctx, diag);
   if (!access) co_return report(act, access.error(), diag);
@@ -176,7 +177,7 @@ void add_exec_command(CLI::App& app, selected_command& selected) {
   cmd->footer("  ferry exec [--nodes N1,N2] -- CMD ARGS...");
   cmd->callback([&selected, args, cmd] {
     args->command = cmd->remaining();
-    selected.action_type = "ferry:exec";
+    selected.action_type = action_types::exec::command;
     selected.takes_command = true;
     selected.run = [args](command_context& ctx) {
       if (args->command.empty()) args->command = ctx.options.command;

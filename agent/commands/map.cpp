@@ -21,6 +21,7 @@
 #include "net/error.hpp"
 #include "net/run_all.hpp"
 #include "net/ssh_exec.hpp"
+#include "tracing/action_types.hpp"
 #include "tracing/percentiles.hpp"
 
 #include <boost/asio/redirect_error.hpp>
@@ -105,11 +106,11 @@ void record(map_state& st, const map_task& t) {
 // One attempt of task i on this node. Returns false when the node is lost.
 asio::awaitable<bool> attempt(tracing::action& job_act, job_node& jn, map_state& st, std::size_t i) {
   auto& t = st.schedule.task(i);
-  auto task = job_act.child("ferry:agent:task", {{"node", jn.ready.node.id},
-                                                  {"submitted_at", st.submitted_at},
-                                                  {"task", i},
-                                                  {"input", t.input},
-                                                  {"attempt", t.attempts}});
+  auto task = job_act.child(action_types::agent::task, {{"node", jn.ready.node.id},
+                                                        {"submitted_at", st.submitted_at},
+                                                        {"task", i},
+                                                        {"input", t.input},
+                                                        {"attempt", t.attempts}});
   net::collect_sink sink(st.output_limit);
   net::exec_request request;
   const auto line = task_command(jn.env, task.hand_off_task_id(), st.vars, task_argv(st.args->command, t.input));
@@ -181,7 +182,7 @@ asio::awaitable<void> on_node(tracing::action& job_act, job_node& jn, map_state&
   for (std::size_t k = 0; k < st.per_node; ++k) workers.push_back(worker(job_act, jn, st, slot));
   co_await net::run_all(std::move(workers));
   --st.live_nodes;
-  if (slot.lost) job_act.log("ferry:map:node_lost", {{"node", jn.ready.node.id}});
+  if (slot.lost) job_act.log(action_types::map::node_lost, {{"node", jn.ready.node.id}});
   st.notify();
 }
 
@@ -264,7 +265,7 @@ asio::awaitable<int> map(command_context& ctx, const map_args& args) {
   const auto first = static_cast<std::size_t>(args.nodes > 0 ? args.nodes : s.nodes.count);
   // More nodes than nodes.count only while tasks would otherwise wait for a free slot.
   const auto count = std::max<std::size_t>(1, std::min({std::max(first, wanted), max_nodes, wanted}));
-  act.log("ferry:map:tasks", {{"tasks", tasks}, {"per_node", st.per_node}, {"nodes", count}});
+  act.log(action_types::map::tasks, {{"tasks", tasks}, {"per_node", st.per_node}, {"nodes", count}});
 
   job j(ctx, act);
   if (auto opened = j.open("", diag); !opened) co_return fail_map(act, opened.error(), diag);
@@ -320,7 +321,7 @@ void add_map_command(CLI::App& app, selected_command& selected) {
   cmd->footer("  ferry map --range 1..20 -- python job.py {}");
   cmd->callback([&selected, args, provider, cmd] {
     args->command = cmd->remaining();
-    selected.action_type = "ferry:map";
+    selected.action_type = action_types::map::job;
     selected.takes_command = true;
     if (!provider->empty()) selected.config_flags.push_back({"nodes.provider", *provider, "--provider"});
     selected.run = [args](command_context& ctx) {

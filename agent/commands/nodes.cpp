@@ -14,6 +14,7 @@
 #include "net/cancellation.hpp"
 #include "net/run_all.hpp"
 #include "provision/error.hpp"
+#include "tracing/action_types.hpp"
 
 #include <fmt/format.h>
 
@@ -122,8 +123,8 @@ asio::awaitable<result<void>> watch_new_nodes(tracing::action& parent, command_c
                                               provision::provider& p,
                                               const std::vector<provision::node>& ready, diagnostics& diag) {
   const auto& s = ctx.config.values;
-  auto act = parent.child("ferry:nodes:watch", {{"min_nodes", s.nodes.min_nodes},
-                                                {"idle_timeout_ms", s.nodes.idle_timeout.count()}});
+  auto act = parent.child(action_types::nodes::watch,
+                          {{"min_nodes", s.nodes.min_nodes}, {"idle_timeout_ms", s.nodes.idle_timeout.count()}});
   const auto settings = watchdog_settings::from(s);
   std::set<std::string> new_ids;
   for (const auto& n : ready) new_ids.insert(n.id);
@@ -173,7 +174,7 @@ asio::awaitable<result<void>> watch_new_nodes(tracing::action& parent, command_c
     }
     return error_code();
   };
-  if (auto r = co_await access.registry.modify(act, "watch", record, diag); !r) {
+  if (auto r = co_await access.registry.modify(act, action_types::registry::watch, record, diag); !r) {
     act.fail(r.error(), diag);
     co_return r.error();
   }
@@ -200,7 +201,7 @@ asio::awaitable<result<void>> watch_new_nodes(tracing::action& parent, command_c
 }
 
 asio::awaitable<int> up(command_context& ctx, const nodes_args& args) {
-  auto act = ctx.trace.child("ferry:nodes:up", {{"count", args.count}});
+  auto act = ctx.trace.child(action_types::nodes::up, {{"count", args.count}});
   diagnostics diag;
   auto access = open_node_access(ctx, diag);
   if (!access) co_return report(act, access.error(), diag);
@@ -315,7 +316,7 @@ asio::awaitable<result<std::vector<provision::node>>> reconciled(tracing::action
 }
 
 asio::awaitable<int> ls(command_context& ctx, const nodes_args&) {
-  auto act = ctx.trace.child("ferry:nodes:ls");
+  auto act = ctx.trace.child(action_types::nodes::ls);
   diagnostics diag;
   auto access = open_node_access(ctx, diag);
   if (!access) co_return report(act, access.error(), diag);
@@ -334,7 +335,7 @@ bool selected(const provision::node& n, const nodes_args& args) {
 }
 
 asio::awaitable<int> down(command_context& ctx, const nodes_args& args) {
-  auto act = ctx.trace.child("ferry:nodes:down", {{"all", args.all}});
+  auto act = ctx.trace.child(action_types::nodes::down, {{"all", args.all}});
   diagnostics diag;
   if (!args.all && args.names.empty()) {
     diag.set("name the nodes to end (ids or names, see `ferry nodes ls`), or pass --all");
@@ -391,14 +392,14 @@ void add_nodes_commands(CLI::App& app, selected_command& selected) {
   up_cmd->add_option("count", args->count, "how many nodes")->required()->check(CLI::Range(1, 1000));
   up_cmd->add_option("--provider", *provider, "local, ssh or ec2 (nodes.provider)");
   up_cmd->callback([&selected, args, provider] {
-    selected.action_type = "ferry:nodes";
+    selected.action_type = action_types::nodes::command;
     if (!provider->empty()) selected.config_flags.push_back({"nodes.provider", *provider, "--provider"});
     selected.run = [args](command_context& ctx) { return up(ctx, *args); };
   });
 
   auto* ls_cmd = nodes->add_subcommand("ls", "list the nodes ferry made, with state, age and idle time");
   ls_cmd->callback([&selected, args] {
-    selected.action_type = "ferry:nodes";
+    selected.action_type = action_types::nodes::command;
     selected.run = [args](command_context& ctx) { return ls(ctx, *args); };
   });
 
@@ -406,7 +407,7 @@ void add_nodes_commands(CLI::App& app, selected_command& selected) {
   down_cmd->add_option("nodes", args->names, "node ids or names");
   down_cmd->add_flag("--all", args->all, "every node ferry made");
   down_cmd->callback([&selected, args] {
-    selected.action_type = "ferry:nodes";
+    selected.action_type = action_types::nodes::command;
     selected.run = [args](command_context& ctx) { return down(ctx, *args); };
   });
 }

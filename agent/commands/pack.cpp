@@ -13,6 +13,7 @@
 #include "packaging/discovery_cache.hpp"
 #include "packaging/pack.hpp"
 #include "packaging/tree_walker.hpp"
+#include "tracing/action_types.hpp"
 
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -192,7 +193,7 @@ void print_explanation(const packaging::pack_report& r, const std::vector<packag
 asio::awaitable<int> pack(command_context& ctx, const pack_args& args) {
   const auto start = clock_type::now();
   const auto& s = ctx.config.values;
-  auto act = ctx.trace.child("ferry:pack", {{"dry_run", args.dry_run}, {"explain", args.explain}});
+  auto act = ctx.trace.child(action_types::packaging::pack, {{"dry_run", args.dry_run}, {"explain", args.explain}});
   diagnostics diag;
   if (s.storage.url.empty() && !args.dry_run && !args.explain) {
     fmt::print(stderr, "ferry: error: storage.url is not set: put storage.url = \"s3://BUCKET/PREFIX\" in ferry.toml "
@@ -259,7 +260,7 @@ void add_pack_command(CLI::App& app, selected_command& selected) {
   cmd->add_flag("--force", args->force, "pack layers over packaging.max_layer_size");
   cmd->callback([&selected, args, explain] {
     args->explain = explain->count() > 0;
-    selected.action_type = "ferry:pack";
+    selected.action_type = action_types::packaging::pack;
     selected.run = [args](command_context& ctx) { return pack(ctx, *args); };
   });
 }

@@ -19,6 +19,7 @@
 #include "net/ssh_exec.hpp"
 #include "net/ssh_quote.hpp"
 #include "config/units.hpp"
+#include "tracing/action_types.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -140,9 +141,9 @@ asio::awaitable<void> run_on(tracing::action& job_act, job_node& jn, run_state& 
   }
   stager streamer;
   if (streaming) start_stager(co_await asio::this_coro::executor, job_act, *jn.ready.session, state, streamer);
-  auto task = job_act.child("ferry:agent:task", {{"node", jn.ready.node.id},
-                                                  {"submitted_at", unix_now()},
-                                                  {"command", net::quote_argv(state.args.command)}});
+  auto task = job_act.child(action_types::agent::task, {{"node", jn.ready.node.id},
+                                                        {"submitted_at", unix_now()},
+                                                        {"command", net::quote_argv(state.args.command)}});
   node_output output(state.prefixed ? fmt::format("{} | ", jn.ready.node.name) : std::string());
   net::exec_request request;
   auto line = task_command(jn.env, task.hand_off_task_id(), state.vars, state.args.command);
@@ -230,7 +231,7 @@ asio::awaitable<int> run(command_context& ctx, const run_args& args) {
   }
   const auto count = static_cast<std::size_t>(args.nodes > 0 ? args.nodes : ctx.config.values.nodes.count);
   state.prefixed = count > 1;
-  act.log("ferry:run:command", {{"command", net::quote_argv(args.command)}, {"nodes", count}});
+  act.log(action_types::run::command, {{"command", net::quote_argv(args.command)}, {"nodes", count}});
 
   diagnostics diag;
   job j(ctx, act);
@@ -286,7 +287,7 @@ void add_run_command(CLI::App& app, selected_command& selected) {
   cmd->footer("  ferry run [--nodes N] [--env K=V]... [--stage s3://B/P=DIR [--stage-window SIZE]] -- CMD ARGS...");
   cmd->callback([&selected, args, provider, cmd] {
     args->command = cmd->remaining();
-    selected.action_type = "ferry:run";
+    selected.action_type = action_types::run::job;
     selected.takes_command = true;
     if (!provider->empty()) selected.config_flags.push_back({"nodes.provider", *provider, "--provider"});
     selected.run = [args](command_context& ctx) {

@@ -9,6 +9,7 @@
 #include "net/s3_transfer.hpp"
 #include "net/s3_url.hpp"
 #include "packaging/storage_gc.hpp"
+#include "tracing/action_types.hpp"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -59,7 +60,7 @@ std::optional<net::s3_url> url_argument(tracing::action& act, std::string_view t
 }
 
 asio::awaitable<int> ls(command_context& ctx, const storage_args& args) {
-  auto act = ctx.trace.child("ferry:storage:ls", {{"url", args.url}});
+  auto act = ctx.trace.child(action_types::storage::ls, {{"url", args.url}});
   auto url = url_argument(act, args.url, names::anything);
   if (!url) co_return exit_code::usage;
   diagnostics diag;
@@ -73,7 +74,7 @@ asio::awaitable<int> ls(command_context& ctx, const storage_args& args) {
 }
 
 asio::awaitable<int> rm(command_context& ctx, const storage_args& args) {
-  auto act = ctx.trace.child("ferry:storage:rm", {{"url", args.url}, {"recursive", args.recursive}});
+  auto act = ctx.trace.child(action_types::storage::rm, {{"url", args.url}, {"recursive", args.recursive}});
   auto url = url_argument(act, args.url, args.recursive ? names::anything : names::object,
                           "; -r deletes everything under a prefix");
   if (!url) co_return exit_code::usage;
@@ -99,7 +100,7 @@ asio::awaitable<int> rm(command_context& ctx, const storage_args& args) {
 }
 
 asio::awaitable<int> presign(command_context& ctx, const storage_args& args) {
-  auto act = ctx.trace.child("ferry:storage:presign", {{"url", args.url}, {"for_nodes", args.for_nodes}});
+  auto act = ctx.trace.child(action_types::storage::presign, {{"url", args.url}, {"for_nodes", args.for_nodes}});
   auto url = url_argument(act, args.url, names::object);
   if (!url) co_return exit_code::usage;
   diagnostics diag;
@@ -137,7 +138,7 @@ asio::awaitable<void> with_progress(command_context& ctx, const std::string& lab
 }
 
 asio::awaitable<int> cp(command_context& ctx, const storage_args& args) {
-  auto act = ctx.trace.child("ferry:storage:cp", {{"source", args.source}, {"destination", args.destination}});
+  auto act = ctx.trace.child(action_types::storage::cp, {{"source", args.source}, {"destination", args.destination}});
   diagnostics diag;
   const bool upload = args.destination.starts_with("s3://");
   const bool download = args.source.starts_with("s3://");
@@ -183,7 +184,7 @@ asio::awaitable<int> cp(command_context& ctx, const storage_args& args) {
 
 // `ferry storage gc`: what no recent manifest of the configured prefix needs, listed, or removed with --delete.
 asio::awaitable<int> gc(command_context& ctx, const storage_args& args) {
-  auto act = ctx.trace.child("ferry:storage:gc", {{"older_than", args.older_than}, {"delete", args.remove}});
+  auto act = ctx.trace.child(action_types::storage::gc, {{"older_than", args.older_than}, {"delete", args.remove}});
   const auto age = config::parse_duration(args.older_than);
   if (!age || *age < std::chrono::seconds(0)) {
     fmt::print(stderr, "ferry: error: --older-than '{}' is not a duration (such as 30d or 12h)\n", args.older_than);
@@ -229,7 +230,7 @@ void add_storage_commands(CLI::App& app, selected_command& selected) {
   ls_cmd->fallthrough();
   ls_cmd->add_option("url", args->url, "s3://BUCKET[/PREFIX]")->required();
   ls_cmd->callback([&selected, args] {
-    selected.action_type = "ferry:storage";
+    selected.action_type = action_types::storage::command;
     selected.run = [args](command_context& ctx) { return ls(ctx, *args); };
   });
 
@@ -238,7 +239,7 @@ void add_storage_commands(CLI::App& app, selected_command& selected) {
   cp_cmd->add_option("source", args->source, "a local file or s3://BUCKET/KEY")->required();
   cp_cmd->add_option("destination", args->destination, "s3://BUCKET/KEY or a local path")->required();
   cp_cmd->callback([&selected, args] {
-    selected.action_type = "ferry:storage";
+    selected.action_type = action_types::storage::command;
     selected.run = [args](command_context& ctx) { return cp(ctx, *args); };
   });
 
@@ -248,7 +249,7 @@ void add_storage_commands(CLI::App& app, selected_command& selected) {
   presign_cmd->add_option("--expires", args->expires, "how long the URL works (1s to 7d)")->capture_default_str();
   presign_cmd->add_flag("--for-nodes", args->for_nodes, "name the endpoint as nodes reach it (storage.node_endpoint)");
   presign_cmd->callback([&selected, args] {
-    selected.action_type = "ferry:storage";
+    selected.action_type = action_types::storage::command;
     selected.run = [args](command_context& ctx) { return presign(ctx, *args); };
   });
 
@@ -259,7 +260,7 @@ void add_storage_commands(CLI::App& app, selected_command& selected) {
       ->capture_default_str();
   gc_cmd->add_flag("--delete", args->remove, "remove them (manifests first, then the layers)");
   gc_cmd->callback([&selected, args] {
-    selected.action_type = "ferry:storage";
+    selected.action_type = action_types::storage::command;
     selected.run = [args](command_context& ctx) { return gc(ctx, *args); };
   });
 
@@ -268,7 +269,7 @@ void add_storage_commands(CLI::App& app, selected_command& selected) {
   rm_cmd->add_option("url", args->url, "s3://BUCKET/KEY")->required();
   rm_cmd->add_flag("-r,--recursive", args->recursive, "delete every object under the prefix");
   rm_cmd->callback([&selected, args] {
-    selected.action_type = "ferry:storage";
+    selected.action_type = action_types::storage::command;
     selected.run = [args](command_context& ctx) { return rm(ctx, *args); };
   });
 }

@@ -2,6 +2,7 @@
 
 #include "agent/exit_code.hpp"
 #include "net/atomic_file.hpp"
+#include "tracing/action_types.hpp"
 #include "tracing/chrome_view.hpp"
 #include "tracing/html_view.hpp"
 #include "tracing/stats_view.hpp"
@@ -25,7 +26,7 @@ struct trace_args {
 // Reads the files on the CPU pool; prints skipped lines as errors naming file:line, and any failure.
 boost::asio::awaitable<result<tracing::trace_set>> read_on_pool(command_context& ctx, const trace_args& args,
                                                                 diagnostics& diag) {
-  auto act = ctx.trace.child("ferry:trace:read", {{"files", static_cast<std::uint64_t>(args.files.size())}});
+  auto act = ctx.trace.child(action_types::trace::read, {{"files", static_cast<std::uint64_t>(args.files.size())}});
   std::vector<std::filesystem::path> paths(args.files.begin(), args.files.end());
   auto set = co_await net::offload(ctx.cpu, [&] { return tracing::read_traces(paths, diag); });
   if (set) {
@@ -70,7 +71,7 @@ boost::asio::awaitable<int> stats(command_context& ctx, const trace_args& args) 
   diagnostics diag;
   auto set = co_await read_on_pool(ctx, args, diag);
   if (!set) co_return exit_code::failure;
-  auto act = ctx.trace.child("ferry:trace:stats");
+  auto act = ctx.trace.child(action_types::trace::stats);
   const auto s =
       co_await net::offload(ctx.cpu, [&] { return tracing::compute_stats(*set, tracing::build_task_trees(*set)); });
   act.succeed({{"jobs", static_cast<std::uint64_t>(s.jobs.size())}});
@@ -85,7 +86,7 @@ boost::asio::awaitable<int> html(command_context& ctx, const trace_args& args) {
   diagnostics diag;
   auto set = co_await read_on_pool(ctx, args, diag);
   if (!set) co_return exit_code::failure;
-  auto act = ctx.trace.child("ferry:trace:html");
+  auto act = ctx.trace.child(action_types::trace::html);
   const auto page = co_await net::offload(ctx.cpu, [&] {
     const auto tasks = tracing::build_task_trees(*set);
     return tracing::render_html(*set, tasks, tracing::compute_stats(*set, tasks));
@@ -106,7 +107,7 @@ void add_trace_commands(CLI::App& app, selected_command& selected) {
   tree_cmd->fallthrough();
   tree_cmd->add_option("files", args->files, "trace files (JSON lines) or directories of them")->required();
   tree_cmd->callback([&selected, args] {
-    selected.action_type = "ferry:trace:tree";
+    selected.action_type = action_types::trace::tree;
     selected.run = [args](command_context& ctx) { return tree(ctx, *args); };
   });
 
@@ -115,7 +116,7 @@ void add_trace_commands(CLI::App& app, selected_command& selected) {
   chrome_cmd->add_option("files", args->files, "trace files (JSON lines) or directories of them")->required();
   chrome_cmd->add_option("-o,--output", args->output, "the JSON file to write")->required();
   chrome_cmd->callback([&selected, args] {
-    selected.action_type = "ferry:trace:chrome";
+    selected.action_type = action_types::trace::chrome;
     selected.run = [args](command_context& ctx) { return chrome(ctx, *args); };
   });
 
@@ -125,7 +126,7 @@ void add_trace_commands(CLI::App& app, selected_command& selected) {
   stats_cmd->add_option("files", args->files, "trace files (JSON lines) or directories of them")->required();
   stats_cmd->add_flag("--json", args->json, "print every figure as JSON");
   stats_cmd->callback([&selected, args] {
-    selected.action_type = "ferry:trace:stats";
+    selected.action_type = action_types::trace::stats;
     selected.run = [args](command_context& ctx) { return stats(ctx, *args); };
   });
 
@@ -134,7 +135,7 @@ void add_trace_commands(CLI::App& app, selected_command& selected) {
   html_cmd->add_option("files", args->files, "trace files (JSON lines) or directories of them")->required();
   html_cmd->add_option("-o,--output", args->output, "the HTML file to write")->required();
   html_cmd->callback([&selected, args] {
-    selected.action_type = "ferry:trace:html";
+    selected.action_type = action_types::trace::html;
     selected.run = [args](command_context& ctx) { return html(ctx, *args); };
   });
 }

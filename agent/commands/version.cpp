@@ -1,5 +1,7 @@
 #include "agent/commands/command.hpp"
 
+#include "tracing/action_types.hpp"
+
 #include <boost/version.hpp>
 #include <fmt/format.h>
 #include <openssl/opensslv.h>
@@ -10,7 +12,7 @@ void add_version_command(CLI::App& app, selected_command& selected) {
   auto* cmd = app.add_subcommand("version", "Print ferry's version and the libraries it was built with");
   cmd->fallthrough();
   cmd->callback([&selected] {
-    selected.action_type = "ferry:version";
+    selected.action_type = action_types::cli::version;
     selected.run = [](command_context&) -> boost::asio::awaitable<int> {
       fmt::print("ferry {}\nboost {}.{}.{}, {}\n", FERRY_VERSION, BOOST_VERSION / 100000, BOOST_VERSION / 100 % 1000,
                  BOOST_VERSION % 100, OPENSSL_VERSION_TEXT);

@@ -6,6 +6,7 @@
 #include "agent/exit_code.hpp"
 #include "agent/job.hpp"
 #include "net/cancellation.hpp"
+#include "tracing/action_types.hpp"
 
 #include <fmt/format.h>
 
@@ -66,7 +67,7 @@ void add_warmup_command(CLI::App& app, selected_command& selected) {
   cmd->add_option("--nodes", args->nodes, "how many nodes (default: every running one, at least nodes.min_nodes)")
       ->check(CLI::Range(1, 1000));
   cmd->callback([&selected, args] {
-    selected.action_type = "ferry:warmup";
+    selected.action_type = action_types::cli::warmup;
     selected.run = [args](command_context& ctx) { return warmup(ctx, *args); };
   });
 }

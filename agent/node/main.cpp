@@ -13,7 +13,6 @@
 //
 // Exit codes: 0 done, 1 failed (the reason on stderr and in the trace), 2 bad usage or plan, 130 stopped
 // by a signal (TERM, INT or HUP: the work is cancelled and every action still ends, as cancelled).
-#include "agent/node/action_types.hpp"
 #include "agent/node/error.hpp"
 #include "agent/node/idle_watchdog.hpp"
 #include "agent/node/line_reader.hpp"
@@ -23,6 +22,7 @@
 #include "net/cancellation.hpp"
 #include "net/digest.hpp"
 #include "net/tls_context.hpp"
+#include "tracing/action_types.hpp"
 #include "tracing/sink.hpp"
 #include "tracing/task_id.hpp"
 
@@ -211,7 +211,7 @@ int run_plan(std::string_view type, Read read, Work work, Succeed succeed) {
 
 int materialise() {
   return run_plan<node::materialised>(
-      node::action_types::materialise, read_header,
+      ferry::action_types::node::materialise, read_header,
       [](ferry::tracing::action& act, work_context& ctx, const node::plan_header& header, node::line_reader& lines,
          diagnostics& diag) {
         return node::materialise_layers(
@@ -256,7 +256,7 @@ result<node::stage_request> read_stage(node::line_reader& lines, diagnostics& di
 
 int stage() {
   return run_plan<node::stage_outcome>(
-      node::action_types::stage, read_stage,
+      ferry::action_types::node::stage, read_stage,
       [](ferry::tracing::action& act, work_context& ctx, const node::stage_request& request, node::line_reader&,
          diagnostics& diag) { return node::stage_objects(act, ctx.fetch, request, diag); },
       [](ferry::tracing::action& a, const node::stage_outcome& got) {
@@ -272,7 +272,7 @@ int watchdog() {
   auto request = node::parse_watchdog_line(line, diag);
   if (!request) return say(2, ferry::describe(request.error(), diag));
   auto out = ferry::tracing::sink::adopt(::dup(1), "stdout");
-  auto act = root_action(*out, request->task_id, node::action_types::watchdog);
+  auto act = root_action(*out, request->task_id, ferry::action_types::node::watchdog);
   auto outcome = node::set_watchdog(*request, diag);
   if (!outcome) {
     act.fail(outcome.error(), diag);

@@ -1,12 +1,12 @@
 #include "agent/node/materialise_layers.hpp"
 
-#include "agent/node/action_types.hpp"
 #include "agent/node/error.hpp"
 #include "agent/node/layer_cache.hpp"
 #include "agent/node/plan_progress.hpp"
 #include "net/cancellation.hpp"
 #include "net/retry.hpp"
 #include "net/run_all.hpp"
+#include "tracing/action_types.hpp"
 
 #include <boost/asio/experimental/channel.hpp>
 #include <boost/asio/redirect_error.hpp>
@@ -74,7 +74,7 @@ asio::awaitable<result<packaging::unique_fd>> lock_layer(tracing::action& parent
                                                          const layer_source& layer, diagnostics& diag) {
   auto lock = s.cache.try_lock(layer.id, diag);
   if (!lock || lock->get() >= 0) co_return lock;
-  auto act = parent.child(action_types::lock, {{"layer", layer.id}});
+  auto act = parent.child(action_types::node::lock, {{"layer", layer.id}});
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(s.ctx.limits.lock_timeout_ms);
   asio::steady_timer timer(co_await asio::this_coro::executor);
   auto pause = std::chrono::milliseconds(5);
@@ -131,7 +131,7 @@ asio::awaitable<void> fetch_one(tracing::action& act, shared_state& s, const lay
     co_return;
   }
   const auto& shard = layer.shards[i];
-  auto shard_act = act.child(action_types::shard, {{"shard", i + 1}, {"bytes", shard.bytes}});
+  auto shard_act = act.child(action_types::node::shard, {{"shard", i + 1}, {"bytes", shard.bytes}});
   const auto label = fmt::format("layer {} ({}, shard {} of {})", layer.name, layer.id.substr(0, 12), i + 1,
                                  layer.shards.size());
   auto got = co_await fetch_shard(s.ctx, shard, label, writer, d);
@@ -208,7 +208,7 @@ bool worth_retrying(const error_code& ec) {
 
 asio::awaitable<result<layer_result>> materialise_layer(tracing::action& parent, shared_state& s,
                                                         const layer_source& layer, diagnostics& diag) {
-  auto act = parent.child(action_types::layer, {{"layer", layer.id}, {"name", layer.name}});
+  auto act = parent.child(action_types::node::layer, {{"layer", layer.id}, {"name", layer.name}});
   auto finish = [&](const error_code& ec) {
     act.fail(ec, diag);
     return result<layer_result>(boost::system::in_place_error, ec);
@@ -229,7 +229,7 @@ asio::awaitable<result<layer_result>> materialise_layer(tracing::action& parent,
   const config::retry_settings policy{s.ctx.limits.attempts, std::chrono::milliseconds(s.ctx.limits.retry_base_ms),
                                       std::chrono::milliseconds(s.ctx.limits.retry_max_ms)};
   auto got = co_await net::with_retry<std::uint64_t>(
-      act, action_types::attempt, policy,
+      act, action_types::node::attempt, policy,
       [&](tracing::action& try_act, net::attempt_info& info) { return attempt_layer(try_act, s, layer, info.diag); },
       [&](const error_code& ec) { return !s.stop && worth_retrying(ec); }, diag);
   if (!got) co_return finish(got.error());
@@ -315,7 +315,7 @@ asio::awaitable<result<materialised>> materialise_layers(tracing::action& act, f
                                                           std::function<void()> stop_reading, diagnostics& diag) {
   auto cache = layer_cache::open(header.cache_dir, diag);
   if (!cache) co_return cache.error();
-  act.log(action_types::cache, {{"cache_dir", cache->dir()}});
+  act.log(action_types::node::cache, {{"cache_dir", cache->dir()}});
   auto io = co_await asio::this_coro::executor;
   shared_state s(ctx, *cache, io);
   // Layers in progress at once: each holds its lock and its directory open.
@@ -340,7 +340,7 @@ asio::awaitable<result<materialised>> materialise_layers(tracing::action& act, f
     }
   }
   for (const auto& e : cache->evict(header.cache_cap, in.plan.ids())) {
-    act.log(action_types::evicted, {{"layer", e.id}, {"disk_bytes", e.disk_bytes}});
+    act.log(action_types::node::evicted, {{"layer", e.id}, {"disk_bytes", e.disk_bytes}});
     ++m.layers_evicted;
   }
   co_return m;

@@ -1,12 +1,12 @@
 #include "agent/node/stage_objects.hpp"
 
-#include "agent/node/action_types.hpp"
 #include "agent/node/entry_name.hpp"
 #include "agent/node/error.hpp"
 #include "agent/node/staging_dir.hpp"
 #include "net/error.hpp"
 #include "net/retry.hpp"
 #include "net/run_all.hpp"
+#include "tracing/action_types.hpp"
 
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -111,7 +111,7 @@ bool worth_retrying(const error_code& ec) {
 // One object, fetched (with retries) into a file of its own, not yet in place.
 asio::awaitable<result<staged_file>> fetch(tracing::action& parent, stager& s, const stage_object& o,
                                            diagnostics& diag) {
-  auto act = parent.child(action_types::stage_object, {{"path", printable_name(o.path)}, {"bytes", o.size}});
+  auto act = parent.child(action_types::node::stage_object, {{"path", printable_name(o.path)}, {"bytes", o.size}});
   auto file = s.dir.create(diag);
   if (!file) {
     act.fail(file.error(), diag);
@@ -121,7 +121,7 @@ asio::awaitable<result<staged_file>> fetch(tracing::action& parent, stager& s, c
   const config::retry_settings policy{l.attempts, std::chrono::milliseconds(l.retry_base_ms),
                                       std::chrono::milliseconds(l.retry_max_ms)};
   auto got = co_await net::with_retry<void>(
-      act, action_types::stage_attempt, policy,
+      act, action_types::node::stage_attempt, policy,
       [&](tracing::action&, net::attempt_info& info) { return download(s, o, *file, info.diag); },
       [&](const error_code& ec) { return !s.stop && worth_retrying(ec); }, diag);
   if (!got) {

@@ -1,6 +1,7 @@
 #include "provision/ec2/catalogue_store.hpp"
 
 #include "provision/state_file.hpp"
+#include "tracing/action_types.hpp"
 
 #include <fmt/format.h>
 
@@ -47,14 +48,14 @@ asio::awaitable<result<catalogue>> catalogue_store::fetch(tracing::action& act,
   std::filesystem::create_directories(file().parent_path(), made);
   diagnostics not_stored;
   const bool stored = write_state_file(file(), to_json_text(c), not_stored).has_value();
-  act.log("ec2:catalogue_stored", {{"file", file().string()}, {"stored", stored},
-                                    {"types", c.offers.size()}, {"prices", prices->size()}});
+  act.log(action_types::ec2::catalogue_stored,
+          {{"file", file().string()}, {"stored", stored}, {"types", c.offers.size()}, {"prices", prices->size()}});
   co_return c;
 }
 
 asio::awaitable<result<catalogue>> catalogue_store::get(tracing::action& parent, diagnostics& diag) {
   const auto now = clock_();
-  auto act = parent.child("ec2:catalogue", {{"region", api_.where().region}});
+  auto act = parent.child(action_types::ec2::catalogue, {{"region", api_.where().region}});
   if (auto hit = cached(now)) {
     act.succeed({{"source", "cache"}, {"types", hit->offers.size()}});
     co_return std::move(*hit);

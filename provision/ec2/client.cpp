@@ -3,6 +3,7 @@
 #include "net/digest.hpp"
 #include "net/error.hpp"
 #include "provision/ec2/api_error.hpp"
+#include "tracing/action_types.hpp"
 
 #include <fmt/format.h>
 
@@ -65,10 +66,10 @@ asio::awaitable<result<std::string>> client::call_once(const query& q, std::stri
 
 asio::awaitable<result<std::string>> client::call(tracing::action& parent, const query& q, std::string_view subject,
                                                   diagnostics& diag) {
-  const std::string action_type = "ec2:" + q.action;
+  const std::string action_type = fmt::format("{}{}", action_types::ec2::request_prefix, q.action);
   // A plain lambda that returns call_once's coroutine: nothing it captures lives in a coroutine frame.
   auto attempt = [this, &q, subject](tracing::action& act, net::attempt_info& info) {
-    act.log("ec2:call", {{"action", q.action}, {"subject", subject}, {"endpoint", endpoint_text_}});
+    act.log(action_types::ec2::call, {{"action", q.action}, {"subject", subject}, {"endpoint", endpoint_text_}});
     return call_once(q, subject, info);
   };
   co_return co_await net::with_retry<std::string>(parent, action_type, retry_, attempt, diag);

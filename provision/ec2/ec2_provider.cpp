@@ -6,6 +6,7 @@
 #include "net/s3_session.hpp"
 #include "net/tls_context.hpp"
 #include "provision/error.hpp"
+#include "tracing/action_types.hpp"
 
 #include <fmt/format.h>
 
@@ -166,7 +167,7 @@ asio::awaitable<void> ec2_provider::launch_one(tracing::action& act, const launc
 asio::awaitable<void> ec2_provider::clean_up(tracing::action& act, const std::vector<std::string>& ids) {
   if (ids.empty()) co_return;
   diagnostics ignored;  // the launch failure is what the caller needs to hear about
-  auto cleanup = act.child("ec2:clean_up", {{"instances", ids_text(ids)}});
+  auto cleanup = act.child(action_types::ec2::clean_up, {{"instances", ids_text(ids)}});
   auto r = co_await api().terminate_instances(cleanup, ids, ignored);
   cleanup.finish(r, ignored);
 }
@@ -181,8 +182,8 @@ asio::awaitable<result<std::vector<node>>> ec2_provider::create_in(tracing::acti
   if (spec.count < 1) co_return std::vector<node>{};
   auto type = co_await choose_type(act, spec, diag);
   if (!type) co_return type.error();
-  act.log("ec2:type_chosen", {{"instance_type", type->type}, {"price", type->price.value_or(0)},
-                               {"price_source", type->price_source}});
+  act.log(action_types::ec2::type_chosen,
+          {{"instance_type", type->type}, {"price", type->price.value_or(0)}, {"price_source", type->price_source}});
   auto keyed = co_await ensure_key_pair(act, diag);
   if (!keyed) co_return keyed.error();
 
@@ -219,14 +220,14 @@ asio::awaitable<result<std::vector<node>>> ec2_provider::create_in(tracing::acti
 
 asio::awaitable<result<std::vector<node>>> ec2_provider::create(tracing::action& parent, const node_spec& spec,
                                                                 diagnostics& diag) {
-  auto act = parent.child("ec2:create", {{"count", spec.count}});
+  auto act = parent.child(action_types::ec2::create, {{"count", spec.count}});
   auto r = co_await create_in(act, spec, diag);
   act.finish(r, diag, {{"created", r ? r->size() : std::size_t{0}}});
   co_return r;
 }
 
 asio::awaitable<result<node>> ec2_provider::describe(tracing::action& parent, const node& n, diagnostics& diag) {
-  auto act = parent.child("ec2:describe", {{"node", n.id}});
+  auto act = parent.child(action_types::ec2::describe, {{"node", n.id}});
   const std::vector<std::string> ids{n.id};
   const std::vector<filter> none;
   auto found = co_await api().describe_instances(act, ids, none, diag);
@@ -243,7 +244,7 @@ asio::awaitable<result<node>> ec2_provider::describe(tracing::action& parent, co
 }
 
 asio::awaitable<result<void>> ec2_provider::terminate(tracing::action& parent, const node& n, diagnostics& diag) {
-  auto act = parent.child("ec2:terminate", {{"node", n.id}});
+  auto act = parent.child(action_types::ec2::terminate, {{"node", n.id}});
   const std::vector<std::string> ids{n.id};
   auto r = co_await api().terminate_instances(act, ids, diag);
   // An instance EC2 no longer knows ended long enough ago to be forgotten.
@@ -260,7 +261,7 @@ std::string ec2_provider::self_stop_command(const node&) const {
 }
 
 asio::awaitable<result<std::vector<node>>> ec2_provider::list(tracing::action& parent, diagnostics& diag) {
-  auto act = parent.child("ec2:list");
+  auto act = parent.child(action_types::ec2::list);
   const std::vector<std::string> no_ids;
   const std::vector<filter> managed = {{"tag:" + std::string(managed_tag), {"true"}},
                                        {"instance-state-name", {"pending", "running", "stopping", "stopped"}}};

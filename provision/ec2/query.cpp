@@ -1,6 +1,7 @@
 #include "provision/ec2/query.hpp"
 
 #include "net/uri_encode.hpp"
+#include "tracing/action_types.hpp"
 
 #include <boost/beast/core/detail/base64.hpp>
 #include <fmt/format.h>
@@ -11,6 +12,9 @@ namespace ferry::provision::ec2 {
 namespace {
 
 namespace base64 = boost::beast::detail::base64;
+
+// A request for the Action whose attempts are traced as `type`: the Action is spelled once, in the name.
+query request_for(std::string_view type) { return query{std::string(action_types::ec2::api_action(type)), {}}; }
 
 std::string base64_encode(std::string_view bytes) {
   std::string out(base64::encoded_size(bytes.size()), '\0');
@@ -86,14 +90,14 @@ std::string query::form_body() const {
 }
 
 query import_key_pair(std::string_view key_name, std::string_view public_key) {
-  query q{"ImportKeyPair", {}};
+  auto q = request_for(action_types::ec2::import_key_pair);
   q.add("KeyName", std::string(key_name));
   q.add("PublicKeyMaterial", base64_encode(public_key));
   return q;
 }
 
 query run_instances(const launch_request& launch) {
-  query q{"RunInstances", {}};
+  auto q = request_for(action_types::ec2::run_instances);
   q.add("ImageId", launch.image_id);
   q.add("InstanceType", launch.instance_type);
   q.add("MinCount", "1");
@@ -116,7 +120,7 @@ query run_instances(const launch_request& launch) {
 
 query describe_instances(const std::vector<std::string>& ids, const std::vector<filter>& filters,
                          std::string_view next_token, int max_results) {
-  query q{"DescribeInstances", {}};
+  auto q = request_for(action_types::ec2::describe_instances);
   add_list(q, "InstanceId", ids);
   add_filters(q, filters);
   if (ids.empty() && max_results > 0) q.add("MaxResults", std::to_string(max_results));
@@ -125,20 +129,20 @@ query describe_instances(const std::vector<std::string>& ids, const std::vector<
 }
 
 query terminate_instances(const std::vector<std::string>& ids) {
-  query q{"TerminateInstances", {}};
+  auto q = request_for(action_types::ec2::terminate_instances);
   add_list(q, "InstanceId", ids);
   return q;
 }
 
 query describe_instance_types(std::string_view next_token) {
-  query q{"DescribeInstanceTypes", {}};
+  auto q = request_for(action_types::ec2::describe_instance_types);
   q.add("MaxResults", "100");
   add_token(q, next_token);
   return q;
 }
 
 query describe_spot_price_history(std::chrono::system_clock::time_point start, std::string_view next_token) {
-  query q{"DescribeSpotPriceHistory", {}};
+  auto q = request_for(action_types::ec2::describe_spot_price_history);
   // Accounts with EC2-Classic history see "Linux/UNIX (Amazon VPC)", all others "Linux/UNIX". The
   // ProductDescription parameter rather than a product-description filter: moto 5 answers any filter
   // but zone and type with nothing at all (and ignores the parameter, so make_catalogue checks again).

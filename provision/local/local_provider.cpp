@@ -5,6 +5,7 @@
 #include "provision/local/network.hpp"
 #include "provision/local/self_stop.hpp"
 #include "provision/state_file.hpp"
+#include "tracing/action_types.hpp"
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
@@ -147,7 +148,7 @@ asio::awaitable<result<node>> local_provider::reserve(tracing::action& parent, d
     diag.set(fmt::format("cannot create {}: {}", node_dir(n.id).string(), ec.message()));
     co_return make_error_code(errc::local_setup_failed);
   }
-  parent.log("ferry:local:reserved", {{"node", n.id}, {"name", n.name}});
+  parent.log(action_types::local::reserved, {{"node", n.id}, {"name", n.name}});
   if (auto written = write_record(node_dir(n.id), n, diag); !written) co_return written.error();
   co_return n;
 }
@@ -181,7 +182,7 @@ asio::awaitable<result<node>> local_provider::create_one(tracing::action& parent
 
 asio::awaitable<result<std::vector<node>>> local_provider::create(tracing::action& parent, const node_spec& spec,
                                                                   diagnostics& diag) {
-  auto act = parent.child("ferry:local:create",
+  auto act = parent.child(action_types::local::create,
                           {{"count", spec.count}, {"boot_delay_ms", options_.boot_delay.count()}});
   std::vector<node> made;
   for (int i = 0; i < spec.count; ++i) {
@@ -203,7 +204,7 @@ asio::awaitable<result<std::vector<node>>> local_provider::create(tracing::actio
 }
 
 asio::awaitable<result<node>> local_provider::describe(tracing::action& parent, const node& n, diagnostics& diag) {
-  auto act = parent.child("ferry:local:describe", {{"node", n.id}});
+  auto act = parent.child(action_types::local::describe, {{"node", n.id}});
   auto record = is_local_id(n.id) ? read_record(node_dir(n.id), diag) : result<node>(errc::node_not_found);
   if (!record && record.error() == errc::node_not_found) {
     // Its dir is gone: terminated, as a cloud describes an instance it has ended.
@@ -223,7 +224,7 @@ asio::awaitable<result<node>> local_provider::describe(tracing::action& parent, 
 }
 
 asio::awaitable<result<void>> local_provider::terminate(tracing::action& parent, const node& n, diagnostics& diag) {
-  auto act = parent.child("ferry:local:terminate", {{"node", n.id}});
+  auto act = parent.child(action_types::local::terminate, {{"node", n.id}});
   if (!is_local_id(n.id)) {
     diag.set(fmt::format("'{}' is not a local node id", n.id));
     act.fail(make_error_code(errc::node_not_found), diag);
@@ -250,10 +251,10 @@ std::string local_provider::self_stop_command(const node& n) const {
 }
 
 asio::awaitable<result<std::vector<node>>> local_provider::list(tracing::action& parent, diagnostics&) {
-  auto act = parent.child("ferry:local:list", {{"dir", options_.state_dir.string()}});
+  auto act = parent.child(action_types::local::list, {{"dir", options_.state_dir.string()}});
   std::vector<std::string> skipped;
   auto nodes = read_all(options_.state_dir, skipped);
-  for (const auto& why : skipped) act.log("ferry:local:unreadable_record", {{"reason", why}});
+  for (const auto& why : skipped) act.log(action_types::local::unreadable_record, {{"reason", why}});
   for (auto& n : nodes) n = with_current_state(std::move(n));
   act.succeed({{"nodes", nodes.size()}});
   co_return nodes;

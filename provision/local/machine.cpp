@@ -7,6 +7,7 @@
 #include "provision/local/process_table.hpp"
 #include "provision/local/sshd_files.hpp"
 #include "provision/state_file.hpp"
+#include "tracing/action_types.hpp"
 
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -84,7 +85,7 @@ result<void> make_dirs(const sshd_layout& l, diagnostics& diag) {
 
 asio::awaitable<result<std::string>> make_host_key(tracing::action& parent, const sshd_layout& l, milliseconds timeout,
                                                    diagnostics& diag) {
-  auto act = parent.child("ferry:local:host_key");
+  auto act = parent.child(action_types::local::host_key);
   const std::vector<std::string> argv{"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "ferry-node-" + l.id,
                                       "-f", l.host_key().string()};
   auto ran = co_await run_command(argv, timeout, diag);
@@ -102,7 +103,7 @@ asio::awaitable<result<std::string>> make_host_key(tracing::action& parent, cons
 // The namespace, an address claimed through its veth, the link configured.
 asio::awaitable<result<void>> set_up_netns(tracing::action& parent, const machine_spec& spec, machine& m,
                                            diagnostics& diag) {
-  auto act = parent.child("ferry:local:network", {{"netns", netns_name(spec.id)}});
+  auto act = parent.child(action_types::local::network, {{"netns", netns_name(spec.id)}});
   std::vector<std::uint16_t> candidates;
   if (spec.address.empty())
     candidates = candidate_indexes(spec.id, address_tries);
@@ -152,7 +153,7 @@ result<void> write_files(const sshd_layout& l, const std::string& authorized_key
 // Returns its pid, which stays the sshd's pid through every exec of the boot script.
 asio::awaitable<result<int>> launch(tracing::action& parent, const sshd_layout& l, milliseconds timeout,
                                     diagnostics& diag) {
-  auto act = parent.child("ferry:local:launch", {{"boot_delay_ms", l.boot_delay.count()}});
+  auto act = parent.child(action_types::local::launch, {{"boot_delay_ms", l.boot_delay.count()}});
   const std::vector<std::string> argv{"/bin/sh", "-c", R"(setsid /bin/sh "$0" </dev/null >>"$1" 2>&1 & echo $!)",
                                       l.boot_script().string(), l.log().string()};
   auto ran = co_await run_command(argv, timeout, diag, leftovers::keep);
@@ -267,7 +268,7 @@ asio::awaitable<result<void>> end_processes(tracing::action& act, const machine&
     co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
     if (ec) co_return ec;
   }
-  act.log("ferry:local:processes_ended", {{"mnt_ns", mnt_ns}, {"net_ns", net_ns}});
+  act.log(action_types::local::processes_ended, {{"mnt_ns", mnt_ns}, {"net_ns", net_ns}});
   co_return result<void>{};
 }
 
@@ -312,7 +313,7 @@ std::string last_log_line(const machine& m) {
 
 asio::awaitable<result<machine>> start_machine(tracing::action& parent, const machine_spec& spec,
                                                diagnostics& diag) {
-  auto act = parent.child("ferry:local:start", {{"id", spec.id}, {"mode", to_string(spec.mode)}});
+  auto act = parent.child(action_types::local::start, {{"id", spec.id}, {"mode", to_string(spec.mode)}});
   machine m;
   m.id = spec.id;
   m.dir = spec.dir;
@@ -331,7 +332,7 @@ asio::awaitable<result<machine>> start_machine(tracing::action& parent, const ma
 
 asio::awaitable<result<void>> stop_machine(tracing::action& parent, const machine& m, milliseconds timeout,
                                            diagnostics& diag) {
-  auto act = parent.child("ferry:local:stop", {{"id", m.id}, {"pid", m.pid}, {"netns", m.netns}});
+  auto act = parent.child(action_types::local::stop, {{"id", m.id}, {"pid", m.pid}, {"netns", m.netns}});
   auto done = co_await end_processes(act, m, timeout, diag);
   if (done) done = co_await remove_node_network(act, m.netns, m.veth, timeout, diag);
   act.finish(done, diag);

@@ -1,6 +1,7 @@
 #include "provision/local/network.hpp"
 
 #include "provision/error.hpp"
+#include "tracing/action_types.hpp"
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
@@ -70,7 +71,7 @@ asio::awaitable<result<command_result>> run_ip(tracing::action& act, const std::
   argv.insert(argv.end(), args.begin(), args.end());
   auto ran = co_await run_command(argv, timeout, diag);
   if (!ran) co_return ran;
-  act.log("ferry:local:command", {{"command", command_line(argv)}, {"exit_code", ran->exit_code}});
+  act.log(action_types::local::command, {{"command", command_line(argv)}, {"exit_code", ran->exit_code}});
   const bool tolerable = std::any_of(tolerated.begin(), tolerated.end(),
                                      [&](std::string_view t) { return ran->err.find(t) != std::string::npos; });
   if (ran->exit_code != 0 && !tolerable) {

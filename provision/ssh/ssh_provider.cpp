@@ -1,6 +1,7 @@
 #include "provision/ssh/ssh_provider.hpp"
 
 #include "provision/error.hpp"
+#include "tracing/action_types.hpp"
 
 #include <fmt/format.h>
 
@@ -41,7 +42,7 @@ node ssh_provider::node_for(const config::nodes_settings::ssh_host& h) const {
 
 asio::awaitable<result<std::vector<node>>> ssh_provider::create(tracing::action& parent, const node_spec& spec,
                                                                 diagnostics& diag) {
-  auto act = parent.child("ferry:ssh:create", {{"count", spec.count}, {"hosts", options_.hosts.size()}});
+  auto act = parent.child(action_types::ssh_hosts::create, {{"count", spec.count}, {"hosts", options_.hosts.size()}});
   std::vector<node> claimed;
   const node_registry::change claim = [&](std::vector<node>& held, diagnostics& d) {
     for (const auto& h : options_.hosts) {
@@ -61,14 +62,14 @@ asio::awaitable<result<std::vector<node>>> ssh_provider::create(tracing::action&
     held.insert(held.end(), claimed.begin(), claimed.end());
     return error_code{};
   };
-  auto done = co_await claims_.modify(act, "claim", claim, diag);
+  auto done = co_await claims_.modify(act, action_types::registry::claim, claim, diag);
   act.finish(done, diag, {{"claimed", claimed.size()}});
   if (!done) co_return done.error();
   co_return claimed;
 }
 
 asio::awaitable<result<node>> ssh_provider::describe(tracing::action& parent, const node& n, diagnostics& diag) {
-  auto act = parent.child("ferry:ssh:describe", {{"node", n.id}});
+  auto act = parent.child(action_types::ssh_hosts::describe, {{"node", n.id}});
   auto held = claims_.load(diag);
   if (!held) {
     act.fail(held.error(), diag);
@@ -86,14 +87,14 @@ asio::awaitable<result<node>> ssh_provider::describe(tracing::action& parent, co
 }
 
 asio::awaitable<result<void>> ssh_provider::terminate(tracing::action& parent, const node& n, diagnostics& diag) {
-  auto act = parent.child("ferry:ssh:release", {{"node", n.id}});
+  auto act = parent.child(action_types::ssh_hosts::release, {{"node", n.id}});
   auto done = co_await claims_.remove(act, n.id, diag);
   act.finish(done, diag);
   co_return done;
 }
 
 asio::awaitable<result<std::vector<node>>> ssh_provider::list(tracing::action& parent, diagnostics& diag) {
-  auto act = parent.child("ferry:ssh:list");
+  auto act = parent.child(action_types::ssh_hosts::list);
   auto held = claims_.load(diag);
   act.finish(held, diag);
   co_return held;

@@ -2,7 +2,9 @@
 #include "support/eliot.hpp"
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
+#include "tracing/action_types.hpp"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <regex>
@@ -12,6 +14,11 @@ namespace {
 
 using test::run_ferry;
 using test::temp_dir;
+
+// A line of test::flatten's answer: an action of `type` that ended as `status`, `depth` levels down.
+std::string ended(std::string_view type, std::string_view status, int depth = 0) {
+  return fmt::format("{:{}}{}:{}", "", depth * 2, type, status);
+}
 
 // Every test gets its own HOME and XDG dirs, so nothing from the machine leaks in.
 struct cli : ::testing::Test {
@@ -60,7 +67,8 @@ TEST_F(cli, global_options_work_before_and_after_the_command) {
     ASSERT_EQ(tasks.size(), 1u) << name;
     EXPECT_TRUE(tasks[0].at("complete").as_bool());
     EXPECT_EQ(test::flatten(tasks[0].at("root")),
-              (std::vector<std::string>{"ferry:config:show:succeeded", "  ferry:config:load:succeeded"}));
+              (std::vector<std::string>{ended(action_types::cli::config_show, "succeeded"),
+                                        ended(action_types::cli::config_load, "succeeded", 1)}));
   }
 }
 
@@ -115,7 +123,8 @@ TEST_F(cli, bad_configuration_exits_two_naming_file_line_column_and_is_traced) {
     ASSERT_EQ(tasks.size(), 1u);
     EXPECT_TRUE(tasks[0].at("complete").as_bool());
     EXPECT_EQ(test::flatten(tasks[0].at("root")),
-              (std::vector<std::string>{"ferry:config:show:failed", "  ferry:config:load:failed"}));
+              (std::vector<std::string>{ended(action_types::cli::config_show, "failed"),
+                                        ended(action_types::cli::config_load, "failed", 1)}));
   }
   const auto missing = run_ferry({"--config", (dir / "nope.toml").string(), "config", "show"}, opts);
   EXPECT_EQ(missing.exit_code, 2);
@@ -142,8 +151,9 @@ TEST_F(cli, ferry_continues_the_task_of_a_python_orchestrator_and_trace_tree_mer
   ASSERT_EQ(tasks.size(), 1u);
   EXPECT_TRUE(tasks[0].at("complete").as_bool());
   EXPECT_EQ(test::flatten(tasks[0].at("root")),
-            (std::vector<std::string>{"python:orchestrate:succeeded", "  ferry:config:show:succeeded",
-                                      "    ferry:config:load:succeeded"}));
+            (std::vector<std::string>{"python:orchestrate:succeeded",
+                                      ended(action_types::cli::config_show, "succeeded", 1),
+                                      ended(action_types::cli::config_load, "succeeded", 2)}));
 
   const auto tree = run_ferry({"trace", "tree", python_trace.string(), ferry_trace.string()}, opts);
   ASSERT_EQ(tree.exit_code, 0) << tree.err;
@@ -151,8 +161,8 @@ TEST_F(cli, ferry_continues_the_task_of_a_python_orchestrator_and_trace_tree_mer
   EXPECT_EQ(tree.out.rfind(uuid + "\n", 0), 0u) << tree.out;
   EXPECT_EQ(tree.out.find("incomplete"), std::string::npos) << tree.out;
   const auto orchestrate = tree.out.find("└── python:orchestrate/1 ⇒ started");
-  const auto show = tree.out.find("    ├── ferry:config:show/2/1 ⇒ started");
-  const auto load = tree.out.find("    │   ├── ferry:config:load/2/2/1 ⇒ started");
+  const auto show = tree.out.find(fmt::format("    ├── {}/2/1 ⇒ started", action_types::cli::config_show));
+  const auto load = tree.out.find(fmt::format("    │   ├── {}/2/2/1 ⇒ started", action_types::cli::config_load));
   const auto end = tree.out.find("    └── python:orchestrate/3 ⇒ succeeded");
   EXPECT_NE(orchestrate, std::string::npos) << tree.out;
   EXPECT_NE(show, std::string::npos) << tree.out;

@@ -4,7 +4,6 @@
 // the static build) is sent over SSH on first use.
 #include "agent/error.hpp"
 #include "agent/materialise.hpp"
-#include "agent/node/action_types.hpp"
 #include "agent/node/error.hpp"
 #include "agent/stage.hpp"
 #include "net/aws_profile.hpp"
@@ -18,6 +17,7 @@
 #include "support/moto.hpp"
 #include "support/process.hpp"
 #include "support/random_bytes.hpp"
+#include "tracing/action_types.hpp"
 
 #include "../net/ssh_harness.hpp"
 
@@ -43,7 +43,6 @@ namespace {
 
 namespace fs = std::filesystem;
 namespace json = boost::json;
-namespace types = node::action_types;
 using namespace std::chrono_literals;
 
 std::shared_ptr<const node_program> the_program() {
@@ -392,13 +391,13 @@ TEST_F(materialise_node, fetches_every_layer_once_then_finds_them_all_cached) {
   EXPECT_EQ(gets, 4u) << moto_->log();
 
   // The program went to the node once, under its digest, and the node's steps are real actions.
-  EXPECT_EQ(count_status(types::install, "succeeded"), 1u);
+  EXPECT_EQ(count_status(action_types::node::install, "succeeded"), 1u);
   EXPECT_TRUE(fs::exists(cache() / "bin" / ("ferry-node-" + the_program()->sha256)));
-  EXPECT_EQ(count_status("ferry:materialise", "succeeded"), 1u);
-  EXPECT_EQ(count_status(types::materialise, "succeeded"), 1u);
-  EXPECT_EQ(count_status(types::layer, "succeeded"), 4u);
-  EXPECT_EQ(count_status(types::shard, "succeeded"), 4u);
-  EXPECT_EQ(started_with_node("ferry:materialise"), "node-1");
+  EXPECT_EQ(count_status(action_types::agent::materialise, "succeeded"), 1u);
+  EXPECT_EQ(count_status(action_types::node::materialise, "succeeded"), 1u);
+  EXPECT_EQ(count_status(action_types::node::layer, "succeeded"), 4u);
+  EXPECT_EQ(count_status(action_types::node::shard, "succeeded"), 4u);
+  EXPECT_EQ(started_with_node(action_types::agent::materialise), "node-1");
   // No URL, signature or plan reaches any trace.
   EXPECT_EQ(all_traces().find("X-Amz-Signature"), std::string::npos);
 
@@ -413,11 +412,11 @@ TEST_F(materialise_node, fetches_every_layer_once_then_finds_them_all_cached) {
   EXPECT_EQ(second->workdir, first->workdir);
   EXPECT_EQ(gets_of(".zip"), gets);
   EXPECT_GE(fs::last_write_time(marker(layers[1])), touched_before);
-  EXPECT_EQ(count_status(types::install, "succeeded"), 1u);
-  EXPECT_EQ(count_status(types::shard, "succeeded"), 4u);
-  EXPECT_EQ(count_status(types::layer, "succeeded"), 8u);
+  EXPECT_EQ(count_status(action_types::node::install, "succeeded"), 1u);
+  EXPECT_EQ(count_status(action_types::node::shard, "succeeded"), 4u);
+  EXPECT_EQ(count_status(action_types::node::layer, "succeeded"), 8u);
   std::size_t cached = 0;
-  for (const auto& a : actions(types::layer)) cached += a.contains("cached") && a.at("cached").as_bool();
+  for (const auto& a : actions(action_types::node::layer)) cached += a.contains("cached") && a.at("cached").as_bool();
   EXPECT_EQ(cached, 4u);
   // eliot rebuilds one complete tree from ferry's file and the node program's files.
   trace.root().succeed();
@@ -622,9 +621,9 @@ TEST_F(materialise_node, a_corrupt_digest_fails_naming_the_layer_and_leaves_noth
   EXPECT_TRUE(leftovers().empty()) << fmt::format("{}", fmt::join(leftovers(), " "));
   // The other layer is whole and kept for the next run; the bad one was tried twice (options: 2 attempts).
   EXPECT_TRUE(fs::exists(marker(good)));
-  EXPECT_EQ(count_status(types::attempt, "failed"), 2u);
-  EXPECT_EQ(count_status(types::layer, "failed"), 1u);
-  EXPECT_EQ(count_status("ferry:materialise", "failed"), 1u);
+  EXPECT_EQ(count_status(action_types::node::attempt, "failed"), 2u);
+  EXPECT_EQ(count_status(action_types::node::layer, "failed"), 1u);
+  EXPECT_EQ(count_status(action_types::agent::materialise, "failed"), 1u);
 }
 
 TEST_F(materialise_node, a_missing_object_fails_the_download_naming_the_layer) {
@@ -641,7 +640,7 @@ TEST_F(materialise_node, a_missing_object_fails_the_download_naming_the_layer) {
   EXPECT_FALSE(fs::exists(layer_dir(gone)));
   EXPECT_FALSE(fs::exists(marker(gone)));
   EXPECT_TRUE(leftovers().empty());
-  EXPECT_EQ(count_status(types::shard, "failed"), 1u);  // a 404 is not tried again
+  EXPECT_EQ(count_status(action_types::node::shard, "failed"), 1u);  // a 404 is not tried again
 }
 
 asio::awaitable<void> materialise_into(materialise_node& t, const environment_plan& plan,
@@ -672,8 +671,8 @@ TEST_F(materialise_node, two_runs_at_once_share_the_cache_and_download_each_laye
   EXPECT_EQ(a->python_path, b->python_path);
   EXPECT_EQ(a->workdir, b->workdir);
   EXPECT_EQ(test::read_file(layer_dir(plan.layers[2]) / "beta" / "big"), random_bytes(2 << 20, 2));
-  EXPECT_EQ(count_status(types::shard, "succeeded"), 4u);
-  EXPECT_EQ(count_status("ferry:materialise", "succeeded"), 2u);
+  EXPECT_EQ(count_status(action_types::node::shard, "succeeded"), 4u);
+  EXPECT_EQ(count_status(action_types::agent::materialise, "succeeded"), 2u);
   expect_workspace(a->workdir);
   EXPECT_TRUE(leftovers().empty());
 }
@@ -701,7 +700,7 @@ TEST_F(materialise_node, eviction_removes_the_least_recently_used_layer_outside_
   EXPECT_TRUE(fs::exists(marker(a)));
   EXPECT_TRUE(fs::exists(marker(c)));
   EXPECT_NE(all_traces().find(fmt::format("\"layer\":\"{}\"", b.id)), std::string::npos);
-  EXPECT_NE(all_traces().find(std::string(types::evicted)), std::string::npos);
+  EXPECT_NE(all_traces().find(std::string(action_types::node::evicted)), std::string::npos);
 
   // A cap smaller than the plan itself: everything else goes, the plan's layers never do.
   auto tight = plan_of({c, b});
@@ -737,7 +736,7 @@ TEST_F(materialise_node, a_layer_held_by_another_run_times_out_naming_its_lock) 
   EXPECT_NE(diag.message.find("layer alpha stayed locked by another run for 500 ms"), std::string::npos)
       << diag.message;
   EXPECT_TRUE(fs::exists(marker(other)));
-  EXPECT_EQ(count_status(types::lock, "failed"), 1u);
+  EXPECT_EQ(count_status(action_types::node::lock, "failed"), 1u);
 }
 
 TEST_F(materialise_node, a_full_disk_names_the_directory_and_the_bytes_and_leaves_nothing_under_a_final_name) {
@@ -821,7 +820,7 @@ TEST_F(materialise_node, cancelled_mid_download_leaves_no_half_layer_and_no_proc
     const auto cmdline = test::read_file("/proc/" + std::to_string(pid) + "/cmdline");
     EXPECT_EQ(cmdline.find("ferry-node"), std::string::npos) << cmdline;
   }
-  const auto ends = actions("ferry:materialise");
+  const auto ends = actions(action_types::agent::materialise);
   ASSERT_EQ(ends.size(), 1u);
   EXPECT_EQ(ends[0].at("action_status").as_string(), "failed");
   EXPECT_EQ(ends[0].at("reason").as_string(), "cancelled");
@@ -906,7 +905,7 @@ TEST_F(materialise_node, staging_needs_no_curl_keeps_names_and_checks_each_objec
   ASSERT_TRUE(staged) << diag.message;
   EXPECT_EQ(staged->fetched, objects.size());
   for (const auto& [path, bytes] : objects) EXPECT_EQ(test::read_file(dir / "staged" / path), bytes) << path;
-  EXPECT_NE(all_traces().find(types::stage_object), std::string::npos);
+  EXPECT_NE(all_traces().find(action_types::node::stage_object), std::string::npos);
 
   // An object whose bytes do not have the MD5 of its ETag is refused, naming it, and nothing of the
   // staging is put in place.

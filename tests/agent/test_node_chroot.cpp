@@ -6,6 +6,7 @@
 #include "support/moto.hpp"
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
+#include "tracing/action_types.hpp"
 
 #include "zip_fixture.hpp"
 
@@ -67,7 +68,9 @@ TEST(node_program, runs_on_debian_11_whose_glibc_is_older_and_which_has_no_curl_
   const auto layer = inside / "cache" / "layers" / plan.layers[0].id;
   EXPECT_EQ(test::read_file(layer / "pkg" / "__init__.py"), "X = 11\n");
   EXPECT_EQ(test::read_file(layer / "new\nline"), "n");
-  EXPECT_NE(r.out.find("\"action_status\":\"succeeded\",\"action_type\":\"ferry:node:materialise\""), std::string::npos)
+  EXPECT_NE(r.out.find(fmt::format(R"("action_status":"succeeded","action_type":"{}")",
+                                    action_types::node::materialise)),
+            std::string::npos)
       << r.out;
 }
 

@@ -6,6 +6,7 @@
 #include "support/process.hpp"
 #include "support/sshd.hpp"
 #include "support/temp_dir.hpp"
+#include "tracing/action_types.hpp"
 
 #include "../provision/local_node_guard.hpp"
 #include "ec2_harness.hpp"
@@ -125,7 +126,8 @@ TEST_F(nodes_cli, local_nodes_up_exec_ls_and_down) {
   for (std::string line; std::getline(in, line);) {
     const auto m = json::parse(line).as_object();
     const auto* type = m.if_contains("action_type");
-    if (type && type->as_string() == "ferry:provision:terminate" && m.at("action_status").as_string() == "started")
+    if (type && type->as_string() == action_types::provision::terminate &&
+        m.at("action_status").as_string() == "started")
       ended.insert(std::string(m.at("node").as_string()));
   }
   std::set<std::string> ids;

@@ -6,7 +6,9 @@
 #include "support/eliot.hpp"
 #include "support/moto.hpp"
 #include "support/process.hpp"
+#include "support/quoted.hpp"
 #include "support/temp_dir.hpp"
+#include "tracing/action_types.hpp"
 #include "tracing/sink.hpp"
 
 #include "../provision/io_runner.hpp"
@@ -40,7 +42,7 @@ void write_file(const fs::path& p, const std::string& text) {
   std::ofstream(p, std::ios::binary) << text;
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool contains(const std::string& text, std::string_view part) { return text.find(part) != std::string::npos; }
 
 // The bridge must exist before moto can listen on its address; the first local node would make it too.
 bool bridge_up() {
@@ -99,7 +101,7 @@ class run_cli : public ::testing::Test {
   }
 
   // Every action type in a trace file and in the node program's files beside it, in order.
-  std::vector<std::string> action_types(const fs::path& trace) const {
+  std::vector<std::string> started_types(const fs::path& trace) const {
     std::vector<fs::path> files = {trace};
     for (const auto& e : fs::directory_iterator(trace.parent_path())) {
       const auto name = e.path().filename().string();
@@ -127,13 +129,13 @@ class run_cli : public ::testing::Test {
       if (line.empty()) continue;
       const auto m = json::parse(line).as_object();
       const auto* type = m.if_contains("message_type");
-      if (!type || type->as_string() != "s3:call") continue;
+      if (!type || type->as_string() != action_types::s3::call) continue;
       const auto op = std::string(m.at("operation").as_string());
       if (op != "GetObject" && op != "HeadObject" && op != "ListObjectsV2") ++n;
     }
     return n;
   }
-  static std::size_t count(const std::vector<std::string>& v, const std::string& what) {
+  static std::size_t count(const std::vector<std::string>& v, std::string_view what) {
     return static_cast<std::size_t>(std::count(v.begin(), v.end(), what));
   }
 
@@ -151,10 +153,10 @@ TEST_F(run_cli, run_ships_the_project_and_a_second_run_moves_nothing) {
   EXPECT_EQ(first.out, "from-app from-venv ['a b', '$x']\n");
   EXPECT_TRUE(contains(first.err, "ready in ")) << first.err;
   EXPECT_TRUE(contains(first.err, "(1 new)")) << first.err;
-  const auto types1 = action_types(trace1);
-  EXPECT_GE(count(types1, "ferry:materialise:shard"), 2u);
-  EXPECT_EQ(count(types1, "ferry:agent:task"), 1u);
-  EXPECT_EQ(count(types1, "ferry:provision:node"), 1u);
+  const auto types1 = started_types(trace1);
+  EXPECT_GE(count(types1, action_types::node::shard), 2u);
+  EXPECT_EQ(count(types1, action_types::agent::task), 1u);
+  EXPECT_EQ(count(types1, action_types::provision::node), 1u);
 
   // Nothing changed: nothing is uploaded, nothing downloaded, the node is the warm one.
   const auto trace2 = home_ / "run2.jsonl";
@@ -164,9 +166,9 @@ TEST_F(run_cli, run_ships_the_project_and_a_second_run_moves_nothing) {
   EXPECT_TRUE(contains(second.err, "(warm)")) << second.err;
   EXPECT_TRUE(contains(second.err, "env ")) << second.err;
   EXPECT_TRUE(contains(second.err, "(cached)")) << second.err;
-  const auto types2 = action_types(trace2);
-  EXPECT_EQ(count(types2, "ferry:materialise:shard"), 0u);
-  EXPECT_EQ(count(types2, "ferry:packaging:upload") + count(types2, "s3:multipart_upload"), 0u);
+  const auto types2 = started_types(trace2);
+  EXPECT_EQ(count(types2, action_types::node::shard), 0u);
+  EXPECT_EQ(count(types2, action_types::packaging::upload) + count(types2, action_types::s3::multipart_upload), 0u);
   EXPECT_EQ(s3_writes(trace2), 0u);
   EXPECT_GT(s3_writes(trace1), 0u) << "the first run's uploads are not where this test looks for them";
 
@@ -176,7 +178,7 @@ TEST_F(run_cli, run_ships_the_project_and_a_second_run_moves_nothing) {
   const auto third = run_ferry({"--trace", trace3.string(), "run", "--", "python3", "main.py"}, o);
   ASSERT_EQ(third.exit_code, 0) << third.err;
   EXPECT_EQ(third.out, "changed from-venv []\n");
-  EXPECT_EQ(count(action_types(trace3), "ferry:materialise:shard"), 1u);
+  EXPECT_EQ(count(started_types(trace3), action_types::node::shard), 1u);
 
   // The command's exit code and signals come back.
   EXPECT_EQ(run_ferry({"run", "--", "sh", "-c", "exit 7"}, o).exit_code, 7);
@@ -213,12 +215,12 @@ TEST_F(run_cli, a_python_program_continues_the_run_trace) {
   const auto tasks = json::parse(parsed.out).as_array();
   ASSERT_EQ(tasks.size(), 1u) << parsed.out;
   EXPECT_TRUE(tasks[0].at("complete").as_bool()) << parsed.out;
-  EXPECT_EQ(tasks[0].at("root").at("action_type").as_string(), "ferry:run");
-  EXPECT_TRUE(contains(parsed.out, "\"ferry:node:materialise\"")) << parsed.out;
-  EXPECT_TRUE(contains(parsed.out, "\"ferry:node:watchdog\"")) << parsed.out;
+  EXPECT_EQ(tasks[0].at("root").at("action_type").as_string(), action_types::run::job);
+  EXPECT_TRUE(contains(parsed.out, quoted(action_types::node::materialise))) << parsed.out;
+  EXPECT_TRUE(contains(parsed.out, quoted(action_types::node::watchdog))) << parsed.out;
   EXPECT_TRUE(contains(parsed.out, "\"user:work\"")) << parsed.out;
-  EXPECT_TRUE(contains(parsed.out, "\"ferry:pack\"")) << parsed.out;
-  EXPECT_TRUE(contains(parsed.out, "\"ferry:provision\"")) << parsed.out;
+  EXPECT_TRUE(contains(parsed.out, quoted(action_types::packaging::pack))) << parsed.out;
+  EXPECT_TRUE(contains(parsed.out, quoted(action_types::provision::round))) << parsed.out;
 }
 
 TEST_F(run_cli, map_runs_every_input_and_keeps_each_result) {
@@ -288,7 +290,7 @@ TEST_F(run_cli, a_node_lost_mid_map_leaves_its_tasks_to_the_others) {
   }
   EXPECT_EQ(results, 12u);
   const auto log = read_file(trace);
-  EXPECT_TRUE(contains(log, "ferry:map:node_lost")) << "the map never saw its node go";
+  EXPECT_TRUE(contains(log, action_types::map::node_lost)) << "the map never saw its node go";
 }
 
 TEST_F(run_cli, concurrent_runs_share_one_node_cache) {
@@ -338,7 +340,8 @@ TEST_F(run_cli, a_pack_that_fails_cancels_the_provisioning_beside_it) {
   for (std::string line; std::getline(in, line);) {
     const auto m = json::parse(line).as_object();
     const auto* type = m.if_contains("action_type");
-    if (!type || type->as_string() != "ferry:node:ready" || m.at("action_status").as_string() == "started") continue;
+    if (!type || type->as_string() != action_types::readiness::ready || m.at("action_status").as_string() == "started")
+      continue;
     ++waits;
     EXPECT_EQ(m.at("action_status").as_string(), "failed") << line;
     EXPECT_EQ(m.at("reason").as_string(), "cancelled") << line;
@@ -444,7 +447,7 @@ TEST_F(run_cli, trace_stats_of_a_real_run_and_map_add_up) {
     const auto& u = job.at("utilisation").as_object();
     EXPECT_LE(u.at("busy_node_seconds").to_number<double>(), u.at("provisioned_node_seconds").to_number<double>());
     EXPECT_GT(u.at("busy_node_seconds").to_number<double>(), 0.0);
-    const auto expected_tasks = job.at("action_type").as_string() == "ferry:map" ? 6 : 1;
+    const auto expected_tasks = job.at("action_type").as_string() == action_types::map::job ? 6 : 1;
     EXPECT_EQ(job.at("tasks").as_int64(), expected_tasks);
     EXPECT_EQ(job.at("pending").at("count").as_int64(), expected_tasks);
   }
@@ -487,7 +490,8 @@ TEST_F(run_cli, stage_copies_every_object_and_a_second_run_fetches_nothing) {
   const auto second = run_ferry({"--trace", trace2.string(), "run", "--stage", spec, "--", "true"}, o);
   ASSERT_EQ(second.exit_code, 0) << second.err;
   const auto log = read_file(trace2);
-  EXPECT_TRUE(contains(log, R"("fetched":0,"kept":200)")) << log.substr(log.find("ferry:stage\""), 400);
+  EXPECT_TRUE(contains(log, R"("fetched":0,"kept":200)"))
+      << log.substr(log.find(quoted(action_types::agent::stage)), 400);
 }
 
 // What a local user of a node could read of a staging while it runs: every process's argv, and every

@@ -3,6 +3,7 @@
 #include "support/sample_traces.hpp"
 #include "support/synthetic_runs.hpp"
 #include "support/temp_dir.hpp"
+#include "tracing/action_types.hpp"
 
 #include <boost/json/parse.hpp>
 #include <fmt/format.h>
@@ -29,8 +30,10 @@ TEST_F(trace_cli, stats_prints_a_report_and_json) {
   const auto file = dir.write("map.jsonl", test::map_trace());
   const auto text = run_ferry({"trace", "stats", file.string()}, opts);
   ASSERT_EQ(text.exit_code, 0) << text.err;
-  for (const char* expected : {"1 files, 22 messages, 1 eliot tasks, 1 runs and maps", "ferry:agent:task",
-                               "65.7%", "34.3%", "ferry:provision:wait_for_ssh node=n1"})
+  const std::vector<std::string> expected_parts = {"1 files, 22 messages, 1 eliot tasks, 1 runs and maps",
+                                                   std::string(action_types::agent::task), "65.7%", "34.3%",
+                                                   fmt::format("{} node=n1", action_types::readiness::wait_ssh)};
+  for (const auto& expected : expected_parts)
     EXPECT_NE(text.out.find(expected), std::string::npos) << expected << " in:\n" << text.out;
 
   const auto json = run_ferry({"trace", "stats", file.string(), "--json"}, opts);
@@ -70,7 +73,7 @@ TEST_F(trace_cli, stats_over_a_thousand_run_traces_in_a_directory) {
   EXPECT_EQ(v.at("utilisation").at("provisioned_node_seconds").to_number<double>(), 9500);
   EXPECT_EQ(v.at("pending").at("within_2s").to_number<double>(), 0.75);
   for (const auto& t : v.at("action_types").as_array())
-    if (t.at("action_type") == "ferry:agent:task") {
+    if (t.at("action_type").as_string() == action_types::agent::task) {
       EXPECT_EQ(t.at("count"), runs);
       EXPECT_EQ(t.at("failures"), 10);
       EXPECT_EQ(t.at("duration").at("p50").to_number<double>(), 3);

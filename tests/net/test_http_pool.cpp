@@ -7,6 +7,7 @@
 #include "net/error.hpp"
 #include "net/run_all.hpp"
 #include "net/s3_session.hpp"
+#include "tracing/action_types.hpp"
 #include "tracing/sink.hpp"
 
 #include "support/fault_proxy.hpp"
@@ -129,7 +130,7 @@ class http_pool : public ::testing::Test {
       auto message = boost::json::parse(line).as_object();
       const auto* type = message.if_contains("action_type");
       const auto* status = message.if_contains("action_status");
-      if (type && status && type->as_string() == "s3:request" && status->as_string() != "started")
+      if (type && status && type->as_string() == action_types::s3::request && status->as_string() != "started")
         ends.push_back(std::move(message));
     }
     return ends;

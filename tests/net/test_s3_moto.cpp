@@ -4,6 +4,7 @@
 #include "support/moto.hpp"
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
+#include "tracing/action_types.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -97,7 +98,7 @@ TEST_F(s3_moto, a_large_file_below_the_threshold_streams_in_one_put_with_its_che
   const auto trace = dir / "t.jsonl";
   auto up = test::run_ferry({"storage", "cp", source.string(), "s3://ferry-test/streamed", "--trace", trace.string()}, o);
   ASSERT_EQ(up.exit_code, 0) << up.err;
-  EXPECT_EQ(test::read_file(trace).find("s3:multipart_upload"), std::string::npos);
+  EXPECT_EQ(test::read_file(trace).find(action_types::s3::multipart_upload), std::string::npos);
   ASSERT_EQ(moto_->aws({"s3", "cp", "s3://ferry-test/streamed", (dir / "back").string()}).exit_code, 0);
   EXPECT_EQ(test::read_file(dir / "back"), test::read_file(source));
 }

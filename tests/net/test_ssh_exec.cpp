@@ -7,6 +7,9 @@
 #include "net/error.hpp"
 #include "net/run_all.hpp"
 #include "net/ssh_quote.hpp"
+#include "tracing/action_types.hpp"
+
+#include "support/quoted.hpp"
 
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/redirect_error.hpp>
@@ -41,9 +44,12 @@ TEST_F(ssh_exec, runs_a_command_and_traces_connect_handshake_auth_and_exec) {
   EXPECT_EQ(r->err, "oops\n");
   EXPECT_EQ(r->exit.status, 0);
   const auto text = trace_text();
-  for (const auto* needle : {"\"ssh:connect\"", "\"ssh:handshake\"", "\"ssh:host_key\"", "\"ssh:auth\"",
-                             "\"ssh:exec\"", "\"exit_status\":0", "\"method\":\"publickey SHA256:",
-                             "\"status\":\"trusted on first use\"", "\"kex\":\"curve25519-sha256\""})
+  for (const auto& needle :
+       {test::quoted(action_types::ssh::connect), test::quoted(action_types::ssh::handshake),
+        test::quoted(action_types::ssh::host_key), test::quoted(action_types::ssh::auth),
+        test::quoted(action_types::ssh::exec), std::string(R"("exit_status":0)"),
+        std::string(R"("method":"publickey SHA256:)"), std::string(R"("status":"trusted on first use")"),
+        std::string(R"("kex":"curve25519-sha256")")})
     EXPECT_NE(text.find(needle), std::string::npos) << needle << "\n" << text;
   // The private key never reaches the trace.
   const auto key = test::read_file(own_key_path(options.config_dir));

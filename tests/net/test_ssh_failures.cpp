@@ -6,9 +6,11 @@
 #include "net/error.hpp"
 #include "net/run_all.hpp"
 #include "net/ssh_quote.hpp"
+#include "tracing/action_types.hpp"
 
 #include "support/moto.hpp"  // pick_free_port
 #include "support/process.hpp"
+#include "support/quoted.hpp"
 
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/redirect_error.hpp>
@@ -37,7 +39,7 @@ std::chrono::milliseconds since(clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - start);
 }
 
-bool mentions(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+bool mentions(const std::string& text, std::string_view what) { return text.find(what) != std::string::npos; }
 
 asio::awaitable<error_code> connect_only(ssh_harness& t, const test::sshd_server& server, std::string node,
                                          diagnostics& diag) {
@@ -328,7 +330,7 @@ TEST_F(ssh_failures, cancelling_a_command_kills_its_remote_process_group) {
   EXPECT_TRUE(sleeps_with(server, token).empty()) << "a remote sleep survived the cancel";
   EXPECT_LT(c.took, 3s);
   const auto text = trace_text();
-  EXPECT_TRUE(mentions(text, "\"ssh:kill\"")) << text;
+  EXPECT_TRUE(mentions(text, test::quoted(action_types::ssh::kill))) << text;
   EXPECT_TRUE(mentions(text, "\"cancelled\"")) << text;
 }
 

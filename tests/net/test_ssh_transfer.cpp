@@ -5,8 +5,10 @@
 #include "net/error.hpp"
 #include "net/ssh_quote.hpp"
 #include "net/ssh_transfer.hpp"
+#include "tracing/action_types.hpp"
 
 #include "support/process.hpp"
+#include "support/quoted.hpp"
 
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/redirect_error.hpp>
@@ -87,8 +89,8 @@ TEST_F(ssh_transfer, uploads_and_downloads_a_few_mib_with_their_checksums) {
   EXPECT_EQ(test::read_file(back / "payload.bin"), payload);
   EXPECT_TRUE(leftovers(back, "payload.bin").empty());
   const auto text = trace_text();
-  EXPECT_NE(text.find("\"ssh:upload\""), std::string::npos);
-  EXPECT_NE(text.find("\"ssh:download\""), std::string::npos);
+  EXPECT_NE(text.find(test::quoted(action_types::ssh::upload)), std::string::npos);
+  EXPECT_NE(text.find(test::quoted(action_types::ssh::download)), std::string::npos);
 }
 
 // Sends the upload's remote side `bytes` and then `trailer` instead of the right checksum line.

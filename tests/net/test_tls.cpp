@@ -7,6 +7,7 @@
 #include "net/http_connection.hpp"
 #include "net/s3_session.hpp"
 #include "net/tls_context.hpp"
+#include "tracing/action_types.hpp"
 #include "tracing/sink.hpp"
 
 #include "support/moto.hpp"
@@ -188,7 +189,7 @@ class tls : public ::testing::Test {
       const auto message = boost::json::parse(line).as_object();
       const auto* type = message.if_contains("action_type");
       const auto* status = message.if_contains("action_status");
-      n += type && status && type->as_string() == "s3:request" && status->as_string() == "started";
+      n += type && status && type->as_string() == action_types::s3::request && status->as_string() == "started";
     }
     return n;
   }

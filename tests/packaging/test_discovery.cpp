@@ -10,6 +10,7 @@
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
 #include "support/trace_root.hpp"
+#include "tracing/action_types.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -439,7 +440,7 @@ TEST_F(discovery_probe, pythonpath_adds_other_entries_and_site_packages_can_be_s
 
 TEST_F(discovery_probe, is_traced_with_the_executable_and_version) {
   const auto d = probe_and_classify({.python = test::system_python, .working_dir = ws()});
-  const auto ends = ends_of(trace.flushed_text(), "ferry:packaging:probe");
+  const auto ends = ends_of(trace.flushed_text(), action_types::packaging::probe);
   ASSERT_EQ(ends.size(), 1u);
   EXPECT_EQ(text_of(ends[0], "action_status"), "succeeded");
   EXPECT_EQ(text_of(ends[0], "version"), d.version);
@@ -455,7 +456,7 @@ TEST_F(discovery_probe, a_missing_interpreter_is_named) {
   EXPECT_EQ(r.error(), make_error_code(errc::python_failed));
   EXPECT_NE(diag.message.find("'ferry-no-such-python3'"), std::string::npos) << diag.message;
   EXPECT_NE(diag.message.find("packaging.python"), std::string::npos) << diag.message;
-  const auto ends = ends_of(trace.flushed_text(), "ferry:packaging:probe");
+  const auto ends = ends_of(trace.flushed_text(), action_types::packaging::probe);
   ASSERT_EQ(ends.size(), 1u);
   EXPECT_EQ(text_of(ends[0], "action_status"), "failed");
 }
@@ -526,7 +527,7 @@ TEST_F(discovery_probe, cancelling_discover_kills_the_interpreter) {
   const auto pid = read_pid(dir / "pid");
   EXPECT_EQ(::kill(pid, 0), -1);
   EXPECT_EQ(errno, ESRCH);
-  const auto ends = ends_of(trace.flushed_text(), "ferry:packaging:discover");
+  const auto ends = ends_of(trace.flushed_text(), action_types::packaging::discover);
   ASSERT_EQ(ends.size(), 1u);
   EXPECT_EQ(text_of(ends[0], "action_status"), "failed");
 }
@@ -572,7 +573,7 @@ class discovery_cache : public with_io {
     if (d) {
       EXPECT_EQ(kind_of(*d, user_site), "site_packages");
     }
-    const auto ends = ends_of(trace.flushed_text(), "ferry:packaging:discover");
+    const auto ends = ends_of(trace.flushed_text(), action_types::packaging::discover);
     if (ends.empty() || !ends.back().at("cached").is_bool()) {
       ADD_FAILURE() << "no cached field";
       return false;
@@ -729,7 +730,8 @@ TEST_F(discovery_cache, warm_discover_through_the_pyenv_shim_uses_the_cache) {
   const auto cold = discover_now(opts);
   const auto cold_time = std::chrono::steady_clock::now() - cold_start;
   ASSERT_TRUE(cold) << diag.message;
-  const bool stored = ends_of(trace.flushed_text(), "ferry:packaging:discover").back().at("cache_stored").as_bool();
+  const bool stored =
+      ends_of(trace.flushed_text(), action_types::packaging::discover).back().at("cache_stored").as_bool();
   ASSERT_TRUE(stored) << "an answer of python3 through the shim was not stored";
   constexpr int rounds = 20;
   const auto warm_start = std::chrono::steady_clock::now();
@@ -739,7 +741,7 @@ TEST_F(discovery_cache, warm_discover_through_the_pyenv_shim_uses_the_cache) {
     ASSERT_EQ(warm->entries.size(), cold->entries.size());
   }
   const auto warm_time = (std::chrono::steady_clock::now() - warm_start) / rounds;
-  const auto ends = ends_of(trace.flushed_text(), "ferry:packaging:discover");
+  const auto ends = ends_of(trace.flushed_text(), action_types::packaging::discover);
   EXPECT_EQ(std::count_if(ends.begin(), ends.end(), [](auto& e) { return e.at("cached").as_bool(); }), rounds);
   using us = std::chrono::microseconds;
   std::cout << fmt::format("[ timing ] cold discover (python3 via pyenv shim): {} us, warm (cached): {} us\n",

@@ -9,6 +9,7 @@
 #include "support/settings.hpp"
 #include "support/temp_dir.hpp"
 #include "support/trace_root.hpp"
+#include "tracing/action_types.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
@@ -98,15 +99,15 @@ class ec2_moto : public ::testing::Test {
     return done.get();
   }
 
-  // How many attempts of an EC2 Action the trace holds so far.
-  int requests(std::string_view action) {
+  // How many attempts of an EC2 Action (its action type, action_types::ec2) the trace holds so far.
+  int requests(std::string_view type) {
     int n = 0;
     std::istringstream in(trace.flushed_text());
     for (std::string line; std::getline(in, line);) {
       const auto m = json::parse(line).as_object();
-      const auto* type = m.if_contains("action_type");
+      const auto* t = m.if_contains("action_type");
       const auto* status = m.if_contains("action_status");
-      if (type && status && type->as_string() == "ec2:" + std::string(action) && status->as_string() == "started") ++n;
+      if (t && status && t->as_string() == type && status->as_string() == "started") ++n;
     }
     return n;
   }
@@ -272,15 +273,15 @@ TEST_F(ec2_moto, a_second_create_imports_no_key_again_and_a_spot_node_is_spot) {
   ASSERT_TRUE(first) << diag.message;
   auto second = run(create(*p, trace.root(), spec, diag));
   ASSERT_TRUE(second) << diag.message;
-  EXPECT_EQ(requests("ImportKeyPair"), 1);
-  EXPECT_EQ(requests("RunInstances"), 2);
+  EXPECT_EQ(requests(action_types::ec2::import_key_pair), 1);
+  EXPECT_EQ(requests(action_types::ec2::run_instances), 2);
 
   // Another provider (another ferry command) imports again: moto answers InvalidKeyPair.Duplicate, and
   // that is success.
   auto other = provider();
   auto third = run(create(*other, trace.root(), spec, diag));
   ASSERT_TRUE(third) << diag.message;
-  EXPECT_EQ(requests("ImportKeyPair"), 2);
+  EXPECT_EQ(requests(action_types::ec2::import_key_pair), 2);
 
   const auto& n = first->front();
   EXPECT_TRUE(n.details.at("spot").as_bool());
@@ -299,10 +300,11 @@ TEST_F(ec2_moto, list_follows_describe_instances_pages) {
   diagnostics diag;
   auto made = run(create(*p, trace.root(), {.count = 7}, diag));
   ASSERT_TRUE(made) << diag.message;
-  const int before = requests("DescribeInstances");
+  const int before = requests(action_types::ec2::describe_instances);
   auto listed = run(list(*p, trace.root(), diag));
   ASSERT_TRUE(listed) << diag.message;
-  EXPECT_GE(requests("DescribeInstances") - before, 2) << "7 launches are 7 reservations: two pages of 5";
+  EXPECT_GE(requests(action_types::ec2::describe_instances) - before, 2)
+      << "7 launches are 7 reservations: two pages of 5";
   for (const auto& n : *made) EXPECT_TRUE(ids_of(*listed).contains(n.id)) << n.id;
   EXPECT_EQ(ids_of(*listed), managed_by_cli());
   for (const auto& n : *made) ASSERT_TRUE(run(terminate(*p, trace.root(), n, diag))) << diag.message;
@@ -318,7 +320,7 @@ TEST_F(ec2_moto, a_named_type_skips_the_catalogue_and_the_public_address_is_used
   diagnostics diag;
   auto made = run(create(*p, trace.root(), {.count = 1}, diag));
   ASSERT_TRUE(made) << diag.message;
-  EXPECT_EQ(requests("DescribeInstanceTypes"), 0);
+  EXPECT_EQ(requests(action_types::ec2::describe_instance_types), 0);
   const auto& n = made->front();
   EXPECT_EQ(n.details.at("instance_type").as_string(), "t3.nano");
   EXPECT_EQ(n.user, "ec2-user");
@@ -342,7 +344,7 @@ TEST_F(ec2_moto, a_wrong_secret_is_refused_with_a_clear_error_and_nothing_starts
   EXPECT_NE(diag.message.find("secret access key"), std::string::npos) << diag.message;
   EXPECT_EQ(diag.message.find("not-the-secret"), std::string::npos) << "the secret itself must never be shown";
   EXPECT_EQ(trace.flushed_text().find("not-the-secret"), std::string::npos) << "nor traced";
-  EXPECT_EQ(requests("RunInstances"), 0) << "the key import failed first";
+  EXPECT_EQ(requests(action_types::ec2::run_instances), 0) << "the key import failed first";
   EXPECT_EQ(managed_by_cli(), before);
 }
 
@@ -355,8 +357,9 @@ TEST_F(ec2_moto, a_missing_ami_names_the_key_and_sends_nothing) {
   ASSERT_FALSE(made);
   EXPECT_EQ(made.error(), make_error_code(errc::bad_node_config));
   EXPECT_NE(diag.message.find("ec2.ami"), std::string::npos) << diag.message;
-  for (const char* action : {"DescribeInstanceTypes", "DescribeSpotPriceHistory", "ImportKeyPair", "RunInstances"})
-    EXPECT_EQ(requests(action), 0) << action;
+  for (const auto type : {action_types::ec2::describe_instance_types, action_types::ec2::describe_spot_price_history,
+                          action_types::ec2::import_key_pair, action_types::ec2::run_instances})
+    EXPECT_EQ(requests(type), 0) << type;
 }
 
 TEST_F(ec2_moto, a_refused_launch_carries_ec2s_words_and_leaves_nothing_running) {
@@ -403,8 +406,8 @@ TEST_F(ec2_moto, the_catalogue_is_fetched_once_then_read_from_disk_until_its_ttl
   diagnostics diag;
   auto first = run(catalogue_of(*p, trace.root(), diag));
   ASSERT_TRUE(first) << diag.message;
-  EXPECT_EQ(requests("DescribeInstanceTypes"), 1);
-  EXPECT_EQ(requests("DescribeSpotPriceHistory"), 1);
+  EXPECT_EQ(requests(action_types::ec2::describe_instance_types), 1);
+  EXPECT_EQ(requests(action_types::ec2::describe_spot_price_history), 1);
   EXPECT_GT(first->offers.size(), 500u) << "moto knows over a thousand types";
   EXPECT_EQ(first->region, "us-east-1");
   const auto file = s.dirs.cache / "ec2-catalogue-us-east-1.json";
@@ -416,23 +419,23 @@ TEST_F(ec2_moto, the_catalogue_is_fetched_once_then_read_from_disk_until_its_ttl
   auto again = provider(s, environment(), [&now] { return now; });
   auto second = run(catalogue_of(*again, trace.root(), diag));
   ASSERT_TRUE(second) << diag.message;
-  EXPECT_EQ(requests("DescribeInstanceTypes"), 1);
-  EXPECT_EQ(requests("DescribeSpotPriceHistory"), 1);
+  EXPECT_EQ(requests(action_types::ec2::describe_instance_types), 1);
+  EXPECT_EQ(requests(action_types::ec2::describe_spot_price_history), 1);
   EXPECT_EQ(second->offers.size(), first->offers.size());
   EXPECT_EQ(second->fetched_at, first->fetched_at);
 
   now += 2min;  // 4h01m after the fetch
   auto third = run(catalogue_of(*p, trace.root(), diag));
   ASSERT_TRUE(third) << diag.message;
-  EXPECT_EQ(requests("DescribeInstanceTypes"), 2);
-  EXPECT_EQ(requests("DescribeSpotPriceHistory"), 2);
+  EXPECT_EQ(requests(action_types::ec2::describe_instance_types), 2);
+  EXPECT_EQ(requests(action_types::ec2::describe_spot_price_history), 2);
   EXPECT_GT(third->fetched_at, first->fetched_at);
 
   // A damaged file is refetched and rewritten, not an error.
   std::ofstream(file, std::ios::trunc) << "{ damaged";
   auto fourth = run(catalogue_of(*p, trace.root(), diag));
   ASSERT_TRUE(fourth) << diag.message;
-  EXPECT_EQ(requests("DescribeInstanceTypes"), 3);
+  EXPECT_EQ(requests(action_types::ec2::describe_instance_types), 3);
   EXPECT_TRUE(catalogue_from_json(test::read_file(file)));
 }
 
@@ -450,7 +453,7 @@ TEST_F(ec2_moto, the_cheapest_type_for_a_spec_comes_from_moto_catalogue) {
   EXPECT_EQ(spot->vcpus, 4);
   EXPECT_EQ(spot->memory_mib, 8192);
   EXPECT_DOUBLE_EQ(*spot->price, 0.00001);
-  EXPECT_EQ(requests("DescribeInstanceTypes"), 1) << "one fetch serves both";
+  EXPECT_EQ(requests(action_types::ec2::describe_instance_types), 1) << "one fetch serves both";
 }
 
 TEST_F(ec2_moto, no_type_meets_a_spec_beyond_every_machine) {
@@ -463,7 +466,7 @@ TEST_F(ec2_moto, no_type_meets_a_spec_beyond_every_machine) {
   auto made = run(create(*p, trace.root(), {.count = 1, .min_cpus = 100000}, diag));
   ASSERT_FALSE(made);
   EXPECT_EQ(made.error(), make_error_code(errc::no_matching_type));
-  EXPECT_EQ(requests("RunInstances"), 0);
+  EXPECT_EQ(requests(action_types::ec2::run_instances), 0);
 }
 
 }  // namespace

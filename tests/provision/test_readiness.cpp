@@ -9,6 +9,7 @@
 #include "io_runner.hpp"
 #include "support/temp_dir.hpp"
 #include "support/trace_root.hpp"
+#include "tracing/action_types.hpp"
 
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -314,17 +315,17 @@ TEST_F(shell, waits_through_pending_then_greets_and_logs_in) {
   EXPECT_EQ(p.describes["a"], 3 + 2);  // 3 to see it run, then one before each retry
 
   const auto text = trace.flushed_text();
-  const auto running = finished(text, "ferry:node:wait_running");
+  const auto running = finished(text, action_types::readiness::wait_running);
   ASSERT_EQ(running.size(), 1u);
   EXPECT_EQ(running[0].at("attempts").as_int64(), 3);
-  const auto ssh = finished(text, "ferry:node:wait_ssh");
+  const auto ssh = finished(text, action_types::readiness::wait_ssh);
   ASSERT_EQ(ssh.size(), 1u);
   EXPECT_EQ(ssh[0].at("attempts").as_int64(), 3);
-  EXPECT_EQ(finished(text, "ferry:node:ssh_attempt").size(), 3u);
-  const auto banners = finished(text, "ferry:node:ssh_banner");
+  EXPECT_EQ(finished(text, action_types::readiness::ssh_attempt).size(), 3u);
+  const auto banners = finished(text, action_types::readiness::ssh_banner);
   ASSERT_EQ(banners.size(), 3u);
   EXPECT_EQ(banners[0].at("banner").as_string(), "SSH-2.0-OpenSSH_fake");
-  EXPECT_EQ(finished(text, "ferry:node:ssh_login").size(), 3u);
+  EXPECT_EQ(finished(text, action_types::readiness::ssh_login).size(), 3u);
 }
 
 TEST_F(shell, a_terminated_node_fails_at_once_not_at_the_deadline) {
@@ -363,7 +364,7 @@ TEST_F(shell, a_closed_port_fails_at_the_deadline_with_the_last_reason) {
   EXPECT_NE(diag.message.find("refused"), std::string::npos) << diag.message;
   EXPECT_NE(diag.message.find("nodes.ready_timeout"), std::string::npos) << diag.message;
   EXPECT_EQ(login.calls, 0);
-  const auto ssh = finished(trace.flushed_text(), "ferry:node:wait_ssh");
+  const auto ssh = finished(trace.flushed_text(), action_types::readiness::wait_ssh);
   ASSERT_EQ(ssh.size(), 1u);
   EXPECT_EQ(ssh[0].at("action_status").as_string(), "failed");
   EXPECT_GE(ssh[0].at("attempts").as_int64(), 5);  // 10, 20, 40, 40... ms apart within 400 ms

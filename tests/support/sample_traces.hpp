@@ -1,6 +1,8 @@
 #pragma once
 // Hand-built traces with answers worked out by hand (see tests/tracing/test_stats.cpp), for the stats, the
 // HTML view and the CLI. Header-only, like synthetic_runs.hpp.
+#include "tracing/action_types.hpp"
+
 #include <fmt/format.h>
 
 #include <string>
@@ -17,7 +19,7 @@ inline std::string msg(std::string_view level, double ts, std::string_view type,
 
 // A map from 1000 to 1020 with two nodes and four tasks:
 //   ferry:packaging:hash        1000 .. 1002
-//   ferry:provision:node n1     1001 .. 1005 (create 1001 .. 1002, wait_for_ssh 1002 .. 1005)
+//   ferry:provision:node n1     1001 .. 1005 (create 1001 .. 1002, wait_ssh 1002 .. 1005)
 //   ferry:provision:node n2     1001 .. 1006
 //   task t1 on n1               1005 .. 1010, submitted 1000: pending 5
 //   task t2 on n2               1006 .. 1012, submitted 1000: pending 6
@@ -26,23 +28,28 @@ inline std::string msg(std::string_view level, double ts, std::string_view type,
 //   ferry:provision:terminate n2  1016 .. 1017
 inline std::string map_trace() {
   const std::string n1 = R"(,"node":"n1")", n2 = R"(,"node":"n2")", sub = R"(,"submitted_at":1000.0)";
-  return msg("1", 1000, "ferry:map", "started", R"(,"inputs":4)") +
-         msg("2,1", 1000, "ferry:packaging:hash", "started") + msg("2,2", 1002, "ferry:packaging:hash", "succeeded") +
-         msg("3,1", 1001, "ferry:provision:node", "started", n1) +
-         msg("3,2,1", 1001, "ferry:provision:create", "started") +
-         msg("3,2,2", 1002, "ferry:provision:create", "succeeded") +
-         msg("3,3,1", 1002, "ferry:provision:wait_for_ssh", "started") +
-         msg("3,3,2", 1005, "ferry:provision:wait_for_ssh", "succeeded") +
-         msg("3,4", 1005, "ferry:provision:node", "succeeded") +
-         msg("4,1", 1001, "ferry:provision:node", "started", n2) +
-         msg("4,2", 1006, "ferry:provision:node", "succeeded") +
-         msg("5,1", 1005, "ferry:agent:task", "started", n1 + sub) + msg("5,2", 1010, "ferry:agent:task", "succeeded") +
-         msg("6,1", 1006, "ferry:agent:task", "started", n2 + sub) + msg("6,2", 1012, "ferry:agent:task", "succeeded") +
-         msg("7,1", 1010, "ferry:agent:task", "started", n1 + sub) + msg("7,2", 1018, "ferry:agent:task", "succeeded") +
-         msg("8,1", 1012, "ferry:agent:task", "started", n2 + sub) +
-         msg("8,2", 1016, "ferry:agent:task", "failed", R"(,"exception":"exit_code","reason":"exit status 3")") +
-         msg("9,1", 1016, "ferry:provision:terminate", "started", n2) +
-         msg("9,2", 1017, "ferry:provision:terminate", "succeeded") + msg("10", 1020, "ferry:map", "succeeded");
+  return msg("1", 1000, action_types::map::job, "started", R"(,"inputs":4)") +
+         msg("2,1", 1000, action_types::packaging::hash, "started") +
+         msg("2,2", 1002, action_types::packaging::hash, "succeeded") +
+         msg("3,1", 1001, action_types::provision::node, "started", n1) +
+         msg("3,2,1", 1001, action_types::provision::create, "started") +
+         msg("3,2,2", 1002, action_types::provision::create, "succeeded") +
+         msg("3,3,1", 1002, action_types::readiness::wait_ssh, "started") +
+         msg("3,3,2", 1005, action_types::readiness::wait_ssh, "succeeded") +
+         msg("3,4", 1005, action_types::provision::node, "succeeded") +
+         msg("4,1", 1001, action_types::provision::node, "started", n2) +
+         msg("4,2", 1006, action_types::provision::node, "succeeded") +
+         msg("5,1", 1005, action_types::agent::task, "started", n1 + sub) +
+         msg("5,2", 1010, action_types::agent::task, "succeeded") +
+         msg("6,1", 1006, action_types::agent::task, "started", n2 + sub) +
+         msg("6,2", 1012, action_types::agent::task, "succeeded") +
+         msg("7,1", 1010, action_types::agent::task, "started", n1 + sub) +
+         msg("7,2", 1018, action_types::agent::task, "succeeded") +
+         msg("8,1", 1012, action_types::agent::task, "started", n2 + sub) +
+         msg("8,2", 1016, action_types::agent::task, "failed", R"(,"exception":"exit_code","reason":"exit status 3")") +
+         msg("9,1", 1016, action_types::provision::terminate, "started", n2) +
+         msg("9,2", 1017, action_types::provision::terminate, "succeeded") +
+         msg("10", 1020, action_types::map::job, "succeeded");
 }
 
 }  // namespace ferry::test

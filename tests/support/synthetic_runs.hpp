@@ -5,11 +5,13 @@
 //   ferry:run                      0 .. 10
 //     ferry:packaging:hash         0 .. 1
 //     ferry:provision:node  node   0 .. 2
-//     ferry:agent:materialise node 2 .. 3
+//     ferry:materialise node       2 .. 3
 //     ferry:agent:task      node   3 .. 3 + d, d = 1 + i % 5; submitted at 3 - i % 4; failed when i % 100 == 0
 //     ferry:provision:terminate    9 .. 9.5
 // So per run: pending i % 4 s; provisioned 9.5 node-s, busy d; critical path provision 2, materialise 1,
 // task d, run 6 - d, terminate 0.5, run 0.5.
+#include "tracing/action_types.hpp"
+
 #include <fmt/format.h>
 
 #include <cstddef>
@@ -35,22 +37,23 @@ inline std::string synthetic_run(std::size_t i) {
   };
   const auto on_node = fmt::format(R"(,"node":"{}")", node);
   const double d = synthetic_task_seconds(i);
-  line("1", t0, "ferry:run", "started", R"(,"argv":["python","train.py"])");
-  line("2,1", t0, "ferry:packaging:hash", "started", "");
-  line("2,2", t0 + 1, "ferry:packaging:hash", "succeeded", "");
-  line("3,1", t0, "ferry:provision:node", "started", on_node);
-  line("3,2", t0 + 2, "ferry:provision:node", "succeeded", "");
-  line("4,1", t0 + 2, "ferry:agent:materialise", "started", on_node);
-  line("4,2", t0 + 3, "ferry:agent:materialise", "succeeded", "");
-  line("5,1", t0 + 3, "ferry:agent:task", "started",
+  line("1", t0, action_types::run::job, "started", R"(,"argv":["python","train.py"])");
+  line("2,1", t0, action_types::packaging::hash, "started", "");
+  line("2,2", t0 + 1, action_types::packaging::hash, "succeeded", "");
+  line("3,1", t0, action_types::provision::node, "started", on_node);
+  line("3,2", t0 + 2, action_types::provision::node, "succeeded", "");
+  line("4,1", t0 + 2, action_types::agent::materialise, "started", on_node);
+  line("4,2", t0 + 3, action_types::agent::materialise, "succeeded", "");
+  line("5,1", t0 + 3, action_types::agent::task, "started",
        on_node + fmt::format(R"(,"submitted_at":{:.3f})", t0 + 3 - synthetic_pending_seconds(i)));
   if (i % 100 == 0)
-    line("5,2", t0 + 3 + d, "ferry:agent:task", "failed", R"(,"exception":"exit_code","reason":"exit status 1")");
+    line("5,2", t0 + 3 + d, action_types::agent::task, "failed",
+         R"(,"exception":"exit_code","reason":"exit status 1")");
   else
-    line("5,2", t0 + 3 + d, "ferry:agent:task", "succeeded", R"(,"exit_code":0)");
-  line("6,1", t0 + 9, "ferry:provision:terminate", "started", on_node);
-  line("6,2", t0 + 9.5, "ferry:provision:terminate", "succeeded", "");
-  line("7", t0 + 10, "ferry:run", "succeeded", "");
+    line("5,2", t0 + 3 + d, action_types::agent::task, "succeeded", R"(,"exit_code":0)");
+  line("6,1", t0 + 9, action_types::provision::terminate, "started", on_node);
+  line("6,2", t0 + 9.5, action_types::provision::terminate, "succeeded", "");
+  line("7", t0 + 10, action_types::run::job, "succeeded", "");
   return out;
 }
 

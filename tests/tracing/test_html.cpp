@@ -5,9 +5,11 @@
 #include "support/process.hpp"
 #include "support/sample_traces.hpp"
 #include "support/temp_dir.hpp"
+#include "tracing/action_types.hpp"
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -173,8 +175,10 @@ document.body.dataset.view = location.hash;
   std::smatch m;
   ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"re(data-tip="([^"]*)")re"))) << r.err;
   const std::string tip = m[1];
-  for (const char* expected : {"ferry:agent:task  failed", "duration 4.000 s", "task M /8", "node n2",
-                               "submitted_at: 1000", "reason: exit status 3"})
+  const std::vector<std::string> expected_parts = {fmt::format("{}  failed", action_types::agent::task),
+                                                   "duration 4.000 s", "task M /8", "node n2", "submitted_at: 1000",
+                                                   "reason: exit status 3"};
+  for (const auto& expected : expected_parts)
     EXPECT_NE(tip.find(expected), std::string::npos) << expected << " in " << tip;
   // The pointer was at t4's start, 12 s in; the wheel narrowed the 20.4 s view by e^-1.5 around it.
   ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"re(data-view="#view=([-0-9.e]+),([-0-9.e]+)")re"))) << r.err;
@@ -185,8 +189,10 @@ document.body.dataset.view = location.hash;
 }
 
 TEST_F(html_in_chromium, a_trace_without_runs_or_maps_still_renders) {
-  const auto trace = test::msg("1", 1, "ferry:pack", "started") + test::msg("2,1", 1.5, "ferry:packaging:hash", "started") +
-                     test::msg("2,2", 2, "ferry:packaging:hash", "succeeded") + test::msg("3", 3, "ferry:pack", "succeeded");
+  const auto trace = test::msg("1", 1, action_types::packaging::pack, "started") +
+                     test::msg("2,1", 1.5, action_types::packaging::hash, "started") +
+                     test::msg("2,2", 2, action_types::packaging::hash, "succeeded") +
+                     test::msg("3", 3, action_types::packaging::pack, "succeeded");
   const auto page = dir.write("timeline.html", page_for(dir, trace));
   const auto r = run_chromium(dir, page, "--dump-dom");
   ASSERT_EQ(r.exit_code, 0) << r.err;

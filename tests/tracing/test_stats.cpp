@@ -1,4 +1,5 @@
 // `ferry trace stats` on hand-built traces whose answers are worked out by hand in the comments.
+#include "tracing/action_types.hpp"
 #include "tracing/percentiles.hpp"
 #include "tracing/stats_view.hpp"
 #include "tracing/trace_stats.hpp"
@@ -96,7 +97,7 @@ TEST(trace_stats, a_hand_built_map_gives_exact_figures) {
   EXPECT_TRUE(s.problems.empty());
 
   // Task durations 5, 6, 8, 4 sorted 4 5 6 8: p50 rank 2 = 5, p90 rank 4 = 8.
-  const auto& tasks = type_stats(s, "ferry:agent:task");
+  const auto& tasks = type_stats(s, action_types::agent::task);
   EXPECT_EQ(tasks.count, 4u);
   EXPECT_EQ(tasks.failures, 1u);
   EXPECT_EQ(tasks.incomplete, 0u);
@@ -104,12 +105,12 @@ TEST(trace_stats, a_hand_built_map_gives_exact_figures) {
   EXPECT_EQ(tasks.duration.p90, 8);
   EXPECT_EQ(tasks.duration.p99, 8);
   EXPECT_EQ(tasks.duration.max, 8);
-  EXPECT_EQ(type_stats(s, "ferry:provision:node").duration.max, 5);
-  EXPECT_EQ(type_stats(s, "ferry:map").duration.p50, 20);
+  EXPECT_EQ(type_stats(s, action_types::provision::node).duration.max, 5);
+  EXPECT_EQ(type_stats(s, action_types::map::job).duration.p50, 20);
 
   ASSERT_EQ(s.jobs.size(), 1u);
   const auto& j = s.jobs[0];
-  EXPECT_EQ(j.action_type, "ferry:map");
+  EXPECT_EQ(j.action_type, action_types::map::job);
   EXPECT_EQ(j.status, "succeeded");
   EXPECT_TRUE(j.complete);
   EXPECT_EQ(j.time.length(), 20);
@@ -142,13 +143,13 @@ TEST(trace_stats, a_hand_built_map_gives_exact_figures) {
   // Back from 1020: t3 ends last (map's own time 1018 .. 1020 before it), then from t3's start at 1010 the
   // latest child ending by then is t1, then n1's provisioning (its wait and create), then the map's own
   // second at the start. t2, t4, n2 and the hash overlap links: off the path.
-  const std::vector<std::tuple<std::string, std::string, std::size_t, double, double, double>> expected = {
-      {"ferry:map", "", 0, 1000, 1001, 0.05},
-      {"ferry:provision:create", "n1", 2, 1001, 1002, 0.05},
-      {"ferry:provision:wait_for_ssh", "n1", 2, 1002, 1005, 0.15},
-      {"ferry:agent:task", "n1", 1, 1005, 1010, 0.25},
-      {"ferry:agent:task", "n1", 1, 1010, 1018, 0.4},
-      {"ferry:map", "", 0, 1018, 1020, 0.1}};
+  const std::vector<std::tuple<std::string_view, std::string, std::size_t, double, double, double>> expected = {
+      {action_types::map::job, "", 0, 1000, 1001, 0.05},
+      {action_types::provision::create, "n1", 2, 1001, 1002, 0.05},
+      {action_types::readiness::wait_ssh, "n1", 2, 1002, 1005, 0.15},
+      {action_types::agent::task, "n1", 1, 1005, 1010, 0.25},
+      {action_types::agent::task, "n1", 1, 1010, 1018, 0.4},
+      {action_types::map::job, "", 0, 1018, 1020, 0.1}};
   ASSERT_EQ(j.path.links.size(), expected.size());
   for (std::size_t i = 0; i < expected.size(); ++i) {
     const auto& l = j.path.links[i];
@@ -164,17 +165,18 @@ TEST(trace_stats, an_incomplete_task_is_counted_and_lasts_until_its_parent_ends)
   //   provision n2 2004 .. 2005; task on n2 2005 .. 2009, submitted 2004; the run ends at 2010.
   // On the critical path the lost task ends where the trace last saw it (2002), so the retry is the chain.
   temp_dir dir;
-  const auto text = msg("1", 2000, "ferry:run", "started") +
-                    msg("2,1", 2000, "ferry:provision:node", "started", R"(,"node":"n1")") +
-                    msg("2,2", 2002, "ferry:provision:node", "succeeded") +
-                    msg("3,1", 2002, "ferry:agent:task", "started", R"(,"node":"n1","submitted_at":2001.5)") +
-                    msg("4,1", 2004, "ferry:provision:node", "started", R"(,"node":"n2")") +
-                    msg("4,2", 2005, "ferry:provision:node", "succeeded") +
-                    msg("5,1", 2005, "ferry:agent:task", "started", R"(,"node":"n2","submitted_at":2004)") +
-                    msg("5,2", 2009, "ferry:agent:task", "succeeded") + msg("6", 2010, "ferry:run", "succeeded");
+  const auto text = msg("1", 2000, action_types::run::job, "started") +
+                    msg("2,1", 2000, action_types::provision::node, "started", R"(,"node":"n1")") +
+                    msg("2,2", 2002, action_types::provision::node, "succeeded") +
+                    msg("3,1", 2002, action_types::agent::task, "started", R"(,"node":"n1","submitted_at":2001.5)") +
+                    msg("4,1", 2004, action_types::provision::node, "started", R"(,"node":"n2")") +
+                    msg("4,2", 2005, action_types::provision::node, "succeeded") +
+                    msg("5,1", 2005, action_types::agent::task, "started", R"(,"node":"n2","submitted_at":2004)") +
+                    msg("5,2", 2009, action_types::agent::task, "succeeded") +
+                    msg("6", 2010, action_types::run::job, "succeeded");
   const auto s = stats_of(read(dir, "run.jsonl", text));
   ASSERT_EQ(s.incomplete_eliot_tasks.size(), 1u);
-  const auto& tasks = type_stats(s, "ferry:agent:task");
+  const auto& tasks = type_stats(s, action_types::agent::task);
   EXPECT_EQ(tasks.count, 2u);
   EXPECT_EQ(tasks.incomplete, 1u);
   EXPECT_EQ(tasks.duration.count, 1u);  // only the finished task has a duration
@@ -190,10 +192,12 @@ TEST(trace_stats, an_incomplete_task_is_counted_and_lasts_until_its_parent_ends)
   EXPECT_EQ(j.usage.busy_node_seconds, 12);
   EXPECT_EQ(j.usage.provisioned_node_seconds, 16);
   EXPECT_EQ(j.usage.ratio(), 0.75);
-  const std::vector<std::tuple<std::string, std::string, double, double, double>> expected = {
-      {"ferry:provision:node", "n1", 2000, 2002, 0.2}, {"ferry:run", "", 2002, 2004, 0.2},
-      {"ferry:provision:node", "n2", 2004, 2005, 0.1}, {"ferry:agent:task", "n2", 2005, 2009, 0.4},
-      {"ferry:run", "", 2009, 2010, 0.1}};
+  const std::vector<std::tuple<std::string_view, std::string, double, double, double>> expected = {
+      {action_types::provision::node, "n1", 2000, 2002, 0.2},
+      {action_types::run::job, "", 2002, 2004, 0.2},
+      {action_types::provision::node, "n2", 2004, 2005, 0.1},
+      {action_types::agent::task, "n2", 2005, 2009, 0.4},
+      {action_types::run::job, "", 2009, 2010, 0.1}};
   ASSERT_EQ(j.path.links.size(), expected.size());
   for (std::size_t i = 0; i < expected.size(); ++i) {
     const auto& l = j.path.links[i];
@@ -209,10 +213,12 @@ TEST(trace_stats, an_incomplete_task_is_counted_and_lasts_until_its_parent_ends)
 TEST(trace_stats, a_crashed_run_ends_with_its_last_message) {
   // The process died at 3005: nothing ended. The run lasts from 3000 to its task's last message.
   temp_dir dir;
-  const auto text = msg("1", 3000, "ferry:run", "started") +
-                    msg("2,1", 3001, "ferry:agent:task", "started", R"(,"node":"n1","submitted_at":3000)") +
-                    msg("2,2,1", 3002, "ferry:agent:materialise", "started", R"(,"node":"n1")") +
-                    R"({"task_uuid":"M","task_level":[2,3],"timestamp":3005,"message_type":"ferry:agent:output"})" "\n";
+  const auto text = msg("1", 3000, action_types::run::job, "started") +
+                    msg("2,1", 3001, action_types::agent::task, "started", R"(,"node":"n1","submitted_at":3000)") +
+                    msg("2,2,1", 3002, action_types::agent::materialise, "started", R"(,"node":"n1")") +
+                    fmt::format(R"({{"task_uuid":"M","task_level":[2,3],"timestamp":3005,"message_type":"{}"}})",
+                                action_types::ssh::exec_bytes) +
+                    "\n";
   const auto s = stats_of(read(dir, "crash.jsonl", text));
   ASSERT_EQ(s.jobs.size(), 1u);
   const auto& j = s.jobs[0];
@@ -223,8 +229,8 @@ TEST(trace_stats, a_crashed_run_ends_with_its_last_message) {
   EXPECT_EQ(j.usage.provisioned_node_seconds, 4);  // first named at 3001
   EXPECT_EQ(j.usage.busy_node_seconds, 4);
   EXPECT_EQ(j.path.total(), 5);
-  EXPECT_EQ(type_stats(s, "ferry:run").incomplete, 1u);
-  EXPECT_EQ(type_stats(s, "ferry:agent:materialise").incomplete, 1u);
+  EXPECT_EQ(type_stats(s, action_types::run::job).incomplete, 1u);
+  EXPECT_EQ(type_stats(s, action_types::agent::materialise).incomplete, 1u);
 }
 
 TEST(trace_stats, malformed_lines_are_named_and_the_rest_is_used) {
@@ -248,7 +254,7 @@ TEST(trace_stats, malformed_lines_are_named_and_the_rest_is_used) {
   const auto s = stats_of(*set);
   EXPECT_EQ(s.problems.size(), 2u);
   // The hash lost its end message and so is incomplete; everything else is as before.
-  EXPECT_EQ(type_stats(s, "ferry:packaging:hash").incomplete, 1u);
+  EXPECT_EQ(type_stats(s, action_types::packaging::hash).incomplete, 1u);
   ASSERT_EQ(s.jobs.size(), 1u);
   EXPECT_EQ(s.jobs[0].tasks, 4u);
   EXPECT_EQ(s.jobs[0].usage.busy_node_seconds, 23);
@@ -261,17 +267,20 @@ TEST(trace_stats, overlapping_children_and_a_continued_task) {
   // Back from 10: c is zero-length at 8 (left out, the map's own time on both sides is one link), b ends
   // last (8), then from b's start at 3 nothing ends by 3 (a ends at 5: it overlaps b), so map's own time.
   temp_dir dir;
-  const auto text = msg("2,1", 0, "ferry:map", "started", "", "P") + msg("2,2,1", 0, "a", "started", "", "P") +
-                    msg("2,2,2", 5, "a", "succeeded", "", "P") + msg("2,3,1", 3, "b", "started", "", "P") +
-                    msg("2,3,2", 8, "b", "succeeded", "", "P") + msg("2,4,1", 8, "c", "started", "", "P") +
-                    msg("2,4,2", 8, "c", "succeeded", "", "P") + msg("2,5", 10, "ferry:map", "succeeded", "", "P");
+  const auto text = msg("2,1", 0, action_types::map::job, "started", "", "P") +
+                    msg("2,2,1", 0, "a", "started", "", "P") + msg("2,2,2", 5, "a", "succeeded", "", "P") +
+                    msg("2,3,1", 3, "b", "started", "", "P") + msg("2,3,2", 8, "b", "succeeded", "", "P") +
+                    msg("2,4,1", 8, "c", "started", "", "P") + msg("2,4,2", 8, "c", "succeeded", "", "P") +
+                    msg("2,5", 10, action_types::map::job, "succeeded", "", "P");
   const auto s = stats_of(read(dir, "ferry.jsonl", text));
   ASSERT_EQ(s.jobs.size(), 1u);
   const auto& path = s.jobs[0].path.links;
   ASSERT_EQ(path.size(), 3u);
-  EXPECT_EQ(std::make_tuple(path[0].action_type, path[0].begin, path[0].end), std::make_tuple("ferry:map", 0.0, 3.0));
+  EXPECT_EQ(std::make_tuple(path[0].action_type, path[0].begin, path[0].end),
+            std::make_tuple(action_types::map::job, 0.0, 3.0));
   EXPECT_EQ(std::make_tuple(path[1].action_type, path[1].begin, path[1].end), std::make_tuple("b", 3.0, 8.0));
-  EXPECT_EQ(std::make_tuple(path[2].action_type, path[2].begin, path[2].end), std::make_tuple("ferry:map", 8.0, 10.0));
+  EXPECT_EQ(std::make_tuple(path[2].action_type, path[2].begin, path[2].end),
+            std::make_tuple(action_types::map::job, 8.0, 10.0));
   EXPECT_EQ(s.jobs[0].level, "/2");
   EXPECT_EQ(path[0].share + path[1].share + path[2].share, 1);
 }
@@ -289,7 +298,7 @@ TEST(trace_stats, a_thousand_runs_add_up) {
   EXPECT_TRUE(s.incomplete_eliot_tasks.empty());
   ASSERT_EQ(s.jobs.size(), runs);
   // Task durations 1..5, 200 each: rank 500 is a 3, rank 900 a 5. Pending 0..3, 250 each: rank 500 is a 1.
-  const auto& tasks = type_stats(s, "ferry:agent:task");
+  const auto& tasks = type_stats(s, action_types::agent::task);
   EXPECT_EQ(tasks.count, runs);
   EXPECT_EQ(tasks.failures, 10u);
   EXPECT_EQ(tasks.duration.p50, 3);
@@ -308,7 +317,7 @@ TEST(trace_stats, a_thousand_runs_add_up) {
     ASSERT_EQ(j.time.begin, test::synthetic_run_start(i));
     ASSERT_EQ(j.path.total(), 10) << i;
     ASSERT_EQ(j.path.links.size(), 6u) << i;
-    ASSERT_EQ(j.path.links[2].action_type, "ferry:agent:task");
+    ASSERT_EQ(j.path.links[2].action_type, action_types::agent::task);
     ASSERT_EQ(j.path.links[2].duration(), test::synthetic_task_seconds(i));
     ASSERT_LE(j.usage.busy_node_seconds, j.usage.provisioned_node_seconds);
   }

@@ -1,3 +1,4 @@
+#include "tracing/action_types.hpp"
 #include "tracing/chrome_view.hpp"
 #include "tracing/tree_view.hpp"
 
@@ -21,6 +22,11 @@ std::string start(std::string_view type, std::string_view level, double ts, std:
 std::string end(std::string_view type, std::string_view level, double ts, std::string_view status = "succeeded") {
   return fmt::format(R"({{"task_uuid":"T","task_level":[{}],"timestamp":{},"action_type":"{}","action_status":"{}"}})",
                      level, ts, type, status);
+}
+// The message at [3] that says level `handed` went to a process that may never write to the trace.
+std::string handoff_at_3(int handed) {
+  return fmt::format(R"({{"task_uuid":"T","task_level":[3],"timestamp":1.5,"message_type":"{}","level":{}}})",
+                     action_types::tracing::handoff, handed);
 }
 
 // A run with two concurrent children (overlapping in time) and a nested grandchild.
@@ -77,13 +83,13 @@ TEST(tree_view, a_level_handed_off_and_never_used_is_not_a_gap) {
   temp_dir dir;
   diagnostics diag;
   // Level [2] went to a command that did not use eliot; the ferry:handoff message at [3] says so.
-  const auto handoff = R"({"task_uuid":"T","task_level":[3],"timestamp":1.5,"message_type":"ferry:handoff","level":2})";
+  const auto handoff = handoff_at_3(2);
   const auto set =
       *read_traces({dir.write("t.jsonl", start("run", "1", 1.0) + "\n" + handoff + "\n" + end("run", "4", 2.0) + "\n")},
                    diag);
   EXPECT_TRUE(build_task_trees(set)[0].complete());
   // A handoff naming another level does not excuse this gap.
-  const auto other = R"({"task_uuid":"T","task_level":[3],"timestamp":1.5,"message_type":"ferry:handoff","level":5})";
+  const auto other = handoff_at_3(5);
   const auto set2 =
       *read_traces({dir.write("t2.jsonl", start("run", "1", 1.0) + "\n" + other + "\n" + end("run", "4", 2.0) + "\n")},
                    diag);
