@@ -157,7 +157,14 @@ void exec_lifecycle::unknown_reported() {
   if (phase_ == phase::unknown) phase_ = phase::done;
 }
 
-bool exec_lifecycle::passes_output() const { return phase_ == phase::running; }
+// After a cancellation the sink still works, and what the command prints while it is being stopped is
+// worth having: the node program answers TERM by ending its actions, and those lines close its part of the
+// trace. After any other failure (the sink's own among them) output is read only to keep the command
+// moving, and dropped.
+bool exec_lifecycle::passes_output() const {
+  if (phase_ == phase::running) return true;
+  return cancellation_.has_value() && (phase_ == phase::awaiting_group || phase_ == phase::killing);
+}
 
 // TERM to the group; KILL once the grace is over and any of it is still there.
 std::string exec_lifecycle::kill_line() const {

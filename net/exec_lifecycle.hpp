@@ -108,7 +108,7 @@ class exec_lifecycle {
   void unknown_reported();
 
   // ---- What the shell asks ----
-  bool passes_output() const;  // while pumping; stopping reads and drops
+  bool passes_output() const;  // while pumping, and while stopping after a cancellation
   bool exited() const { return exit_.status || !exit_.signal.empty() || peer_closed_; }
   bool ended() const { return eof_ && exited(); }
   bool requested() const { return requested_; }

@@ -213,7 +213,7 @@ asio::awaitable<error_code> exec_channel::pass_output(output_stream which, bool&
 
 asio::awaitable<error_code> exec_channel::deliver(output_stream which, std::span<const char> bytes) {
   (which == output_stream::out ? bytes_out_ : bytes_err_) += bytes.size();
-  // Once ferry stopped listening, output is read only to keep the command moving, and dropped.
+  // While a failed command is stopped its output is read only to keep it moving, and dropped (see passes_output).
   if (!core_.passes_output() || !request_.output || bytes.empty()) co_return error_code{};
   co_return co_await request_.output->write(which, bytes);
 }

@@ -41,10 +41,10 @@ class exec_channel {
   asio::awaitable<error_code> start(diagnostics& diag);
   // Moves bytes until the command ended and passes on what the core held back.
   asio::awaitable<error_code> run(diagnostics& diag);
-  // Reads stdout (dropping it) until the group id line came, or `deadline`.
+  // Reads stdout until the group id line came, or `deadline`: passed on after a cancellation, else dropped.
   asio::awaitable<void> await_group(clock::time_point deadline);
-  // Reads stdout and stderr (dropping them) until the command ended, or `deadline`: while it is being
-  // killed, a command blocked writing to a full channel could not act on its TERM.
+  // Reads stdout and stderr until the command ended, or `deadline` (passed on after a cancellation, else
+  // dropped): while it is being killed, a command blocked writing to a full channel could not act on its TERM.
   asio::awaitable<void> drain(clock::time_point deadline);
 
   exec_lifecycle& core() { return core_; }

@@ -334,6 +334,39 @@ TEST_F(ssh_failures, cancelling_a_command_kills_its_remote_process_group) {
   EXPECT_TRUE(mentions(text, "\"cancelled\"")) << text;
 }
 
+asio::awaitable<void> exec_until_cancelled(ssh_harness& t, ssh_session& session, std::string command,
+                                           collect_sink& sink, cancelled_run& out) {
+  const exec_request request{std::move(command), nullptr, &sink};
+  auto r = co_await exec(t.trace.root(), session, request, out.diag);
+  out.ec = r ? error_code{} : r.error();
+}
+
+asio::awaitable<void> cancel_into_sink(ssh_failures& t, std::string command, std::string token, collect_sink& sink,
+                                       cancelled_run& out) {
+  auto session = co_await t.connect(t.server, out.diag);
+  if (!session) {
+    out.ec = session.error();
+    co_return;
+  }
+  auto command_run = exec_until_cancelled(t, **session, std::move(command), sink, out);
+  auto timeout = wait_then_count(t.server, std::move(token), out.running_before);
+  co_await (std::move(command_run) || std::move(timeout));
+}
+
+// What a cancelled command prints while it is being stopped reaches the sink: the node program answers
+// TERM by ending its actions, and those lines close its part of the trace.
+TEST_F(ssh_failures, what_a_cancelled_command_prints_on_its_term_still_reaches_the_sink) {
+  const std::string token = "765.4321";
+  const auto command = fmt::format("trap 'echo goodbye; exit 3' TERM; echo hello; sleep {}1 & wait", token);
+  collect_sink sink(1 << 20);
+  cancelled_run c;
+  run(cancel_into_sink(*this, command, token, sink, c));
+  EXPECT_EQ(c.running_before, 1u);
+  EXPECT_EQ(c.ec, asio::error::operation_aborted) << c.diag.message;
+  EXPECT_EQ(sink.out, "hello\ngoodbye\n");
+  EXPECT_TRUE(sleeps_with(server, token).empty()) << "the remote sleep survived the cancel";
+}
+
 TEST_F(ssh_failures, a_command_that_ignores_term_is_killed_after_the_grace) {
   options.settings.kill_grace = 1s;
   const std::string token = "876.5432";
