@@ -5,13 +5,13 @@
 #include "config/loader.hpp"
 #include "config/schema.hpp"
 #include "config/units.hpp"
+#include "scratch_dir.hpp"
 
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <unistd.h>
 
 namespace config = ferry::config;
 
@@ -20,11 +20,7 @@ namespace {
 // A directory per fuzzing process: HOME and the XDG dirs point inside it (no user config is read), and
 // its ferry.toml is rewritten for each input.
 const std::filesystem::path& scratch() {
-  static const std::filesystem::path dir = [] {
-    std::string d = (std::filesystem::temp_directory_path() / "ferry-fuzz-config-XXXXXX").string();
-    if (!mkdtemp(d.data())) std::abort();
-    return std::filesystem::path(d);
-  }();
+  static const auto dir = ferry::fuzz::make_scratch_dir("ferry-fuzz-config");
   return dir;
 }
 

@@ -8,13 +8,13 @@
 #include "tracing/trace_file.hpp"
 #include "tracing/trace_stats.hpp"
 #include "tracing/tree_view.hpp"
+#include "scratch_dir.hpp"
 
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <unistd.h>
 
 namespace tracing = ferry::tracing;
 
@@ -22,11 +22,7 @@ namespace {
 
 // One file per fuzzing process, rewritten for each input: the reader's interface is a path.
 const std::filesystem::path& trace_path() {
-  static const std::filesystem::path path = [] {
-    std::string dir = (std::filesystem::temp_directory_path() / "ferry-fuzz-trace-XXXXXX").string();
-    if (!mkdtemp(dir.data())) std::abort();
-    return std::filesystem::path(dir) / "trace.jsonl";
-  }();
+  static const auto path = ferry::fuzz::make_scratch_dir("ferry-fuzz-trace") / "trace.jsonl";
   return path;
 }
 
