@@ -10,14 +10,18 @@
 //   ctrl-c: the same pack (a fresh prefix each time) interrupted with SIGINT at a random moment in its
 //           first 2.5 s: the time to exit, the multipart uploads left in the bucket, the trace complete.
 //
+//   ctrl-c run: a cold `ferry run --nodes 1` (fresh prefix, no hash cache, a node the run brings up with an
+//           empty layer cache) interrupted with SIGINT at a random moment of its uninterrupted length: the
+//           exit code and time, multipart uploads left, ferry's child processes still alive 3 s later, the
+//           processes left on the nodes (all but sshd listeners and the idle watchdog), every action ended.
 //   sshd:   `ferry run` on a fresh local node whose sshd processes (listener and sessions) are all killed
 //           at a random moment in the command's first 0.5 s: ferry's exit (code, whether it names the node,
 //           time from the kill) and the remote command's end, which the node's watchdog brings about.
 //   secrets: `ferry run --env NAME=VALUE` with a secret key and a session token (which presigned URLs carry)
 //           while every process's argv is read every 2 ms; then every file ferry and the local nodes wrote
 //           is searched for the key, the token, a signature (X-Amz-Signature=<64 hex>) and the --env value.
-// FERRY_BENCH_CUTS (100), FERRY_BENCH_FREEZES (20), FERRY_BENCH_INTERRUPTS (50), FERRY_BENCH_SSHD_KILLS (20)
-// and FERRY_BENCH_SECRET_RUNS (5) set the rounds; 0 skips a row.
+// FERRY_BENCH_CUTS (100), FERRY_BENCH_FREEZES (20), FERRY_BENCH_INTERRUPTS (50), FERRY_BENCH_RUN_INTERRUPTS
+// (50), FERRY_BENCH_SSHD_KILLS (20) and FERRY_BENCH_SECRET_RUNS (5) set the rounds; 0 skips a row.
 #include "bench_support.hpp"
 #include "support/eliot.hpp"
 #include "support/fault_proxy.hpp"
@@ -28,10 +32,13 @@
 #include <boost/json.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <csignal>
 #include <fstream>
+#include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -325,6 +332,214 @@ void kill_sshd_during_runs(int count) {
              count, hangs, clear, worst_exit, started, outlived, worst_gone);
 }
 
+// A process as /proc shows it: (pid, start time in clock ticks), so a reused pid is not mistaken for it.
+using proc_id = std::pair<int, std::string>;
+
+std::string start_time(int pid) {
+  const auto stat = ferry::test::read_file(fmt::format("/proc/{}/stat", pid));
+  const auto close = stat.rfind(')');  // the command name may hold spaces and parentheses
+  if (close == std::string::npos) return {};
+  std::istringstream rest(stat.substr(close + 2));
+  std::string field;
+  for (int i = 3; i <= 22 && rest >> field; ++i) {
+  }
+  return field;  // field 22: starttime
+}
+
+bool alive(const proc_id& p) {
+  return !ferry::test::dead_or_zombie(p.first) && start_time(p.first) == p.second;
+}
+
+// Whether `pid` shares this process's network namespace (a local node's sshd does not: it is the node).
+bool on_the_workstation(int pid) {
+  std::error_code a, b;
+  return fs::read_symlink(fmt::format("/proc/{}/ns/net", pid), a) == fs::read_symlink("/proc/self/ns/net", b) && !a;
+}
+
+// The local nodes' network namespaces (ferry-ID) there are now.
+std::set<std::string> node_namespaces() {
+  std::set<std::string> out;
+  std::istringstream names(ferry::test::run({"ip", "netns", "list"}).out);
+  for (std::string line; std::getline(names, line);) {
+    const auto ns = line.substr(0, line.find(' '));
+    if (ns.rfind("ferry-", 0) == 0) out.insert(ns);
+  }
+  return out;
+}
+
+// The local nodes made since `before` that the registry under `state` does not hold.
+int unrecorded_nodes(const fs::path& state, const std::set<std::string>& before) {
+  std::string registry;
+  if (fs::exists(state / "state" / "ferry" / "nodes.json"))
+    registry = ferry::test::read_file(state / "state" / "ferry" / "nodes.json");
+  int missing = 0;
+  for (const auto& ns : node_namespaces())
+    if (!before.contains(ns) && registry.find("\"" + ns.substr(6) + "\"") == std::string::npos) ++missing;
+  return missing;
+}
+
+// Every process descended from `root` now.
+std::set<proc_id> descendants(int root) {
+  std::map<int, std::vector<int>> children;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/proc", ec)) {
+    const auto name = e.path().filename().string();
+    if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
+    const auto status = ferry::test::read_file(e.path() / "status");
+    const auto at = status.find("\nPPid:");
+    if (at != std::string::npos) children[std::atoi(status.c_str() + at + 7)].push_back(std::stoi(name));
+  }
+  std::set<proc_id> out;
+  std::vector<int> todo{root};
+  while (!todo.empty()) {
+    const int p = todo.back();
+    todo.pop_back();
+    for (int c : children[p]) {
+      out.insert({c, start_time(c)});
+      todo.push_back(c);
+    }
+  }
+  return out;
+}
+
+// The processes inside every local node's network namespace but their sshd listeners and the idle
+// watchdogs ferry leaves on purpose: what a run left behind there.
+std::vector<std::string> left_on_nodes() {
+  std::vector<std::string> out;
+  std::istringstream names(ferry::test::run({"ip", "netns", "list"}).out);
+  for (std::string line; std::getline(names, line);) {
+    const auto ns = line.substr(0, line.find(' '));
+    if (ns.rfind("ferry-", 0) != 0) continue;
+    std::istringstream pids(ferry::test::run({"ip", "netns", "pids", ns}).out);
+    for (int p = 0; pids >> p;) {
+      auto argv = ferry::test::read_file(fmt::format("/proc/{}/cmdline", p));
+      std::replace(argv.begin(), argv.end(), '\0', ' ');
+      if (argv.empty() || argv.find("watchdog") != std::string::npos) continue;
+      if (argv.rfind("sshd: ", 0) == 0 || argv.find("/sshd ") != std::string::npos) {
+        if (argv.find("[listener]") != std::string::npos || argv.find(" -D") != std::string::npos) continue;
+      }
+      out.push_back(fmt::format("{} {}: {}", ns, p, argv.substr(0, 80)));
+    }
+  }
+  return out;
+}
+
+// Whether python3-eliot rebuilds one task from `trace` and the node programs' files beside it, and every
+// action in it ended (succeeded or failed). Not eliot's is_complete(): the level ferry hands to the user's
+// command stays empty when the command does not use eliot, which its parser cannot tell from a lost message.
+bool every_action_ended(const fs::path& trace) {
+  std::vector<fs::path> files{trace};
+  const auto stem = trace.stem().string() + ".node-";
+  for (const auto& e : fs::directory_iterator(trace.parent_path()))
+    if (e.path().filename().string().rfind(stem, 0) == 0) files.push_back(e.path());
+  const auto tasks = ferry::test::eliot_parse(files);
+  if (tasks.size() != 1) return false;
+  std::vector<const boost::json::object*> todo{&tasks[0].at("root").as_object()};
+  while (!todo.empty()) {
+    const auto* node = todo.back();
+    todo.pop_back();
+    if (!node->contains("action_type")) continue;
+    const auto& status = node->at("status").as_string();
+    if (status != "succeeded" && status != "failed") return false;
+    for (const auto& c : node->at("children").as_array()) todo.push_back(&c.as_object());
+  }
+  return true;
+}
+
+// A cold `ferry run` (a fresh storage prefix, no hash cache, no node: ferry brings one up and fills its
+// empty layer cache) interrupted with SIGINT at a random moment of its length, measured first without one.
+void interrupt_cold_runs(int count) {
+  run_setup setup;
+  auto& options = setup.options;
+  std::mt19937_64 rng(17);
+  write_random(setup.ws / "a.bin", 24 << 20, rng);
+  write_random(setup.ws / "b.bin", 24 << 20, rng);
+  moto_server moto({.host = "10.200.0.1"});
+  moto.make_bucket("cold");
+  setup.use(moto);
+  ferry::test::run_ferry({"nodes", "down", "--all"}, options);  // the setup's node: each run makes its own
+  const std::vector<std::string> command{"run", "--nodes", "1", "--", "sh", "-c", "sleep 2; echo done"};
+  auto cold_round = [&](const std::string& name, std::optional<double> interrupt_at) {
+    fs::remove_all(setup.state / "cache");
+    options.env["FERRY_STORAGE_URL"] = "s3://cold/" + name;
+    const auto trace = setup.state / (name + ".jsonl");
+    std::vector<std::string> args{"--trace", trace.string()};
+    args.insert(args.end(), command.begin(), command.end());
+    const auto namespaces_before = node_namespaces();
+    const auto started = std::chrono::steady_clock::now();
+    auto child = ferry::test::spawn_ferry(args, options);
+    std::set<proc_id> seen;  // ferry's children (the interpreter probe) while it ran
+    while (interrupt_at && std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() <
+                               *interrupt_at &&
+           !ferry::test::dead_or_zombie(child->pid())) {
+      seen.merge(descendants(child->pid()));
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    const auto sent = std::chrono::steady_clock::now();
+    if (interrupt_at) child->signal(SIGINT);
+    const bool ended = ends_within_two_minutes(child->pid());
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
+    if (!ended) child->signal(SIGKILL);
+    const auto r = child->wait();
+    // Uninterrupted, the run's whole length; interrupted, when the signal came.
+    const double whole = std::chrono::duration<double>(sent - started).count() + (interrupt_at ? 0 : took);
+    std::this_thread::sleep_for(std::chrono::seconds(3));  // sshd ends a session whose client has gone
+    int local_left = 0;
+    for (const auto& p : seen) local_left += alive(p) && on_the_workstation(p.first) ? 1 : 0;
+    const int unrecorded = unrecorded_nodes(setup.state.path(), namespaces_before);
+    const auto remote_left = left_on_nodes();
+    // A signal that comes before ferry opened its trace leaves none, which is whole in its way.
+    const bool traced = fs::exists(trace);
+    const bool whole_trace = !traced || every_action_ended(trace);
+    for (const auto& p : seen)
+      if (alive(p) && on_the_workstation(p.first))
+        fmt::print("    left on the workstation: {}\n", ferry::test::read_file(fmt::format("/proc/{}/cmdline", p.first)));
+    ferry::test::run_ferry({"nodes", "down", "--all"}, options);
+    struct outcome {
+      int exit_code;
+      bool hung;
+      double exit_after, run_length;
+      int local_left, unrecorded;
+      std::vector<std::string> remote_left;
+      bool traced, whole_trace;
+    };
+    return outcome{r.exit_code, !ended, took, whole, local_left, unrecorded, remote_left, traced, whole_trace};
+  };
+  const auto calibration = cold_round("calibration", std::nullopt);
+  if (calibration.exit_code != 0) throw std::runtime_error("the uninterrupted cold run failed");
+  const double length = calibration.run_length;
+  int interrupted = 0, finished = 0, other = 0, hangs = 0, over_3s = 0, local_orphans = 0, remote_orphans = 0,
+      broken_traces = 0, untraced = 0, unrecorded = 0;
+  double worst = 0;
+  for (int i = 0; i < count; ++i) {
+    const double at = std::uniform_real_distribution<double>(0, length)(rng);
+    const auto o = cold_round(fmt::format("round-{}", i), at);
+    (o.exit_code == 130 ? interrupted : o.exit_code == 0 ? finished : other) += 1;
+    hangs += o.hung ? 1 : 0;
+    over_3s += o.exit_after > 3 ? 1 : 0;
+    worst = std::max(worst, o.exit_after);
+    local_orphans += o.local_left;
+    remote_orphans += static_cast<int>(o.remote_left.size());
+    broken_traces += o.whole_trace ? 0 : 1;
+    untraced += o.traced ? 0 : 1;
+    unrecorded += o.unrecorded;
+    fmt::print("  cold run round {}: SIGINT at {:.2f} s, exit {} {:.2f} s later{}{}\n", i + 1, at, o.exit_code,
+               o.exit_after, o.local_left ? fmt::format(", {} local processes left", o.local_left) : "",
+               o.whole_trace ? "" : ", trace not whole");
+    for (const auto& p : o.remote_left) fmt::print("    left on a node: {}\n", p);
+  }
+  const auto left = multipart_uploads_left(moto, "cold");
+  fmt::print("ctrl-c cold run: {} rounds over a cold run of {:.2f} s (2 x 24 MiB random files and a venv; a node "
+             "brought up by the run; command 'sleep 2'): {} interrupted (exit 130), {} finished first, {} other "
+             "exits, {} hangs, {} exits over 3 s, slowest {:.2f} s after SIGINT; {} multipart uploads left, {} "
+             "processes left on the workstation, {} on the nodes (3 s after the exit), {} nodes running that "
+             "the registry does not hold, {} traces (ferry's and the "
+             "nodes' files) in which python3-eliot found an action that never ended ({} rounds ended before "
+             "ferry opened its trace)\n",
+             count, length, interrupted, finished, other, hangs, over_3s, worst, left, local_orphans, remote_orphans,
+             unrecorded, broken_traces, untraced);
+}
+
 // Whether `text` holds a signature: X-Amz-Signature= and 64 hex digits (the name alone is in ferry's
 // own binaries, in the list of what traces redact).
 bool holds_signature(std::string_view text) {
@@ -430,6 +645,7 @@ int main() {
     if (const int n = rounds("FERRY_BENCH_CUTS", 100)) cut_uploads(n);
     if (const int n = rounds("FERRY_BENCH_FREEZES", 20)) freeze_packs(n);
     if (const int n = rounds("FERRY_BENCH_INTERRUPTS", 50)) interrupt_packs(n);
+    if (const int n = rounds("FERRY_BENCH_RUN_INTERRUPTS", 50)) interrupt_cold_runs(n);
     if (const int n = rounds("FERRY_BENCH_SSHD_KILLS", 20)) kill_sshd_during_runs(n);
     if (const int n = rounds("FERRY_BENCH_SECRET_RUNS", 5)) grep_for_secrets(n);
   } catch (const std::exception& e) {
