@@ -107,8 +107,18 @@ asio::awaitable<error_code> exec_channel::open(clock::time_point deadline, diagn
       const auto waited = co_await session_->wait_for_activity_until(clock::now() + step.wait, diag);
       if (waited && waited != make_error_code(errc::timeout)) co_return waited;
     }
+    // A command waits, without a deadline, for a channel the session's count says is free: that is how
+    // commands beyond the node's cap queue. A kill waits only until the start's deadline: the count holds
+    // the very channel it is to stop, and a cap learned too low would otherwise keep it waiting for ever.
     while (!session_->channel_available(kind_ == kind::kill)) {
-      const auto ec = co_await session_->wait_for_activity(diag);
+      error_code ec;  // not a ternary of two co_awaits: GCC 12 miscompiles co_await in its operands
+      if (kind_ == kind::kill)
+        ec = co_await session_->wait_for_activity_until(deadline, diag);
+      else
+        ec = co_await session_->wait_for_activity(diag);
+      if (ec == make_error_code(errc::timeout))
+        diag.set(fmt::format("no channel came free on {} for {} within ssh.connect_timeout",
+                             session_->peer().describe(), what()));
       if (ec) co_return ec;
     }
     channel_.reset(ssh_channel_new(session_->native()));
