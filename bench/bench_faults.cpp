@@ -406,10 +406,7 @@ std::set<proc_id> descendants(int root) {
 // watchdogs ferry leaves on purpose: what a run left behind there.
 std::vector<std::string> left_on_nodes() {
   std::vector<std::string> out;
-  std::istringstream names(ferry::test::run({"ip", "netns", "list"}).out);
-  for (std::string line; std::getline(names, line);) {
-    const auto ns = line.substr(0, line.find(' '));
-    if (ns.rfind("ferry-", 0) != 0) continue;
+  for (const auto& ns : node_namespaces()) {
     std::istringstream pids(ferry::test::run({"ip", "netns", "pids", ns}).out);
     for (int p = 0; pids >> p;) {
       auto argv = ferry::test::read_file(fmt::format("/proc/{}/cmdline", p));
