@@ -3,7 +3,11 @@
 #include "agent/error.hpp"
 #include "net/cancellation.hpp"
 #include "net/fan_out.hpp"
+#include "net/run_all.hpp"
 #include "net/s3_url.hpp"
+#include "packaging/import_names.hpp"
+#include "packaging/import_order.hpp"
+#include "packaging/storage_lookup.hpp"
 #include "packaging/stored_manifest.hpp"
 #include "tracing/action_types.hpp"
 
@@ -40,6 +44,26 @@ std::optional<std::size_t> workspace_of(const packaging::stored_manifest& m) {
 
 double seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
+// The first layer of the workspace root (scan order is root order, so the workspace's come first).
+std::optional<std::size_t> workspace_index(const packaging::scan_result& scan, const command_context&) {
+  if (scan.layers.empty() || scan.layers.front().root_index != 0) return std::nullopt;
+  return std::size_t{0};
+}
+
+// What a lazy start's nodes learn before any layer is in storage: every layer, its import names, its rank.
+node::plan_catalogue catalogue_of(const packaging::scan_result& scan, const std::vector<std::size_t>& ranks,
+                                  std::optional<std::size_t> workspace) {
+  node::plan_catalogue c;
+  c.workspace = workspace;
+  for (std::size_t i = 0; i < scan.layers.size(); ++i) {
+    const auto& l = scan.layers[i];
+    auto names = packaging::import_names_of(l);
+    c.layers.push_back({i, net::to_hex(l.id), l.name, i < ranks.size() ? ranks[i] : i, std::move(names.modules),
+                        std::move(names.dists)});
+  }
+  return c;
+}
+
 }  // namespace
 
 std::string startup_line(const startup_times& t, double ran) {
@@ -47,9 +71,11 @@ std::string startup_line(const startup_times& t, double ran) {
                                        : fmt::format("{} new{}", t.nodes_new,
                                                      t.nodes_warm ? fmt::format(", {} warm", t.nodes_warm) : "");
   std::string env = t.layers_fetched == 0 ? std::string("cached") : fmt::format("{} layers", t.layers_fetched);
-  return fmt::format("ready in {:.2f} s: pack {:.2f} s ({}/{} cached), nodes {:.2f} s ({}), env {:.2f} s ({}); "
+  const auto first = t.first_line >= 0 ? fmt::format("; first line at {:.2f} s", t.first_line) : std::string();
+  return fmt::format("ready in {:.2f} s{}: pack {:.2f} s ({}/{} cached), nodes {:.2f} s ({}), env {:.2f} s ({}){}; "
                      "ran {:.2f} s",
-                     t.ready, t.pack, t.layers_cached, t.layers, t.nodes, nodes, t.env, env, ran);
+                     t.ready, t.lazy ? " (lazy start)" : "", t.pack, t.layers_cached, t.layers, t.nodes, nodes, t.env,
+                     env, first, ran);
 }
 
 job::job(const command_context& ctx, tracing::action& act)
@@ -94,12 +120,18 @@ asio::awaitable<void> job::pack_step(diagnostics& diag) {
   progress.on_layer_shipped = [this, &bucket](const packaging::shipped_layer& l) {
     feed_.add(l.index, source_of(l, *storage_->s3, bucket));
   };
+  progress.on_scanned = [this](const packaging::scan_result& scan, const std::vector<std::size_t>& ranks) {
+    for (std::size_t i = 0; i < scan.layers.size(); ++i) layer_index_[net::to_hex(scan.layers[i].id)] = i;
+    if (lazy_) feed_.catalogue(catalogue_of(scan, ranks, workspace_index(scan, ctx_)));
+  };
+  progress_ = &progress;
   // On every way out the feed closes, an exception's too: no node may wait on it for ever.
   struct close_feed {
     layer_feed& feed;
     ~close_feed() { feed.abandon(); }  // after end(), a no-op
   } closer{feed_};
   auto packed = co_await run_pack(act, ctx_, &*storage_, pack_request{}, &progress, diag);
+  progress_ = nullptr;
   times_.pack = since_start();
   packed_at_ = std::chrono::steady_clock::now();
   if (packed) {
@@ -124,8 +156,87 @@ asio::awaitable<void> job::pack_step(diagnostics& diag) {
   }
 }
 
+void job::first_output() {
+  if (times_.first_line < 0) times_.first_line = since_start();
+}
+
+void job::began_work(std::chrono::steady_clock::time_point begin) {
+  const auto from = packed_at_ ? std::max(begin, *packed_at_) : begin;
+  times_.env = std::max(times_.env, seconds(std::chrono::steady_clock::now() - from));
+  times_.ready = std::max(times_.ready, since_start());
+  ++working_;
+}
+
+void job::hurry(const std::vector<std::string>& ids) {
+  if (!progress_) return;  // the pack is over: every layer is in storage
+  for (const auto& id : ids)
+    if (auto it = layer_index_.find(id); it != layer_index_.end()) progress_->hurry(it->second);
+}
+
+asio::awaitable<void> job::materialise_beside(ready_node& node, lazy_link& link, diagnostics& diag,
+                                              std::optional<result<environment>>& out) {
+  out = co_await materialise_lazily(act_, *node.session, feed_, materialise_, link, diag);
+}
+
+asio::awaitable<void> job::work_when_ready(ready_node& node, lazy_link& link) {
+  const auto begin = std::chrono::steady_clock::now();
+  co_await link.ready.wait();
+  const bool stopped = co_await net::cancelled();  // (not in the condition: GCC 12 and co_await in &&)
+  if (link.early && !stopped) {
+    began_work(begin);
+    job_node jn{node, *link.early};
+    co_await work_(jn);
+  }
+  // The node program ends here, whatever is still on its way: nothing more is needed.
+  link.work_done = true;
+  feed_.poke();
+}
+
+asio::awaitable<void> job::on_node_lazily(ready_node& node) {
+  lazy_link link(co_await asio::this_coro::executor);
+  link.on_wait = [this](const std::vector<std::string>& ids) { hurry(ids); };
+  diagnostics diag;
+  std::optional<result<environment>> env;
+  std::vector<asio::awaitable<void>> both;
+  both.push_back(materialise_beside(node, link, diag, env));
+  both.push_back(work_when_ready(node, link));
+  co_await net::run_all(std::move(both));
+  if (!env || !*env) {
+    const auto ec = env ? env->error() : error_code(asio::error::operation_aborted);
+    // A pack that failed says why itself; its nodes only saw their plan stop short.
+    if (pack_error_) co_return;
+    if (!link.early) {
+      failures_.push_back(fmt::format("{}: {}", node.node.id, describe(ec, diag)));
+    } else if (ec != asio::error::operation_aborted) {
+      // The command ran: what it imported was there, or it said so itself (an ImportError naming the layer).
+      fmt::print(stderr, "ferry: warning: {}: a layer failed while the command ran: {}\n", node.node.id,
+                 describe(ec, diag));
+    }
+    co_return;
+  }
+  times_.layers_fetched += (*env)->layers_fetched;
+  imported_.push_back((*env)->imported);
+}
+
+asio::awaitable<void> job::store_import_order() {
+  if (!packed_ || packed_->settings.import_order_key.empty() || imported_.empty()) co_return;
+  std::vector<std::string> now;
+  for (const auto& node : imported_) now = packaging::merge_import_order(now, node);
+  if (now.empty()) co_return;  // no Python asked: nothing learned
+  const auto merged = packaging::merge_import_order(now, packed_->report.import_order);
+  if (merged == packed_->report.import_order) co_return;
+  const auto text = packaging::import_order_json(merged);
+  diagnostics diag;
+  auto put = co_await storage_->s3->put_object(act_, packed_->settings.bucket, packed_->settings.import_order_key,
+                                               std::span<const char>(text.data(), text.size()), diag);
+  // A hint for the next run: failing to store it fails nothing.
+  act_.log(action_types::packaging::import_order,
+           {{"key", packed_->settings.import_order_key}, {"layers", merged.size()}, {"stored", bool(put)}});
+}
+
 asio::awaitable<void> job::on_node(ready_node& node) {
   if (pack_error_) co_return;  // the pack failed: nothing to put on the node
+  if (lazy_) co_return co_await on_node_lazily(node);
   diagnostics diag;
   const auto begin = std::chrono::steady_clock::now();
   auto env = co_await materialise(act_, *node.session, feed_, materialise_, diag);
@@ -135,11 +246,8 @@ asio::awaitable<void> job::on_node(ready_node& node) {
     co_return;
   }
   // What the environment cost beyond the pack and the node: from the later of the two to its end.
-  const auto from = packed_at_ ? std::max(begin, *packed_at_) : begin;
-  times_.env = std::max(times_.env, seconds(std::chrono::steady_clock::now() - from));
+  began_work(begin);
   times_.layers_fetched += env->layers_fetched;
-  times_.ready = std::max(times_.ready, since_start());
-  ++working_;
   job_node jn{node, *env};
   co_await work_(jn);
 }
@@ -173,6 +281,7 @@ asio::awaitable<result<void>> job::provide_all(std::size_t count) {
 
 asio::awaitable<result<void>> job::run(std::size_t count, job_work work, diagnostics& diag) {
   work_ = std::move(work);
+  times_.lazy = lazy_;
   // A pack that failed ends the provisioning too: its nodes would have nothing to run, and waiting for
   // them could take up to nodes.ready_timeout, with machines started meanwhile.
   diagnostics ignored;  // the pack keeps its own diagnostics
@@ -184,6 +293,7 @@ asio::awaitable<result<void>> job::run(std::size_t count, job_work work, diagnos
     diag = pack_diag_;
     co_return pack_error_;
   }
+  co_await store_import_order();
   if (working_ == 0) {
     std::string why;
     for (const auto& f : failures_) why += "\n  " + f;

@@ -18,6 +18,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -45,6 +46,8 @@ struct startup_times {
                               // (it starts on each layer as soon as that one is stored)
   std::size_t layers_fetched = 0;  // downloads over all nodes
   double ready = 0;           // from the start until the last node began the work
+  bool lazy = false;          // the work began once the workspace was in place (agent.lazy_start)
+  double first_line = -1;     // from the start until the command's first output; < 0: none yet
 };
 
 // "ready in 1.3 s: pack 0.4 s (12/14 cached), nodes 0.6 s (1 new), env 0.2 s (2 layers); ran 4.1 s"
@@ -58,6 +61,13 @@ class job {
   // Storage, ferry's key, the node registry and the provider (`provider`: "" = nodes.provider). Bad
   // settings fail here, before anything starts.
   result<void> open(std::string_view provider, diagnostics& diag);
+
+  // Lazy start (agent/node/import_gate.hpp): the work begins on a node once the workspace is there, and
+  // the node program serves its imports while the rest lands. Set before run().
+  void lazy_start(bool on) { lazy_ = on; }
+  bool lazy() const { return lazy_; }
+  // The command's first output arrived (run and map call it): the start-up line's "first line at".
+  void first_output();
 
   // Packs while `count` nodes are provided; runs `work` on each node once its environment is in place.
   // Fails when the pack fails, or when no node got as far as the work; nodes that failed are in
@@ -79,6 +89,14 @@ class job {
  private:
   boost::asio::awaitable<void> pack_step(diagnostics& diag);
   boost::asio::awaitable<void> on_node(ready_node& node);
+  boost::asio::awaitable<void> on_node_lazily(ready_node& node);
+  boost::asio::awaitable<void> materialise_beside(ready_node& node, lazy_link& link, diagnostics& diag,
+                                                  std::optional<result<environment>>& out);
+  boost::asio::awaitable<void> work_when_ready(ready_node& node, lazy_link& link);
+  void began_work(std::chrono::steady_clock::time_point begin);
+  // The order the nodes' commands imported layers in, merged with the stored one, stored when it changed.
+  boost::asio::awaitable<void> store_import_order();
+  void hurry(const std::vector<std::string>& ids);
   boost::asio::awaitable<void> provide(std::size_t count);
   // The two as items of one fan-out: the pack's failure cancels the provisioning beside it.
   boost::asio::awaitable<result<void>> pack_or_fail();
@@ -102,6 +120,10 @@ class job {
   std::vector<std::string> failures_;
   startup_times times_;
   std::size_t working_ = 0;  // nodes whose work has begun
+  bool lazy_ = false;
+  packaging::pack_progress* progress_ = nullptr;  // while the pack runs: hurry() reaches it
+  std::map<std::string, std::size_t> layer_index_;  // layer id -> its index in the scan
+  std::vector<std::vector<std::string>> imported_;  // each node's imports, first imported first
 };
 
 }  // namespace ferry::agent

@@ -14,7 +14,8 @@ namespace asio = boost::asio;
 
 class layer_feed::feed_reader final : public net::input_source {
  public:
-  feed_reader(layer_feed& feed, std::string header) : feed_(feed), current_(std::move(header) + "\n") {}
+  feed_reader(layer_feed& feed, std::string header, const bool* work_done)
+      : feed_(feed), current_(std::move(header) + "\n"), work_done_(work_done) {}
 
   asio::awaitable<result<std::size_t>> read(std::span<char> into) override {
     for (;;) {
@@ -24,12 +25,20 @@ class layer_feed::feed_reader final : public net::input_source {
         offset_ += n;
         co_return n;
       }
+      if (told_done_) co_return std::size_t{0};
+      if (work_done_ && *work_done_) {
+        current_ = node::work_done_line() + "\n";
+        offset_ = 0;
+        told_done_ = true;
+        continue;
+      }
       if (next_ < feed_.lines_.size()) {
         current_ = feed_.lines_[next_++];
         offset_ = 0;
         continue;
       }
-      if (feed_.closed_) co_return std::size_t{0};
+      // A lazy start's input stays open after the plan's end, until the work is done.
+      if (feed_.closed_ && !(work_done_ && feed_.ended_)) co_return std::size_t{0};
       // Wait for the next line. A wake is told from a cancellation by the generation it moved on.
       const auto seen = feed_.generation_;
       error_code ec;
@@ -47,6 +56,8 @@ class layer_feed::feed_reader final : public net::input_source {
   std::string current_;
   std::size_t offset_ = 0;
   std::size_t next_ = 0;
+  const bool* work_done_;
+  bool told_done_ = false;
 };
 
 layer_feed::layer_feed(asio::any_io_executor io) : changed_(std::move(io)) {
@@ -64,6 +75,12 @@ void layer_feed::wake() {
   ++generation_;
   changed_.cancel();
   changed_.expires_at(asio::steady_timer::time_point::max());
+}
+
+void layer_feed::catalogue(const node::plan_catalogue& catalogue) {
+  if (closed_) return;
+  lines_.push_back(node::catalogue_line(catalogue) + "\n");
+  wake();
 }
 
 void layer_feed::add(std::size_t index, const node::layer_source& layer) {
@@ -87,8 +104,8 @@ void layer_feed::abandon() {
   wake();
 }
 
-std::unique_ptr<net::input_source> layer_feed::reader(std::string header) {
-  return std::make_unique<feed_reader>(*this, std::move(header));
+std::unique_ptr<net::input_source> layer_feed::reader(std::string header, const bool* work_done) {
+  return std::make_unique<feed_reader>(*this, std::move(header), work_done);
 }
 
 }  // namespace ferry::agent

@@ -25,6 +25,8 @@ class layer_feed {
   // A whole plan at once: its layers, then its end.
   static std::unique_ptr<layer_feed> of(boost::asio::any_io_executor io, const node::environment_plan& plan);
 
+  // Every layer, before any is in storage (a lazy start's catalogue: plan.hpp).
+  void catalogue(const node::plan_catalogue& catalogue);
   // A layer is in storage: `index` is its place in sys.path order.
   void add(std::size_t index, const node::layer_source& layer);
   // Every layer is in: `layers` of them.
@@ -36,8 +38,11 @@ class layer_feed {
   std::size_t layers() const { return layers_; }
 
   // stdin for one node program: `header` (its own line: the task id differs per node), then the feed's
-  // lines as they come. The feed must outlive it.
-  std::unique_ptr<net::input_source> reader(std::string header);
+  // lines as they come. The feed must outlive it. With `work_done` (a lazy start), the input does not end
+  // with the feed: once *work_done is true (then poke()), a work_done line ends it, whatever is left.
+  std::unique_ptr<net::input_source> reader(std::string header, const bool* work_done = nullptr);
+  // Readers look again (a work_done flag changed).
+  void poke() { wake(); }
 
  private:
   class feed_reader;

@@ -21,6 +21,7 @@
 #include "agent/layer_feed.hpp"
 #include "agent/node/plan.hpp"
 #include "agent/node_program.hpp"
+#include "net/async_event.hpp"
 #include "config/settings.hpp"
 #include "net/ssh_session.hpp"
 #include "tracing/action.hpp"
@@ -30,7 +31,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,6 +65,24 @@ struct environment {                     // what the node now holds for this pla
   std::size_t layers_cached = 0, layers_fetched = 0;
   std::uint64_t bytes_fetched = 0;
   std::size_t layers_evicted = 0;
+  // A lazy start (agent/node/import_gate.hpp): the command's import hook asks the node program at this
+  // socket (FERRY_IMPORT_SOCKET), and python_path is the hook's directory then the workspace: the other
+  // layers join sys.path as they land. At the end: the layers the command imported, first imported first,
+  // and how many were never fetched because it ended first.
+  std::string import_socket;
+  std::vector<std::string> imported;
+  std::size_t layers_left = 0;
+};
+
+// Between a lazy start's materialise and the work on that node.
+struct lazy_link {
+  explicit lazy_link(asio::any_io_executor io) : ready(std::move(io)) {}
+  std::optional<environment> early;  // where the command may start, once the node program says so
+  net::async_event ready;            // set then, or when materialise ends without it
+  bool work_done = false;            // the work on the node is over: set it, then poke the feed
+  double may_start_at = 0;           // seconds into materialise when the node said so
+  // An import on the node waits for these layers (ids): the pack may hurry them.
+  std::function<void(const std::vector<std::string>& ids)> on_wait;
 };
 
 // Runs the plan on the node behind `session` and reports what it holds. Fails with the node program's
@@ -73,6 +94,12 @@ struct environment {                     // what the node now holds for this pla
 asio::awaitable<result<environment>> materialise(tracing::action& parent, net::ssh_session& session,
                                                  layer_feed& feed, const materialise_options& options,
                                                  diagnostics& diag);
+// A lazy start: the feed carries the catalogue first; `link` learns where the command may start as soon as
+// the workspace is in place, and the node program runs on, serving the command's imports, until
+// link.work_done. The environment at the end has its counts and what was imported.
+asio::awaitable<result<environment>> materialise_lazily(tracing::action& parent, net::ssh_session& session,
+                                                        layer_feed& feed, const materialise_options& options,
+                                                        lazy_link& link, diagnostics& diag);
 // A whole plan at once (its cache_dir and cache_cap instead of the options').
 asio::awaitable<result<environment>> materialise(tracing::action& parent, net::ssh_session& session,
                                                  const environment_plan& plan, const materialise_options& options,

@@ -26,8 +26,8 @@ constexpr std::size_t max_stderr = 16 << 10;
 // end of its root action is kept.
 class node_output final : public net::output_sink {
  public:
-  node_output(tracing::sink& out, std::string_view root_type, node_answer& answer)
-      : out_(out), root_type_(root_type), answer_(answer) {}
+  node_output(tracing::sink& out, const node_call& call, node_answer& answer)
+      : out_(out), root_type_(call.root_type), on_message_(call.on_message), answer_(answer) {}
 
   asio::awaitable<error_code> write(net::output_stream stream, std::span<const char> bytes) override {
     const std::string_view text(bytes.data(), bytes.size());
@@ -56,6 +56,7 @@ class node_output final : public net::output_sink {
     auto value = json::parse(line, ec);
     if (ec || !value.is_object()) return;
     auto& o = value.get_object();
+    if (on_message_) on_message_(o);
     const auto* type = o.if_contains("action_type");
     const auto* status = o.if_contains("action_status");
     if (type && status && type->is_string() && type->get_string() == root_type_ && status->is_string() &&
@@ -65,6 +66,7 @@ class node_output final : public net::output_sink {
 
   tracing::sink& out_;
   std::string_view root_type_;
+  const std::function<void(const json::object&)>& on_message_;
   node_answer& answer_;
   std::string pending_;
 };
@@ -142,7 +144,7 @@ asio::awaitable<result<node_answer>> call_node(tracing::action& act, net::ssh_se
     const auto task_id = act.serialize_task_id();
     auto in = input(task_id);
     node_answer answer;
-    node_output out(trace, call.root_type, answer);
+    node_output out(trace, call, answer);
     net::exec_request request{command, in.get(), &out};
     auto done = co_await net::exec(act, session, request, diag);
     if (!done) co_return done.error();

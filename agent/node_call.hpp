@@ -35,6 +35,8 @@ struct node_call {
   std::string node_path;   // PATH for the program's command line; empty: the login's
   std::string subcommand;  // "materialise", "stage"
   std::string_view root_type;  // the action type of the program's root (tracing/action_types.hpp)
+  // Each message the program writes, as it arrives (after it went to the node's trace file).
+  std::function<void(const boost::json::object&)> on_message;
 };
 
 struct node_answer {

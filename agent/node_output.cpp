@@ -1,5 +1,7 @@
 #include "agent/node_output.hpp"
 
+#include <utility>
+
 #include <cerrno>
 #include <unistd.h>
 
@@ -21,6 +23,7 @@ void node_output::emit(net::output_stream stream, std::string_view text) {
 
 boost::asio::awaitable<error_code> node_output::write(net::output_stream stream, std::span<const char> bytes) {
   const std::string_view text(bytes.data(), bytes.size());
+  if (on_first_ && !text.empty()) std::exchange(on_first_, nullptr)();
   if (prefix_.empty()) {
     // A closed stdout (`ferry exec ... | head`) ends the command, as it would locally.
     co_return write_all(stream == net::output_stream::out ? STDOUT_FILENO : STDERR_FILENO, text);

@@ -4,6 +4,7 @@
 // within a line (a partial last line is flushed with its prefix when the command ends).
 #include "net/ssh_streams.hpp"
 
+#include <functional>
 #include <string>
 
 namespace ferry::agent {
@@ -12,6 +13,9 @@ class node_output final : public net::output_sink {
  public:
   // An empty prefix passes bytes through as they come.
   explicit node_output(std::string prefix) : prefix_(std::move(prefix)) {}
+  // Called once, when the command's first output arrives (the start-up line's "first line at").
+  node_output(std::string prefix, std::function<void()> on_first) : prefix_(std::move(prefix)),
+                                                                     on_first_(std::move(on_first)) {}
   ~node_output() override { flush(); }
 
   boost::asio::awaitable<error_code> write(net::output_stream stream, std::span<const char> bytes) override;
@@ -21,6 +25,7 @@ class node_output final : public net::output_sink {
   void emit(net::output_stream stream, std::string_view text);
 
   std::string prefix_;
+  std::function<void()> on_first_;
   std::string pending_out_;
   std::string pending_err_;
 };

@@ -1,5 +1,7 @@
 #include "agent/pack_job.hpp"
 
+#include "packaging/import_order.hpp"
+
 #include "net/s3_url.hpp"
 #include "packaging/zip_digest_cache.hpp"
 #include "agent/error.hpp"
@@ -95,6 +97,13 @@ asio::awaitable<result<pack_outcome>> run_pack(tracing::action& act, const comma
   if (!found) co_return found.error();
   out.found = std::move(*found);
   out.roots = roots_of(out.found, out.warnings);
+  if (session) {
+    for (const auto& r : out.roots) {
+      if (r.type != packaging::root_spec::kind::workspace) continue;
+      out.settings.import_order_key = packaging::import_order_key(out.settings.prefix, packaging::project_id(r.path));
+      break;
+    }
+  }
 
   auto cache = packaging::hash_cache::load(s.dirs.cache / "hashes.bin", nullptr);
   auto digests = packaging::zip_digest_cache::load(s.dirs.cache / "zip-digests", nullptr);

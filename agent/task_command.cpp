@@ -65,6 +65,19 @@ bool parse_env_vars(const std::vector<std::string>& texts, env_vars& out, std::s
   return true;
 }
 
+bool runs_python(const std::vector<std::string>& argv) {
+  for (const auto& word : argv) {
+    const auto name = std::string_view(word).substr(word.rfind('/') == std::string::npos ? 0 : word.rfind('/') + 1);
+    if (name == "env" || name == "nice" || name == "time" || name == "exec" || word.find('=') != std::string::npos ||
+        (!word.empty() && word[0] == '-'))
+      continue;
+    if (name.substr(0, 6) != "python") return false;
+    const auto version = name.substr(6);
+    return version.find_first_not_of("0123456789.") == std::string_view::npos;
+  }
+  return false;
+}
+
 task_line task_command(const environment& env, std::string_view task_id, const env_vars& vars,
                        const std::vector<std::string>& argv) {
   std::string python_path;
@@ -75,6 +88,10 @@ task_line task_command(const environment& env, std::string_view task_id, const e
   task_line out;
   out.command = fmt::format("cd {} && PYTHONPATH={} && FERRY_TASK_ID={} && export PYTHONPATH FERRY_TASK_ID && ",
                             net::shell_quote(env.workdir), net::shell_quote(python_path), net::shell_quote(task_id));
+  // A lazy start: the import hook on PYTHONPATH asks the node program here which layers have landed.
+  if (!env.import_socket.empty())
+    out.command += fmt::format("FERRY_IMPORT_SOCKET={} && export FERRY_IMPORT_SOCKET && ",
+                               net::shell_quote(env.import_socket));
   if (!vars.empty()) {
     // The user's come after ferry's, so they win. `read` is a builtin: the values reach no argv.
     const auto end = end_line(vars);

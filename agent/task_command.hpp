@@ -28,6 +28,10 @@ struct task_line {
   std::string input;    // the command's stdin: the --env assignments, empty when there are none
 };
 
+// Whether the command runs Python: its program (after `env`, `nice`, `time`, `exec` and NAME=VALUE words)
+// is python, python3, python3.11, ... by its last path part. A lazy start needs Python's import hook.
+bool runs_python(const std::vector<std::string>& argv);
+
 task_line task_command(const environment& env, std::string_view task_id, const env_vars& vars,
                        const std::vector<std::string>& argv);
 

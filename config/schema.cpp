@@ -440,6 +440,9 @@ const std::vector<key_spec>& table() {
           "how long a node waits while another ferry run materialises layers into the same cache"),
       key<&S::agent, &agent_settings::stage_parallelism>("agent.stage_parallelism", "16",
           "objects one node downloads at once when staging data (--stage)"),
+      key<&S::agent, &agent_settings::lazy_start>("agent.lazy_start", "true",
+          "run and map start a Python command once the workspace is on the node; each import waits for its "
+          "own layer"),
       // ec2
       key<&S::ec2, &ec2_settings::region>("ec2.region", R"("")",
           "EC2 region; empty: AWS_REGION, AWS_DEFAULT_REGION, the profile, then us-east-1"),

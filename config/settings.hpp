@@ -113,6 +113,9 @@ struct agent_settings {
   std::string node_program;       // the ferry-node binary sent to nodes; empty: the one beside ferry
   duration cache_lock_timeout{};  // how long a node waits for another run's lock on its layer cache
   int stage_parallelism = 0;      // objects one node downloads at once for --stage
+  // `run` and `map` of a Python command start it once the workspace is on the node, and an import hook
+  // holds each import until its layer has landed (agent/node/import_gate.hpp).
+  bool lazy_start = true;
 };
 
 // The ec2 node provider. A node_spec's unset fields (0, false, no type) fall back to these.

@@ -5,6 +5,7 @@
 #include "net/fan_out.hpp"
 #include "net/iso_time.hpp"
 #include "packaging/error.hpp"
+#include "packaging/import_order.hpp"
 #include "packaging/layer_upload.hpp"
 #include "packaging/storage_lookup.hpp"
 #include "packaging/stored_manifest.hpp"
@@ -177,23 +178,51 @@ asio::awaitable<result<void>> check_storage(tracing::action& parent, net::s3_cli
 
 asio::awaitable<result<void>> upload_missing(tracing::action& parent, net::s3_client& s3, net::cpu_pool& pool,
                                              const pack_settings& settings, std::vector<shard_job>& jobs,
-                                             zip_digest_cache& digests, pack_progress* progress,
-                                             shipping& shipped, diagnostics& diag) {
+                                             const std::vector<std::size_t>& ranks, zip_digest_cache& digests,
+                                             pack_progress* progress, shipping& shipped, diagnostics& diag) {
   std::vector<shard_job*> todo;
   for (auto& j : jobs) {
     if (!j.present) todo.push_back(&j);
   }
-  // Big shards first: the longest compressions start early and small ones fill the gaps at the end.
-  std::stable_sort(todo.begin(), todo.end(), [](auto* a, auto* b) { return a->part->bytes > b->part->bytes; });
+  // In the order of arrival (the workspace first, then what runs imported first), big shards first within
+  // a layer and among the layers no run imported: the longest compressions start early and small ones
+  // fill the gaps at the end.
+  auto rank_of = [&](const shard_job* j) {
+    std::size_t best = SIZE_MAX;
+    for (auto i : j->reports) best = std::min(best, i < ranks.size() ? ranks[i] : SIZE_MAX);
+    return best;
+  };
+  std::stable_sort(todo.begin(), todo.end(), [&](auto* a, auto* b) {
+    const auto ra = rank_of(a), rb = rank_of(b);
+    if (ra != rb) return ra < rb;
+    return a->part->bytes > b->part->bytes;
+  });
   if (progress) {
     progress->shards_to_upload = todo.size();
     for (auto* j : todo) progress->bytes_to_zip += j->part->bytes;
   }
   shipped.start();
   upload_context c{parent, s3, pool, settings, digests, shipped, progress};
+  // Each worker takes the first job left when it is free, not the i-th: a layer a node waits for
+  // (pack_progress::hurry) can jump the queue.
+  std::size_t taken = 0;
+  auto next_job = [&]() -> shard_job* {
+    if (progress) {
+      for (auto layer : progress->hurried) {
+        for (auto it = todo.begin() + static_cast<std::ptrdiff_t>(taken); it != todo.end(); ++it) {
+          const auto& r = (*it)->reports;
+          if (std::find(r.begin(), r.end(), layer) == r.end()) continue;
+          std::rotate(todo.begin() + static_cast<std::ptrdiff_t>(taken), it, it + 1);
+          break;
+        }
+      }
+      progress->hurried.clear();
+    }
+    return todo[taken++];
+  };
   co_return co_await net::fan_out(
       todo.size(), settings.upload_concurrency,
-      [&](std::size_t i, diagnostics& d) { return upload_one(c, *todo[i], d); }, diag);
+      [&](std::size_t, diagnostics& d) { return upload_one(c, *next_job(), d); }, diag);
 }
 
 // What the manifest's two texts are made from.
@@ -310,13 +339,21 @@ asio::awaitable<result<pack_report>> pack(tracing::action& parent, net::cpu_pool
   // The hashes are good whatever happens to the upload: keep them.
   if (diagnostics d; !cache.save(d)) parent.log(action_types::packaging::cache_not_saved, {{"reason", d.message}});
   if (auto r = check_sizes(report.scan, settings, diag); !r) co_return r.error();
+  const bool storage = s3 && !settings.bucket.empty();
+  if (storage && !settings.import_order_key.empty()) {
+    // A hint: storage that cannot give it costs the order, never the pack.
+    diagnostics ignored;
+    auto text = co_await read_small_object(parent, *s3, settings.bucket, settings.import_order_key, ignored);
+    if (text && *text) report.import_order = parse_import_order(**text);
+  }
+  report.ranks = layer_ranks(report.scan, roots, report.import_order);
+  if (progress && progress->on_scanned) progress->on_scanned(report.scan, report.ranks);
 
   auto manifest_act = parent.child(action_types::packaging::manifest);
   const manifest_parts parts{python, roots, report.scan.layers, settings.prefix};
   report.manifest_text = parts.content();
   report.manifest_key = manifest_key(settings.prefix, report.manifest_text);
   auto jobs = shard_jobs(report.scan, settings.prefix);
-  const bool storage = s3 && !settings.bucket.empty();
   if (storage) {
     // A GET, not a HEAD: the same one request, and it brings the digests a found manifest holds.
     std::string last_modified;
@@ -346,7 +383,7 @@ asio::awaitable<result<pack_report>> pack(tracing::action& parent, net::cpu_pool
     } else {
       co_await sweep(parent, *s3, settings);
       shipping ship(report.scan, settings.prefix, progress);
-      shipped = co_await upload_missing(parent, *s3, pool, settings, jobs, digests, progress, ship, diag);
+      shipped = co_await upload_missing(parent, *s3, pool, settings, jobs, report.ranks, digests, progress, ship, diag);
     }
     // The digests learned are good whatever happens to the rest: keep them.
     if (diagnostics d; !digests.save(d))

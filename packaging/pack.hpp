@@ -35,6 +35,9 @@ struct pack_settings {
   // `ferry storage gc` keeps what a manifest newer than its age names, so a pack that finds its manifest
   // (nothing to upload) stores it again once it is this old: a project packed every day stays in use.
   std::chrono::seconds manifest_refresh{24 * 3600};
+  // Where the project's import order is kept (packaging/import_order.hpp); empty: none. The layers go to
+  // storage in its order, the workspace first.
+  std::string import_order_key;
 };
 
 // A layer whose every shard is in storage, its zip's digest known: what a node needs to fetch it.
@@ -52,6 +55,13 @@ struct shipped_layer {
 };
 
 struct pack_progress {
+  // Called on the I/O thread once the scan is done, before anything is uploaded: every layer, and its
+  // place in the order of arrival (import_order.hpp).
+  std::function<void(const scan_result&, const std::vector<std::size_t>& ranks)> on_scanned;
+  // A layer a node waits for (an import of it): its shards not yet started go before all others. I/O
+  // thread only.
+  void hurry(std::size_t layer_index) { hurried.push_back(layer_index); }
+  std::vector<std::size_t> hurried;
   // Called on the I/O thread the moment a layer is wholly in storage (its shards uploaded, or found there),
   // once per layer, in no set order; every layer at once when the manifest was there already. Not in a
   // dry run. Nodes can start on a layer before the pack ends.
@@ -82,6 +92,8 @@ struct pack_report {
   shard_digests digests;  // of the shards' stored zips as far as known: all of them once the manifest is stored
   std::uint64_t uploaded_bytes = 0;
   std::size_t uploaded_shards = 0;
+  std::vector<std::string> import_order;  // as storage held it before this pack (none: empty)
+  std::vector<std::size_t> ranks;         // each layer's place in the order of arrival
 };
 
 // How many shards zip-and-upload at once for `threads` compression threads. Twice the threads, and two

@@ -84,6 +84,9 @@ inline constexpr std::string_view digest_cache_not_saved = "ferry:packaging:dige
 // Messages {key}: a stored zip whose digest sidecar is missing, or describes other bytes {zip_bytes}.
 inline constexpr std::string_view no_sidecar = "ferry:packaging:no_sidecar";
 inline constexpr std::string_view bad_sidecar = "ferry:packaging:bad_sidecar";
+// Message {key, layers, stored}: the order runs imported layers in, stored for the next pack
+// (packaging/import_order.hpp).
+inline constexpr std::string_view import_order = "ferry:packaging:import_order";
 }  // namespace packaging
 
 // `ferry storage` and the garbage collection in packaging/.
@@ -230,7 +233,9 @@ inline constexpr std::string_view watchdog_uninstall = "ferry:watchdog:uninstall
 // agent/node/: the node program, whose messages continue ferry's task on the node.
 namespace node {
 // The node program's root: continues ferry's agent::materialise on that node. Its success carries the
-// environment (workdir, python_path, layers_cached, layers_fetched, bytes_fetched, layers_evicted).
+// environment (workdir, python_path, layers_cached, layers_fetched, bytes_fetched, layers_evicted), and for
+// a lazy start imported (layer names, first imported first) and layers_left (not fetched: the command
+// ended first).
 inline constexpr std::string_view materialise = "ferry:node:materialise";
 inline constexpr std::string_view layer = "ferry:materialise:layer";      // {layer, name}: cached=true or fetched
 inline constexpr std::string_view lock = "ferry:materialise:lock";        // waiting for another run's lock
@@ -238,6 +243,17 @@ inline constexpr std::string_view attempt = "ferry:materialise:attempt";  // {at
 inline constexpr std::string_view shard = "ferry:materialise:shard";      // {shard, bytes}: downloaded, entries
 inline constexpr std::string_view cache = "ferry:materialise:cache";      // message {cache_dir}
 inline constexpr std::string_view evicted = "ferry:materialise:evicted";  // message {layer, disk_bytes}
+// Lazy start (agent/node/import_gate.hpp). Message {workdir, hook_dir, socket}: the workspace is in place,
+// the command may start; ferry starts it on reading this.
+inline constexpr std::string_view may_start = "ferry:materialise:may_start";
+// Message {pid}: the command's first Python process asked the import hook's first question.
+inline constexpr std::string_view command_started = "ferry:materialise:command_started";
+// An import that waited {kind, name, layers} -> waited_ms; failed when a layer it needs failed.
+inline constexpr std::string_view import_wait = "ferry:materialise:import_wait";  // {..., ids}
+// Message {layers}: the layers the command imported, in the order it first imported them.
+inline constexpr std::string_view imported = "ferry:materialise:imported";
+// Message {layers, pending}: the last layer landed (pending 0), or the command ended first (pending > 0).
+inline constexpr std::string_view all_landed = "ferry:materialise:all_landed";
 // `ferry-node stage`'s root: continues ferry's agent::stage on that node; its success carries fetched,
 // kept and bytes_fetched.
 inline constexpr std::string_view stage = "ferry:node:stage";

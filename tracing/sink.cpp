@@ -71,12 +71,22 @@ void sink::write(std::string_view line) {
   if (wake) wake_.notify_one();
 }
 
+void sink::nudge() {
+  {
+    std::lock_guard lock(buffer_mutex_);
+    urgent_ = true;
+  }
+  wake_.notify_one();
+}
+
 void sink::writer_loop() {
   std::string pending;
   pending.reserve(wake_threshold * 2);
   std::unique_lock lock(buffer_mutex_);
   while (!stopping_) {
-    wake_.wait_for(lock, wake_interval, [this] { return stopping_ || buffer_.size() >= wake_threshold; });
+    wake_.wait_for(lock, wake_interval,
+                   [this] { return stopping_ || urgent_ || buffer_.size() >= wake_threshold; });
+    urgent_ = false;
     if (buffer_.empty()) continue;
     pending.swap(buffer_);
     lock.unlock();

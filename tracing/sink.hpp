@@ -31,6 +31,9 @@ class sink {
   void write(std::string_view line);
   // Writes out everything queued so far. Blocks: call it at exit, not on the io_context.
   void flush();
+  // Has the writer thread write out what is queued now rather than at its next round (a line someone is
+  // waiting for). Never waits.
+  void nudge();
 
   const std::filesystem::path& path() const { return path_; }
   // The first write failure, if any (a full disk); lines after it are dropped.
@@ -50,6 +53,7 @@ class sink {
   std::condition_variable wake_;
   std::string buffer_;
   bool stopping_ = false;
+  bool urgent_ = false;  // nudge(): write out now
   mutable std::mutex io_mutex_;  // orders the writer thread's and flush()'s writes
   error_code error_;
   std::thread writer_;

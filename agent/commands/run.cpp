@@ -63,6 +63,7 @@ struct run_state {
   std::deque<node_result> results;  // grows while other nodes hold references to their own entries
   std::chrono::steady_clock::time_point first_start{};
   double ran = 0;
+  std::function<void()> on_first_output;  // the start-up line's "first line at"
 };
 
 result<std::string> read_order_file(const std::string& file, diagnostics& diag) {
@@ -144,7 +145,8 @@ asio::awaitable<void> run_on(tracing::action& job_act, job_node& jn, run_state& 
   auto task = job_act.child(action_types::agent::task, {{"node", jn.ready.node.id},
                                                         {"submitted_at", unix_now()},
                                                         {"command", net::quote_argv(state.args.command)}});
-  node_output output(state.prefixed ? fmt::format("{} | ", jn.ready.node.name) : std::string());
+  node_output output(state.prefixed ? fmt::format("{} | ", jn.ready.node.name) : std::string(),
+                     state.on_first_output);
   net::exec_request request;
   auto line = task_command(jn.env, task.hand_off_task_id(), state.vars, state.args.command);
   // The stream's directories exist before the command looks for them, however late the stager starts.
@@ -236,6 +238,8 @@ asio::awaitable<int> run(command_context& ctx, const run_args& args) {
   diagnostics diag;
   job j(ctx, act);
   if (auto opened = j.open("", diag); !opened) co_return report(act, opened.error(), diag);
+  j.lazy_start(ctx.config.values.agent.lazy_start && runs_python(args.command));
+  state.on_first_output = [&j] { j.first_output(); };
   state.staging = stage_options::from(ctx.config.values);
   state.staging.program = j.node_options().program;
   state.staging.cache_dir = j.node_options().cache_dir;

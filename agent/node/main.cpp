@@ -3,7 +3,8 @@
 // start it. It reads a JSON plan on stdin and writes Eliot messages on stdout that continue ferry's task.
 //
 //   ferry-node materialise         the plan's layers into the node's layer cache as its lines arrive
-//                                  (plan.hpp, materialise_layers.hpp)
+//                                  (plan.hpp, materialise_layers.hpp); for a lazy plan, the command's
+//                                  import hook served meanwhile (import_gate.hpp, import_server.hpp)
 //   ferry-node stage               the staging plan's objects into a node directory (stage_plan.hpp,
 //                                  stage_objects.hpp)
 //   ferry-node watchdog            the node's idle watchdog started, replaced or stopped (idle_watchdog.hpp)
@@ -34,6 +35,7 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/json/array.hpp>
 #include <boost/json/value.hpp>
+#include <boost/json/value_from.hpp>
 #include <fmt/format.h>
 
 #include <cerrno>
@@ -222,6 +224,18 @@ int materialise() {
         boost::json::array path;
         for (const auto& p : got.python_path) path.emplace_back(p);
         const boost::json::value python_path(std::move(path));
+        if (got.lazy) {
+          // The command ran beside it: what it imported, and what it never needed.
+          a.succeed({{"cache_dir", got.cache_dir},
+                     {"workdir", got.workdir},
+                     {"layers_cached", got.layers_cached},
+                     {"layers_fetched", got.layers_fetched},
+                     {"bytes_fetched", got.bytes_fetched},
+                     {"layers_evicted", got.layers_evicted},
+                     {"layers_left", got.layers_left},
+                     {"imported", boost::json::value_from(got.imported)}});
+          return;
+        }
         a.succeed({{"cache_dir", got.cache_dir},
                    {"workdir", got.workdir},
                    {"python_path", python_path},

@@ -1,18 +1,24 @@
 #include "agent/node/materialise_layers.hpp"
 
 #include "agent/node/error.hpp"
+#include "agent/node/import_server.hpp"
 #include "agent/node/layer_cache.hpp"
+#include "tracing/sink.hpp"
 #include "agent/node/plan_progress.hpp"
 #include "net/cancellation.hpp"
 #include "net/retry.hpp"
 #include "net/run_all.hpp"
 #include "tracing/action_types.hpp"
 
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/experimental/channel.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/json/value_from.hpp>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -256,6 +262,76 @@ struct arrivals {
   }
 };
 
+// A lazy start (import_gate.hpp): the command starts once the catalogue and the workspace are here, its
+// import hook is served while the rest arrives, and a work_done line (or the input's end after the plan's)
+// ends it all, whatever is still on its way.
+struct lazy_start {
+  lazy_start(tracing::action& a, const layer_cache& c) : act(a), cache(c) {}
+
+  tracing::action& act;
+  const layer_cache& cache;
+  import_gate gate;
+  std::unique_ptr<import_server> server;
+  std::string hook_dir;
+  std::string workdir;
+  asio::cancellation_signal stop_work;  // the layers in progress, when the command is over
+  bool announced = false;
+  bool all_told = false;
+  bool done = false;
+  std::size_t left = 0;  // pending when the command ended
+  std::chrono::steady_clock::time_point begin = std::chrono::steady_clock::now();
+
+  double seconds() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  }
+
+  // Says the command may start once the catalogue is here and the workspace in place; says when the last
+  // layer landed.
+  void look() {
+    if (!gate.opened()) return;
+    if (server) server->changed();
+    const auto ws = gate.workspace();
+    if (!announced && (!ws || gate.state_of(*ws) == import_gate::state::ready)) {
+      announced = true;
+      act.log(action_types::node::may_start, {{"workdir", ws ? gate.dir(*ws) : workdir},
+                                              {"hook_dir", hook_dir},
+                                              {"socket", server->socket_path()},
+                                              {"seconds", seconds()}});
+      act.output().nudge();  // ferry is waiting for this line to start the command
+    }
+    if (!all_told && gate.all_landed()) {
+      all_told = true;
+      act.log(action_types::node::all_landed, {{"layers", gate.count()}, {"pending", 0}, {"seconds", seconds()}});
+    }
+  }
+
+  void ended(const layer_source& layer, const result<layer_result>& got, const diagnostics& diag) {
+    if (got) gate.landed(layer.id);
+    else if (got.error() != asio::error::operation_aborted) gate.failed(layer.id, describe(got.error(), diag));
+    look();
+  }
+
+  // The plan stops short (a layer failed, the input broke): what has not landed never will.
+  void stopped(const std::string& reason) {
+    gate.stop(reason);
+    look();
+  }
+
+  // The command is over: in-flight layers stop, the hook's socket closes.
+  void finish(arrivals& in, shared_state& s) {
+    if (done) return;
+    done = true;
+    left = gate.pending();
+    act.log(action_types::node::imported, {{"layers", boost::json::value_from(gate.imported_layers())}});
+    if (left > 0) act.log(action_types::node::all_landed, {{"layers", gate.count()}, {"pending", left},
+                                                           {"seconds", seconds()}});
+    in.stop(s);
+    stop_work.emit(asio::cancellation_type::total);
+    gate.stop("the command ended");
+    if (server) server->close();
+  }
+};
+
 // Reads the plan's lines until its end line, queueing each layer the first time its id comes.
 asio::awaitable<void> read_plan(line_source& next, arrivals& in, shared_state& s) {
   co_await net::accept_cancellation();
@@ -275,7 +351,7 @@ asio::awaitable<void> read_plan(line_source& next, arrivals& in, shared_state& s
     if (!parsed) co_return fail(parsed.error());
     auto taken = in.plan.take(std::move(*parsed), diag);
     if (!taken) co_return in.stop(s);
-    if (*taken == plan_progress::taken::repeated) continue;
+    if (*taken != plan_progress::taken::queued && *taken != plan_progress::taken::ended) continue;
     const bool ended = *taken == plan_progress::taken::ended;
     for (int w = 0; w < (ended ? in.workers : 1); ++w) {
       error_code ec;
@@ -287,10 +363,67 @@ asio::awaitable<void> read_plan(line_source& next, arrivals& in, shared_state& s
   }
 }
 
+// A lazy plan's reader: the same lines, and the catalogue; it reads on after the end line, and after a
+// failure (the command still runs, and its imports are answered), until work_done or the input's end.
+asio::awaitable<void> read_lazy_plan(line_source& next, arrivals& in, shared_state& s, lazy_start& lazy) {
+  co_await net::accept_cancellation();
+  diagnostics diag;
+  auto stop = [&](error_code ec) {
+    if (!in.plan.stopping()) in.plan.reading_failed(ec, diag);
+    in.stop(s);
+    lazy.stopped(describe(ec, diag));
+    lazy.finish(in, s);
+  };
+  for (;;) {
+    auto line = co_await next(diag);
+    if (!line) co_return stop(line.error());
+    if (!*line) {
+      if (in.plan.ended() || in.plan.stopping()) co_return lazy.finish(in, s);
+      diag.set("the plan ended before its end line (ferry stopped, or its pack failed)");
+      co_return stop(make_error_code(errc::bad_plan));
+    }
+    auto parsed = parse_plan_line(**line, diag);
+    if (!parsed) co_return stop(parsed.error());
+    if (std::holds_alternative<plan_work_done>(*parsed)) co_return lazy.finish(in, s);
+    if (in.plan.stopping()) continue;  // a layer failed: the rest is not fetched
+    auto taken = in.plan.take(std::move(*parsed), diag);
+    if (!taken) {
+      lazy.stopped(describe(taken.error(), diag));
+      continue;
+    }
+    if (*taken == plan_progress::taken::catalogue) {
+      lazy.gate.open(*in.plan.catalogue(), [&](const std::string& id) { return lazy.cache.layer_dir(id); });
+      lazy.look();
+      continue;
+    }
+    if (*taken != plan_progress::taken::queued && *taken != plan_progress::taken::ended) continue;
+    const bool ended = *taken == plan_progress::taken::ended;
+    for (int w = 0; w < (ended ? in.workers : 1); ++w) {
+      error_code ec;
+      co_await in.queue.async_send(error_code{}, ended ? arrivals::no_more : 0,
+                                   asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) break;  // closed: a layer failed; the plan is read on for work_done
+    }
+  }
+}
+
+// Runs `work` until it ends, `stop` is emitted, or the caller is cancelled.
+asio::awaitable<void> stoppable(asio::awaitable<void> work, asio::cancellation_signal& stop) {
+  auto io = co_await asio::this_coro::executor;
+  struct forward {
+    asio::cancellation_slot outer;
+    ~forward() {
+      if (outer.is_connected()) outer.clear();
+    }
+  } f{(co_await asio::this_coro::cancellation_state).slot()};
+  if (f.outer.is_connected()) f.outer.assign([&stop](asio::cancellation_type t) { stop.emit(t); });
+  co_await asio::co_spawn(io, std::move(work), asio::bind_cancellation_slot(stop.slot(), asio::use_awaitable));
+}
+
 // One of the plan's workers: takes queued layers one at a time until the queue closes. A layer that
 // failed for good stops the rest: no new shard starts, no new layer is taken, and the plan is not read on.
 asio::awaitable<void> work_on_layers(tracing::action& act, shared_state& s, arrivals& in,
-                                     const std::function<void()>& stop_reading) {
+                                     const std::function<void()>& stop_reading, lazy_start* lazy) {
   co_await net::accept_cancellation();
   for (;;) {
     error_code ec;
@@ -300,12 +433,65 @@ asio::awaitable<void> work_on_layers(tracing::action& act, shared_state& s, arri
     if (!layer) co_return;
     diagnostics diag;
     auto got = co_await materialise_layer(act, s, *layer, diag);
+    if (lazy) lazy->ended(*layer, got, diag);
     in.plan.finished(*layer, std::move(got), diag);
     if (in.plan.stopping() && !s.stop) {
       in.stop(s);
-      stop_reading();
+      if (!lazy) stop_reading();
+      else lazy->stopped(fmt::format("the plan stopped: layer {} failed", layer->name));
     }
   }
+}
+
+result<std::string> empty_workdir(const layer_cache& cache, diagnostics& diag) {
+  // A command without a workspace runs in an empty directory of the cache, never in a layer.
+  auto dir = cache.dir() + "/empty";
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    diag.set(fmt::format("cannot create {}: {}", dir, std::strerror(errno)));
+    return make_error_code(errc::cache_failed);
+  }
+  return dir;
+}
+
+asio::awaitable<result<materialised>> materialise_lazily(tracing::action& act, shared_state& s, arrivals& in,
+                                                         const layer_cache& cache, const plan_header& header,
+                                                         line_source& next, diagnostics& diag) {
+  lazy_start lazy(act, cache);
+  auto hook = install_import_hook(cache.dir(), diag);
+  if (!hook) co_return hook.error();
+  lazy.hook_dir = std::move(*hook);
+  auto workdir = empty_workdir(cache, diag);
+  if (!workdir) co_return workdir.error();
+  lazy.workdir = std::move(*workdir);
+  auto server = import_server::open(co_await asio::this_coro::executor, lazy.gate,
+                                    [&](const std::vector<std::string>& ids) {
+                                      for (const auto& id : ids) in.plan.prefer(id);
+                                    },
+                                    diag);
+  if (!server) co_return server.error();
+  lazy.server = std::move(*server);
+  std::vector<asio::awaitable<void>> layers;
+  for (int i = 0; i < in.workers; ++i) layers.push_back(work_on_layers(act, s, in, [] {}, &lazy));
+  std::vector<asio::awaitable<void>> work;
+  work.push_back(read_lazy_plan(next, in, s, lazy));
+  work.push_back(stoppable(net::run_all(std::move(layers)), lazy.stop_work));
+  work.push_back(lazy.server->serve(act));
+  co_await net::run_all(std::move(work));
+  if (co_await net::cancelled()) co_return error_code(asio::error::operation_aborted);
+  // Layers cut short because the command ended are not failures; one that failed on its own is.
+  if (auto failed = in.plan.failure(diag); failed && *failed != asio::error::operation_aborted) co_return *failed;
+  materialised m = in.plan.counts();
+  m.lazy = true;
+  m.cache_dir = cache.dir();
+  const auto ws = lazy.gate.workspace();
+  m.workdir = ws ? lazy.gate.dir(*ws) : lazy.workdir;
+  m.imported = lazy.gate.imported_layers();
+  m.layers_left = lazy.left;
+  for (const auto& e : cache.evict(header.cache_cap, in.plan.ids())) {
+    act.log(action_types::node::evicted, {{"layer", e.id}, {"disk_bytes", e.disk_bytes}});
+    ++m.layers_evicted;
+  }
+  co_return m;
 }
 
 }  // namespace
@@ -321,9 +507,10 @@ asio::awaitable<result<materialised>> materialise_layers(tracing::action& act, f
   // Layers in progress at once: each holds its lock and its directory open.
   const int workers = std::max(1, ctx.limits.parallelism);
   arrivals in(io, workers);
+  if (header.lazy) co_return co_await materialise_lazily(act, s, in, *cache, header, next, diag);
   std::vector<asio::awaitable<void>> work;
   work.push_back(read_plan(next, in, s));
-  for (int i = 0; i < workers; ++i) work.push_back(work_on_layers(act, s, in, stop_reading));
+  for (int i = 0; i < workers; ++i) work.push_back(work_on_layers(act, s, in, stop_reading, nullptr));
   co_await net::run_all(std::move(work));
   if (auto failed = in.plan.failure(diag)) co_return *failed;
   if (co_await net::cancelled()) co_return error_code(asio::error::operation_aborted);
@@ -332,12 +519,9 @@ asio::awaitable<result<materialised>> materialise_layers(tracing::action& act, f
   materialised m = std::move(*env);
   m.cache_dir = cache->dir();
   if (m.workdir.empty()) {
-    // A command without a workspace runs in an empty directory of the cache, never in a layer.
-    m.workdir = cache->dir() + "/empty";
-    if (::mkdir(m.workdir.c_str(), 0755) != 0 && errno != EEXIST) {
-      diag.set(fmt::format("cannot create {}: {}", m.workdir, std::strerror(errno)));
-      co_return make_error_code(errc::cache_failed);
-    }
+    auto empty = empty_workdir(*cache, diag);
+    if (!empty) co_return empty.error();
+    m.workdir = std::move(*empty);
   }
   for (const auto& e : cache->evict(header.cache_cap, in.plan.ids())) {
     act.log(action_types::node::evicted, {{"layer", e.id}, {"disk_bytes", e.disk_bytes}});

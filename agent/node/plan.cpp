@@ -78,6 +78,7 @@ std::string header_line(const plan_header& h) {
                  {"cache_cap", h.cache_cap},
                  {"task_id", h.task_id},
                  {"limits", limits_json(h.limits)}};
+  if (h.lazy) o["lazy"] = true;
   return json::serialize(json::object{{"header", std::move(o)}});
 }
 
@@ -89,6 +90,21 @@ std::string layer_line(std::size_t index, const layer_source& l) {
   return json::serialize(
       json::object{{"layer", json::object{{"index", index}, {"id", l.id}, {"name", l.name}, {"shards", std::move(shards)}}}});
 }
+
+std::string catalogue_line(const plan_catalogue& c) {
+  json::array layers;
+  for (const auto& e : c.layers) {
+    json::array modules(e.modules.begin(), e.modules.end());
+    json::array dists(e.dists.begin(), e.dists.end());
+    layers.push_back(json::object{{"index", e.index}, {"id", e.id}, {"name", e.name}, {"rank", e.rank},
+                                  {"modules", std::move(modules)}, {"dists", std::move(dists)}});
+  }
+  json::object o{{"layers", std::move(layers)}};
+  if (c.workspace) o["workspace"] = *c.workspace;
+  return json::serialize(json::object{{"catalogue", std::move(o)}});
+}
+
+std::string work_done_line() { return R"({"work_done":{}})"; }
 
 std::string end_line(const plan_end& e) {
   json::object o{{"layers", e.layers}};
@@ -110,6 +126,10 @@ result<plan_header> read_header(const json::object& top, diagnostics& diag) {
   h.cache_dir = r.text("cache_dir");
   h.cache_cap = r.number("cache_cap");
   h.task_id = r.text("task_id");
+  if (const auto* lazy = top.if_contains("lazy")) {
+    if (!lazy->is_bool()) return bad(diag, "the plan's header.lazy is not true or false");
+    h.lazy = lazy->get_bool();
+  }
   if (r.ec) return r.ec;
   if (!one_line(h.cache_dir))
     return bad(diag, fmt::format("the node's cache directory '{}' holds a line break", h.cache_dir));
@@ -147,6 +167,57 @@ result<placed_layer> read_layer(const json::object& lo, diagnostics& diag) {
   return out;
 }
 
+// A name the hook compares with what Python asks for: one line of printable ASCII, no spaces.
+bool plain_name(std::string_view name) {
+  return !name.empty() && name.size() <= 255 &&
+         std::all_of(name.begin(), name.end(), [](unsigned char c) { return c > ' ' && c < 0x7f; });
+}
+
+result<std::vector<std::string>> read_names(reader& r, std::string_view key, std::string_view layer) {
+  std::vector<std::string> out;
+  const auto* list = r.array(key);
+  if (r.ec) return r.ec;
+  for (const auto& v : *list) {
+    if (!v.is_string() || !plain_name(v.get_string()))
+      return bad(r.diag, fmt::format("the plan's catalogue names in layer {}'s {} a name that is not plain ASCII",
+                                     layer, key));
+    out.emplace_back(v.get_string());
+  }
+  return out;
+}
+
+result<plan_catalogue> read_catalogue(const json::object& co, diagnostics& diag) {
+  plan_catalogue out;
+  reader r{co, "catalogue", diag, {}};
+  const auto* layers = r.array("layers");
+  if (co.contains("workspace")) out.workspace = static_cast<std::size_t>(r.number("workspace"));
+  if (r.ec) return r.ec;
+  for (std::size_t i = 0; i < layers->size(); ++i) {
+    const auto* lo = object_of((*layers)[i]);
+    if (!lo) return bad(diag, fmt::format("the plan's catalogue entry {} is not an object", i + 1));
+    reader lr{*lo, "catalogue entry", diag, {}};
+    catalogue_entry e;
+    e.index = static_cast<std::size_t>(lr.number("index"));
+    e.id = lr.text("id");
+    e.name = lr.text("name");
+    e.rank = static_cast<std::size_t>(lr.number_or("rank", i));
+    if (lr.ec) return lr.ec;
+    if (e.index != i) return bad(diag, fmt::format("the plan's catalogue entry {} has the index {}", i + 1, e.index));
+    if (!is_hex(e.id) || e.id.size() > 128)
+      return bad(diag, fmt::format("the plan's catalogue gives layer {} the id '{}', which is not hex", e.name, e.id));
+    auto modules = read_names(lr, "modules", e.name);
+    if (!modules) return modules.error();
+    auto dists = read_names(lr, "dists", e.name);
+    if (!dists) return dists.error();
+    e.modules = std::move(*modules);
+    e.dists = std::move(*dists);
+    out.layers.push_back(std::move(e));
+  }
+  if (out.workspace && *out.workspace >= out.layers.size())
+    return bad(diag, fmt::format("the catalogue's workspace is layer {} of {}", *out.workspace + 1, out.layers.size()));
+  return out;
+}
+
 }  // namespace
 
 result<plan_line> parse_plan_line(std::string_view line, diagnostics& diag) {
@@ -178,6 +249,12 @@ result<plan_line> parse_plan_line(std::string_view line, diagnostics& diag) {
       return bad(diag, fmt::format("the workspace is layer {} of a plan of {}", *e.workspace + 1, e.layers));
     return plan_line(e);
   }
+  if (key == "catalogue") {
+    auto c = read_catalogue(*inner, diag);
+    if (!c) return c.error();
+    return plan_line(std::move(*c));
+  }
+  if (key == "work_done") return plan_line(plan_work_done{});
   return bad(diag, fmt::format("a plan line of the unknown kind '{}'", std::string_view(key)));
 }
 

@@ -49,7 +49,29 @@ struct plan_header {
   std::uint64_t cache_cap = 0;  // least recently used layers beyond it are evicted; 0: no cap
   std::string task_id;      // eliot's serialised task id the node's actions continue
   node_limits limits;
+  // Lazy start (import_gate.hpp): the command may start once the workspace is in place, while the rest
+  // arrives; the program then serves the command's import hook and runs until a work_done line.
+  bool lazy = false;
 };
+
+// What a lazy plan says of every layer before any is in storage (the pack knows them once it has scanned):
+// the names a Python program imports from each, so the import hook knows which imports must wait.
+struct catalogue_entry {
+  std::size_t index = 0;             // its place in sys.path order
+  std::string id;                    // hex layer id
+  std::string name;                  // "workspace", "numpy", ...
+  std::size_t rank = 0;              // fetch order: 0 first (the workspace, then what runs imported first)
+  std::vector<std::string> modules;  // top-level import names it holds
+  std::vector<std::string> dists;    // normalised distribution names (importlib.metadata) it holds
+};
+
+struct plan_catalogue {
+  std::vector<catalogue_entry> layers;   // by index, every layer of the plan
+  std::optional<std::size_t> workspace;  // the workspace layer's index
+};
+
+// The command is over: a lazy plan stops here, whatever is still on its way.
+struct plan_work_done {};
 
 struct plan_end {
   std::size_t layers = 0;                // how many layer lines came (indexes 0..layers-1)
@@ -61,9 +83,11 @@ struct placed_layer {
   layer_source layer;
 };
 
-using plan_line = std::variant<plan_header, placed_layer, plan_end>;
+using plan_line = std::variant<plan_header, placed_layer, plan_end, plan_catalogue, plan_work_done>;
 
 std::string header_line(const plan_header& header);
+std::string catalogue_line(const plan_catalogue& catalogue);
+std::string work_done_line();
 std::string layer_line(std::size_t index, const layer_source& layer);
 std::string end_line(const plan_end& end);
 // One line (without its newline); errc::bad_plan naming what is wrong.

@@ -14,6 +14,10 @@ std::uint64_t content_of(const layer_source& layer) {
   return total;
 }
 
+// With a catalogue, the rank orders the queue; a preferred layer goes above every rank.
+constexpr std::uint64_t ranked = std::uint64_t(1) << 62;
+constexpr std::uint64_t preferred = std::uint64_t(1) << 63;
+
 bool aborted(const error_code& ec) { return ec == boost::asio::error::operation_aborted; }
 
 }  // namespace
@@ -24,7 +28,13 @@ result<plan_progress::taken> plan_progress::take(plan_line line, diagnostics& di
     reading_failed(make_error_code(errc::bad_plan), diag);
     return result<taken>(boost::system::in_place_error, make_error_code(errc::bad_plan));
   };
+  if (std::holds_alternative<plan_work_done>(line)) return taken::work_done;
   if (end_) return refuse("the plan goes on after its end line");
+  if (auto* catalogue = std::get_if<plan_catalogue>(&line)) {
+    if (catalogue_ || !layers_.empty()) return refuse("the plan's catalogue comes twice, or after a layer");
+    catalogue_ = std::move(*catalogue);
+    return taken::catalogue;
+  }
   if (std::holds_alternative<plan_header>(line)) return refuse("the plan holds a second header");
   if (auto* end = std::get_if<plan_end>(&line)) {
     end_ = *end;
@@ -34,7 +44,13 @@ result<plan_progress::taken> plan_progress::take(plan_line line, diagnostics& di
   places_[placed.index] = placed.layer.id;
   if (!seen_.insert(placed.layer.id).second) return taken::repeated;
   layers_.push_back(std::move(placed.layer));
-  waiting_.emplace(content_of(layers_.back()), layers_.size() - 1);
+  std::uint64_t priority = content_of(layers_.back());
+  if (catalogue_) {
+    const auto& entries = catalogue_->layers;
+    const auto rank = placed.index < entries.size() ? entries[placed.index].rank : entries.size();
+    priority = ranked - std::min<std::uint64_t>(rank, ranked - 1);
+  }
+  waiting_.emplace(priority, layers_.size() - 1);
   return taken::queued;
 }
 
@@ -51,6 +67,18 @@ const layer_source* plan_progress::next() {
   const auto i = waiting_.begin()->second;
   waiting_.erase(waiting_.begin());
   return &layers_[i];
+}
+
+bool plan_progress::prefer(const std::string& id) {
+  for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
+    if (layers_[it->second].id != id) continue;
+    if (it->first >= preferred) return true;  // asked for already: it keeps its place
+    const auto i = it->second;
+    waiting_.erase(it);
+    waiting_.emplace(preferred - 1 - preferred_++, i);
+    return true;
+  }
+  return false;
 }
 
 void plan_progress::finished(const layer_source& layer, result<layer_result> got, const diagnostics& diag) {
@@ -75,10 +103,7 @@ std::optional<error_code> plan_progress::failure(diagnostics& diag) const {
   return std::nullopt;
 }
 
-result<materialised> plan_progress::environment(const std::function<std::string(const std::string&)>& layer_dir,
-                                                diagnostics& diag) const {
-  // A plan that never ended, or a layer it named that was never made, is work cut short.
-  if (!end_ || outcomes_.size() < layers_.size()) return error_code(boost::asio::error::operation_aborted);
+materialised plan_progress::counts() const {
   materialised m;
   for (const auto& o : outcomes_) {
     if (!o.got) continue;
@@ -89,6 +114,14 @@ result<materialised> plan_progress::environment(const std::function<std::string(
       m.bytes_fetched += o.got->downloaded;
     }
   }
+  return m;
+}
+
+result<materialised> plan_progress::environment(const std::function<std::string(const std::string&)>& layer_dir,
+                                                diagnostics& diag) const {
+  // A plan that never ended, or a layer it named that was never made, is work cut short.
+  if (!end_ || outcomes_.size() < layers_.size()) return error_code(boost::asio::error::operation_aborted);
+  materialised m = counts();
   for (std::size_t i = 0; i < end_->layers; ++i) {
     const auto it = places_.find(i);
     if (it == places_.end()) {

@@ -29,11 +29,16 @@ struct materialised {
   std::vector<std::string> python_path;  // the layers' directories, in plan order
   std::size_t layers_cached = 0, layers_fetched = 0, layers_evicted = 0;
   std::uint64_t bytes_fetched = 0;
+  // A lazy start's (import_gate.hpp): layer names in the order the command first imported them, and the
+  // layers not fetched because the command ended first.
+  bool lazy = false;
+  std::vector<std::string> imported;
+  std::size_t layers_left = 0;
 };
 
 class plan_progress {
  public:
-  enum class taken { queued, repeated, ended };
+  enum class taken { queued, repeated, ended, catalogue, work_done };
 
   // A line that followed the header. errc::bad_plan for a second header or a line after the end (the
   // plan then stops, as for reading_failed).
@@ -41,13 +46,16 @@ class plan_progress {
   // Reading the plan failed (the input ended early, a malformed line, cancelled).
   void reading_failed(error_code ec, const diagnostics& diag);
 
-  // The largest layer waiting, off the queue; none when none waits or the plan stops.
+  // The next layer waiting, off the queue; none when none waits or the plan stops.
   const layer_source* next();
+  // An import waits for this layer: it goes before every other still waiting (false: not waiting).
+  bool prefer(const std::string& id);
   // How a layer's work ended; a failure stops the plan.
   void finished(const layer_source& layer, result<layer_result> got, const diagnostics& diag);
 
   bool stopping() const { return stopping_; }
   bool ended() const { return end_.has_value(); }
+  const plan_catalogue* catalogue() const { return catalogue_ ? &*catalogue_ : nullptr; }
   std::size_t waiting() const { return waiting_.size(); }
   // Every id the plan named so far: the layers eviction must keep.
   const std::set<std::string>& ids() const { return seen_; }
@@ -59,6 +67,8 @@ class plan_progress {
   // errc::bad_plan when a place the end line counts never came. Counts are those of finished layers.
   result<materialised> environment(const std::function<std::string(const std::string&)>& layer_dir,
                                    diagnostics& diag) const;
+  // The counts of the layers finished so far (cached, fetched, bytes), whatever the plan's state.
+  materialised counts() const;
 
  private:
   struct outcome {
@@ -70,10 +80,14 @@ class plan_progress {
   // Each id once (equal ids are equal contents). A deque: a layer handed out stays where it is while
   // more arrive.
   std::deque<layer_source> layers_;
-  std::multimap<std::uint64_t, std::size_t, std::greater<>> waiting_;  // content bytes -> index into layers_
+  // priority -> index into layers_, the highest first: content bytes, or with a catalogue its rank (a
+  // preferred layer above all)
+  std::multimap<std::uint64_t, std::size_t, std::greater<>> waiting_;
   std::map<std::size_t, std::string> places_;  // place in the plan -> id
   std::set<std::string> seen_;
   std::optional<plan_end> end_;
+  std::optional<plan_catalogue> catalogue_;
+  std::uint64_t preferred_ = 0;  // layers preferred so far: the earlier asked, the sooner taken
   std::vector<outcome> outcomes_;
   std::optional<error_code> reading_error_;
   diagnostics reading_diag_;

@@ -1,0 +1,188 @@
+# ferry's import hook for a command started before its environment has landed (lazy start).
+#
+# The node program puts this file first on PYTHONPATH, so Python's `site` imports it at start-up and the
+# user changes no code. It asks the node program (FERRY_IMPORT_SOCKET) which layers exist, which names
+# each holds and which are in place, puts those in place on sys.path in the plan's order, and goes first on
+# sys.meta_path. An import of a top-level name whose layer is still on its way then waits until the node
+# program says it is in place (that layer goes to the front of the node's queue), and proceeds as a normal
+# import; a layer that failed raises ImportError naming it and why. Names no layer holds fall through at
+# once. Once every layer is in place the finder leaves sys.meta_path: it costs nothing from then on. At
+# exit, the top-level names the program imported, in the order it first imported them, go to the node
+# program: the next run fetches those layers first.
+#
+# Written for every Python 3 a node may have (3.5 on): no f-strings, the standard library only. Then the
+# next sitecustomize on the path, if there is one, runs as it would have without this one.
+import os
+import sys
+
+
+def _ferry_main():
+    address = os.environ.get("FERRY_IMPORT_SOCKET")
+    if not address:
+        return
+    import json
+    import socket
+    import threading
+
+    home = os.path.dirname(os.path.abspath(__file__))
+    lock = threading.Lock()
+    placed = []  # (index, directory), as put on sys.path
+
+    def ask(line):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.connect(address)
+            s.sendall((line + "\n").encode("utf-8"))
+            chunks = []
+            while True:
+                got = s.recv(65536)
+                if not got:
+                    break
+                chunks.append(got)
+                if got.endswith(b"\n"):
+                    break
+            return json.loads(b"".join(chunks).decode("utf-8"))
+        finally:
+            s.close()
+
+    try:
+        catalogue = ask("hello %d" % os.getpid())
+    except Exception as e:  # the node program is gone: what is on the path is all there is
+        sys.stderr.write("ferry: the import hook cannot reach the node program (%s)\n" % (e,))
+        return
+    layers = dict((int(l["index"]), l) for l in catalogue["layers"])
+    modules = {}  # top-level name -> indexes of the layers that hold it
+    dists = {}  # normalised distribution name -> indexes
+    for i, l in layers.items():
+        for m in l["modules"]:
+            modules.setdefault(m, []).append(i)
+        for d in l["dists"]:
+            dists.setdefault(d, []).append(i)
+
+    def place(index):
+        # After the placed layer just before it in the plan; else after this hook's own directory.
+        path = layers[index]["dir"]
+        anchor, best = home, -1
+        for i, d in placed:
+            if best < i < index:
+                best, anchor = i, d
+        try:
+            at = sys.path.index(anchor) + 1
+        except ValueError:
+            at = len(sys.path)
+        if path not in sys.path:
+            sys.path.insert(at, path)
+        sys.path_importer_cache.pop(path, None)
+        placed.append((index, path))
+
+    for i in sorted(layers):
+        l = layers[i]
+        if l["state"] == "ready":
+            if l["dir"] in sys.path:
+                placed.append((i, l["dir"]))
+            else:
+                place(i)
+
+    def pending(indexes):
+        return [i for i in indexes if layers[i]["state"] != "ready"]
+
+    def settle(what, name, indexes):
+        # Blocks until every layer in `indexes` is in place; ImportError naming the first that failed.
+        waiting = pending(indexes)
+        if not waiting:
+            return
+        try:
+            answer = ask("want %s %s" % (what, name))
+        except Exception as e:
+            raise ImportError("ferry: layers %s are not in place and the node program cannot be asked (%s)"
+                              % (", ".join(layers[i]["name"] for i in waiting), e), name=name)
+        with lock:
+            for l in answer["layers"]:
+                i = int(l["index"])
+                if layers[i]["state"] != "ready" and l["state"] == "ready":
+                    layers[i]["state"] = "ready"
+                    place(i)
+                elif l["state"] == "failed":
+                    layers[i]["state"] = "failed"
+                    layers[i]["reason"] = l.get("reason", "")
+            if not pending(layers):
+                finder.leave()
+        for i in indexes:
+            l = layers[i]
+            if l["state"] != "ready":
+                raise ImportError("ferry: layer %s (%s) did not arrive: %s"
+                                  % (l["name"], l["id"][:12], l.get("reason") or "the node program stopped"),
+                                  name=name)
+
+    def normalise(name):
+        out, gap = [], False
+        for c in name.lower():
+            if c in "-_.":
+                gap = True
+                continue
+            if gap and out:
+                out.append("_")
+            gap = False
+            out.append(c)
+        return "".join(out)
+
+    class Finder(object):
+        def find_spec(self, name, path=None, target=None):
+            if path is None and name in modules:
+                settle("module", name, modules[name])
+            return None  # the normal finders go on, with the layer now on sys.path
+
+        def find_module(self, name, path=None):  # Python before 3.4's find_spec
+            self.find_spec(name, path)
+            return None
+
+        def find_distributions(self, context=None):
+            name = getattr(context, "name", None)
+            if name is None:
+                settle("dist", "*", list(layers))
+            elif normalise(name) in dists:
+                settle("dist", normalise(name), dists[normalise(name)])
+            return iter(())
+
+        def leave(self):
+            try:
+                sys.meta_path.remove(self)
+            except ValueError:
+                pass
+
+    finder = Finder()
+    if pending(layers):
+        sys.meta_path.insert(0, finder)
+
+    def report():
+        # sys.modules keeps the order names were first imported in.
+        seen = [m for m in list(sys.modules) if "." not in m and m in modules]
+        if seen:
+            try:
+                ask("imported " + " ".join(seen))
+            except Exception:
+                pass
+
+    import atexit
+    atexit.register(report)
+
+
+def _ferry_chain():
+    # The sitecustomize this one hides, if any: it runs as it would have.
+    here = os.path.dirname(os.path.abspath(__file__))
+    rest = [p for p in sys.path if p and os.path.abspath(p) != here]
+    try:
+        import importlib.machinery
+        import importlib.util
+        spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+        if spec is None or spec.loader is None:
+            return
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["sitecustomize"] = module
+        spec.loader.exec_module(module)
+    except Exception as e:
+        sys.stderr.write("ferry: the sitecustomize after ferry's failed: %r\n" % (e,))
+
+
+_ferry_main()
+_ferry_chain()

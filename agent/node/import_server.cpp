@@ -1,0 +1,255 @@
+#include "agent/node/import_server.hpp"
+
+#include "agent/node/error.hpp"
+#include "net/cancellation.hpp"
+#include "net/digest.hpp"
+#include "tracing/action_types.hpp"
+#include "tracing/sink.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/read_until.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/streambuf.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/json/array.hpp>
+#include <boost/json/value_from.hpp>
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace ferry::agent::node {
+namespace {
+
+using stream = asio::local::stream_protocol;
+
+constexpr std::string_view hook_source =
+#include "agent/node/import_hook_source.inc"
+    ;
+
+constexpr std::size_t max_request = 1 << 20;  // an `imported` line of a few thousand names
+
+result<void> write_file(const std::string& path, std::string_view text, diagnostics& diag) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) {
+    diag.set(fmt::format("cannot create {}: {}", path, std::strerror(errno)));
+    return make_error_code(errc::cache_failed);
+  }
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const auto n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      diag.set(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+      ::close(fd);
+      return make_error_code(errc::cache_failed);
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  return {};
+}
+
+result<void> make_dir(const std::string& path, diagnostics& diag) {
+  if (::mkdir(path.c_str(), 0755) == 0 || errno == EEXIST) return {};
+  diag.set(fmt::format("cannot create {}: {}", path, std::strerror(errno)));
+  return make_error_code(errc::cache_failed);
+}
+
+std::vector<std::string> words(std::string_view line) {
+  std::vector<std::string> out;
+  std::size_t at = 0;
+  while (at < line.size()) {
+    const auto end = line.find(' ', at);
+    const auto w = line.substr(at, end == std::string_view::npos ? std::string_view::npos : end - at);
+    if (!w.empty()) out.emplace_back(w);
+    if (end == std::string_view::npos) break;
+    at = end + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+result<std::string> install_import_hook(const std::string& cache_dir, diagnostics& diag) {
+  const auto digest = net::hex_sha256(hook_source).substr(0, 16);
+  const auto parent = cache_dir + "/hook";
+  const auto dir = parent + "/" + digest;
+  const auto file = dir + "/sitecustomize.py";
+  struct stat st {};
+  if (::stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode) && std::uint64_t(st.st_size) == hook_source.size())
+    return dir;
+  if (auto r = make_dir(parent, diag); !r) return r.error();
+  // Made aside and renamed: a command never sees half a hook, and two runs may race here.
+  char temp[4096];
+  const auto template_path = parent + "/.tmp-XXXXXX";
+  if (template_path.size() >= sizeof temp) {
+    diag.set(fmt::format("the cache directory {} is too long a path", cache_dir));
+    return make_error_code(errc::cache_failed);
+  }
+  std::memcpy(temp, template_path.c_str(), template_path.size() + 1);
+  if (!::mkdtemp(temp)) {
+    diag.set(fmt::format("cannot create a directory in {}: {}", parent, std::strerror(errno)));
+    return make_error_code(errc::cache_failed);
+  }
+  ::chmod(temp, 0755);
+  const std::string made = temp;
+  if (auto r = write_file(made + "/sitecustomize.py", hook_source, diag); !r) {
+    ::unlink((made + "/sitecustomize.py").c_str());
+    ::rmdir(made.c_str());
+    return r.error();
+  }
+  if (::rename(made.c_str(), dir.c_str()) != 0) {
+    // Another run put the same hook there first.
+    ::unlink((made + "/sitecustomize.py").c_str());
+    ::rmdir(made.c_str());
+    if (::stat(file.c_str(), &st) != 0) {
+      diag.set(fmt::format("cannot put the import hook in {}: {}", dir, std::strerror(errno)));
+      return make_error_code(errc::cache_failed);
+    }
+  }
+  return dir;
+}
+
+import_server::import_server(asio::any_io_executor io, import_gate& gate, prefer_fn prefer, std::string dir)
+    : gate_(gate), prefer_(std::move(prefer)), dir_(std::move(dir)), path_(dir_ + "/s"), acceptor_(io),
+      changed_(io), drained_(io) {
+  changed_.expires_at(asio::steady_timer::time_point::max());
+  drained_.expires_at(asio::steady_timer::time_point::max());
+}
+
+import_server::~import_server() {
+  ::unlink(path_.c_str());
+  ::rmdir(dir_.c_str());
+}
+
+result<std::unique_ptr<import_server>> import_server::open(asio::any_io_executor io, import_gate& gate,
+                                                           prefer_fn prefer, diagnostics& diag) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string base = tmp && *tmp && std::strlen(tmp) < 64 ? tmp : "/tmp";
+  std::string templ = base + "/ferry-import-XXXXXX";
+  if (!::mkdtemp(templ.data())) {
+    diag.set(fmt::format("cannot create a directory in {} for the import hook's socket: {}", base,
+                         std::strerror(errno)));
+    return make_error_code(errc::cache_failed);
+  }
+  std::unique_ptr<import_server> server(new import_server(io, gate, std::move(prefer), templ));
+  error_code ec;
+  server->acceptor_.open(stream(), ec);
+  if (!ec) server->acceptor_.bind(stream::endpoint(server->path_), ec);
+  if (!ec) server->acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    diag.set(fmt::format("cannot listen on {}: {}", server->path_, ec.message()));
+    return make_error_code(errc::cache_failed);
+  }
+  return server;
+}
+
+void import_server::changed() {
+  changed_.cancel();
+  changed_.expires_at(asio::steady_timer::time_point::max());
+}
+
+void import_server::close() {
+  if (closed_) return;
+  closed_ = true;
+  error_code ignored;
+  acceptor_.close(ignored);
+  for (auto* s : open_) s->close(ignored);
+  changed();
+}
+
+asio::awaitable<bool> import_server::wait_change(std::uint64_t seen) {
+  while (gate_.generation() == seen && !closed_) {
+    error_code ec;
+    co_await changed_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    if (co_await net::cancelled()) co_return false;
+  }
+  co_return !closed_;
+}
+
+asio::awaitable<void> import_server::serve(tracing::action& act) {
+  auto io = co_await asio::this_coro::executor;
+  while (!closed_) {
+    error_code ec;
+    stream::socket socket(io);
+    co_await acceptor_.async_accept(socket, asio::redirect_error(asio::use_awaitable, ec));
+    if (ec || closed_) break;
+    ++connections_;
+    // Owned by this server: close() closes each connection, and serve() waits for the last to end.
+    asio::co_spawn(io, answer(act, std::move(socket)), [this](std::exception_ptr e) {
+      if (--connections_ == 0 && closed_) drained_.cancel();
+      if (e) std::rethrow_exception(e);
+    });
+  }
+  close();
+  while (connections_ > 0) {
+    error_code ec;
+    co_await drained_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+}
+
+asio::awaitable<void> import_server::answer(tracing::action& act, stream::socket socket) {
+  const auto it = open_.insert(open_.end(), &socket);
+  struct forget {
+    std::list<stream::socket*>& open;
+    std::list<stream::socket*>::iterator it;
+    ~forget() { open.erase(it); }
+  } forgetting{open_, it};
+  asio::streambuf in(max_request);
+  error_code ec;
+  const auto n = co_await asio::async_read_until(socket, in, '\n', asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) co_return;
+  std::string line(asio::buffers_begin(in.data()), asio::buffers_begin(in.data()) + static_cast<std::ptrdiff_t>(n - 1));
+  const auto w = words(line);
+  std::string reply;
+  if (!w.empty() && w[0] == "hello") {
+    if (!started_) {
+      started_ = true;
+      act.log(action_types::node::command_started, {{"pid", w.size() > 1 ? w[1] : std::string()}});
+    }
+    reply = gate_.hello_reply();
+  } else if (w.size() == 3 && w[0] == "want") {
+    const auto layers = gate_.holders(w[1], w[2]);
+    if (!gate_.settled(layers)) {
+      const auto names = gate_.names(layers);
+      const auto ids = gate_.ids(layers);
+      // The ids tell ferry which layers to hurry if they are not in storage yet.
+      auto wait = act.child(action_types::node::import_wait, {{"kind", w[1]}, {"name", w[2]}, {"layers", names},
+                                                             {"ids", boost::json::value_from(ids)}});
+      act.output().nudge();
+      const auto begin = std::chrono::steady_clock::now();
+      if (prefer_) prefer_(ids);
+      bool open = true;
+      while (open && !gate_.settled(layers)) open = co_await wait_change(gate_.generation());
+      const auto waited =
+          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - begin).count();
+      std::string failed;
+      for (auto i : layers)
+        if (gate_.state_of(i) != import_gate::state::ready) failed += (failed.empty() ? "" : ", ") + gate_.names({i});
+      if (failed.empty()) {
+        wait.succeed({{"waited_ms", waited}});
+      } else {
+        wait.fail(make_error_code(errc::download_failed), fmt::format("layer {} did not arrive", failed),
+                  {{"waited_ms", waited}});
+      }
+    }
+    reply = gate_.states_reply();
+  } else if (!w.empty() && w[0] == "imported") {
+    gate_.imported(std::vector<std::string>(w.begin() + 1, w.end()));
+    reply = "{}\n";
+  } else {
+    reply = "{\"error\":\"unknown request\"}\n";
+  }
+  co_await asio::async_write(socket, asio::buffer(reply), asio::redirect_error(asio::use_awaitable, ec));
+}
+
+}  // namespace ferry::agent::node

@@ -1,0 +1,85 @@
+#include "packaging/import_names.hpp"
+
+#include <algorithm>
+
+namespace ferry::packaging {
+namespace {
+
+bool identifier(std::string_view name) {
+  if (name.empty() || (name[0] >= '0' && name[0] <= '9')) return false;
+  // Non-ASCII identifiers are valid Python: any byte above 0x7f is let through.
+  return std::all_of(name.begin(), name.end(), [](unsigned char c) {
+    return c == '_' || c >= 0x80 || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+  });
+}
+
+bool ends_with(std::string_view text, std::string_view tail) {
+  return text.size() >= tail.size() && text.substr(text.size() - tail.size()) == tail;
+}
+
+// "foo-1.0.dist-info" -> "foo"; "foo.egg-info" -> "foo"; otherwise empty.
+std::string_view distribution_of(std::string_view top) {
+  for (std::string_view suffix : {".dist-info", ".egg-info"}) {
+    if (!ends_with(top, suffix)) continue;
+    const auto stem = top.substr(0, top.size() - suffix.size());
+    return stem.substr(0, stem.find('-'));
+  }
+  return {};
+}
+
+// A module file at the top of the layer: "six.py", "x.pyc", "_x.cpython-311-x86_64-linux-gnu.so", "x.pyd".
+std::string_view module_file(std::string_view file) {
+  for (std::string_view ext : {".py", ".pyc", ".so", ".pyd", ".pyw"}) {
+    if (!ends_with(file, ext)) continue;
+    return file.substr(0, file.find('.'));
+  }
+  return {};
+}
+
+void sort_unique(std::vector<std::string>& v) {
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+}
+
+}  // namespace
+
+std::string normalise_distribution(std::string_view name) {
+  std::string out;
+  bool gap = false;
+  for (char c : name) {
+    if (c == '-' || c == '_' || c == '.') {
+      gap = true;
+      continue;
+    }
+    if (gap && !out.empty()) out.push_back('_');
+    gap = false;
+    out.push_back(c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c);
+  }
+  return out;
+}
+
+import_names import_names_of(const layer& l) {
+  import_names out;
+  std::string_view last;
+  for (const auto& f : l.files) {
+    const std::string_view path(f.path);
+    const auto slash = path.find('/');
+    const auto top = path.substr(0, slash);
+    if (top == last) continue;  // files are sorted: a directory's files come together
+    last = top;
+    if (auto dist = distribution_of(top); !dist.empty()) {
+      out.dists.push_back(normalise_distribution(dist));
+      continue;
+    }
+    if (slash != std::string_view::npos) {
+      if (identifier(top) && top != "__pycache__") out.modules.emplace_back(top);
+      continue;
+    }
+    if (auto m = module_file(top); identifier(m)) out.modules.emplace_back(m);
+  }
+  sort_unique(out.modules);
+  sort_unique(out.dists);
+  return out;
+}
+
+}  // namespace ferry::packaging
