@@ -1,6 +1,7 @@
 #include "agent/layer_feed.hpp"
 
 #include "net/cancellation.hpp"
+#include "net/deadline.hpp"
 
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -39,8 +40,23 @@ class layer_feed::feed_reader final : public net::input_source {
       }
       // A lazy start's input stays open after the plan's end, until the work is done.
       if (feed_.closed_ && !(work_done_ && feed_.ended_)) co_return std::size_t{0};
-      // Wait for the next line. A wake is told from a cancellation by the generation it moved on.
       const auto seen = feed_.generation_;
+      if (work_done_) {
+        // A lazy start: exec reads the node program's output only between reads of its input, and the
+        // line saying the command may start must not wait for the next layer. So the wait is cut short by
+        // an empty line (the node program skips it), soon after a line came, more rarely as time goes by.
+        const bool woken = co_await net::with_deadline(wait_for(feed_.changed_), pause_);
+        if (co_await net::cancelled()) co_return error_code(asio::error::operation_aborted);
+        if (!woken && feed_.generation_ == seen) {
+          pause_ = std::min(pause_ * 2, max_pause);
+          current_ = "\n";
+          offset_ = 0;
+        } else {
+          pause_ = min_pause;
+        }
+        continue;
+      }
+      // Wait for the next line. A wake is told from a cancellation by the generation it moved on.
       error_code ec;
       co_await feed_.changed_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
       // A wake moves the generation on; a cancellation may come with one in the same turn, so it is asked
@@ -58,6 +74,13 @@ class layer_feed::feed_reader final : public net::input_source {
   std::size_t next_ = 0;
   const bool* work_done_;
   bool told_done_ = false;
+  static constexpr std::chrono::milliseconds min_pause{10}, max_pause{200};
+  std::chrono::milliseconds pause_ = min_pause;
+
+  static asio::awaitable<void> wait_for(asio::steady_timer& changed) {
+    error_code ignored;  // woken or cancelled: the caller looks at the generation
+    co_await changed.async_wait(asio::redirect_error(asio::use_awaitable, ignored));
+  }
 };
 
 layer_feed::layer_feed(asio::any_io_executor io) : changed_(std::move(io)) {

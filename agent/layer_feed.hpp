@@ -39,7 +39,8 @@ class layer_feed {
 
   // stdin for one node program: `header` (its own line: the task id differs per node), then the feed's
   // lines as they come. The feed must outlive it. With `work_done` (a lazy start), the input does not end
-  // with the feed: once *work_done is true (then poke()), a work_done line ends it, whatever is left.
+  // with the feed: once *work_done is true (then poke()), a work_done line ends it, whatever is left;
+  // while it waits, empty lines keep the exec loop reading the node program's messages.
   std::unique_ptr<net::input_source> reader(std::string header, const bool* work_done = nullptr);
   // Readers look again (a work_done flag changed).
   void poke() { wake(); }

@@ -332,6 +332,18 @@ struct lazy_start {
   }
 };
 
+// A layer was queued: one worker's token; the plan ended: every worker's `no_more`. False once the queue
+// is closed.
+asio::awaitable<bool> wake_workers(arrivals& in, bool ended) {
+  for (int w = 0; w < (ended ? in.workers : 1); ++w) {
+    error_code ec;
+    co_await in.queue.async_send(error_code{}, ended ? arrivals::no_more : 0,
+                                 asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) co_return false;
+  }
+  co_return true;
+}
+
 // Reads the plan's lines until its end line, queueing each layer the first time its id comes.
 asio::awaitable<void> read_plan(line_source& next, arrivals& in, shared_state& s) {
   co_await net::accept_cancellation();
@@ -353,12 +365,7 @@ asio::awaitable<void> read_plan(line_source& next, arrivals& in, shared_state& s
     if (!taken) co_return in.stop(s);
     if (*taken != plan_progress::taken::queued && *taken != plan_progress::taken::ended) continue;
     const bool ended = *taken == plan_progress::taken::ended;
-    for (int w = 0; w < (ended ? in.workers : 1); ++w) {
-      error_code ec;
-      co_await in.queue.async_send(error_code{}, ended ? arrivals::no_more : 0,
-                                   asio::redirect_error(asio::use_awaitable, ec));
-      if (ec) co_return;  // closed: a layer failed, or cancelled
-    }
+    if (!co_await wake_workers(in, ended)) co_return;  // closed: a layer failed, or cancelled
     if (ended) co_return;
   }
 }
@@ -382,6 +389,7 @@ asio::awaitable<void> read_lazy_plan(line_source& next, arrivals& in, shared_sta
       diag.set("the plan ended before its end line (ferry stopped, or its pack failed)");
       co_return stop(make_error_code(errc::bad_plan));
     }
+    if ((*line)->empty()) continue;  // the feed's keep-alive (agent/layer_feed.cpp)
     auto parsed = parse_plan_line(**line, diag);
     if (!parsed) co_return stop(parsed.error());
     if (std::holds_alternative<plan_work_done>(*parsed)) co_return lazy.finish(in, s);
@@ -397,13 +405,8 @@ asio::awaitable<void> read_lazy_plan(line_source& next, arrivals& in, shared_sta
       continue;
     }
     if (*taken != plan_progress::taken::queued && *taken != plan_progress::taken::ended) continue;
-    const bool ended = *taken == plan_progress::taken::ended;
-    for (int w = 0; w < (ended ? in.workers : 1); ++w) {
-      error_code ec;
-      co_await in.queue.async_send(error_code{}, ended ? arrivals::no_more : 0,
-                                   asio::redirect_error(asio::use_awaitable, ec));
-      if (ec) break;  // closed: a layer failed; the plan is read on for work_done
-    }
+    // Closed (a layer failed): the plan is read on all the same, for work_done.
+    co_await wake_workers(in, *taken == plan_progress::taken::ended);
   }
 }
 

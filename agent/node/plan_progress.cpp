@@ -72,7 +72,7 @@ const layer_source* plan_progress::next() {
 bool plan_progress::prefer(const std::string& id) {
   for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
     if (layers_[it->second].id != id) continue;
-    if (it->first >= preferred) return true;  // asked for already: it keeps its place
+    if (!preferred_ids_.insert(id).second) return true;  // asked for already: it keeps its place
     const auto i = it->second;
     waiting_.erase(it);
     waiting_.emplace(preferred - 1 - preferred_++, i);

@@ -88,6 +88,7 @@ class plan_progress {
   std::optional<plan_end> end_;
   std::optional<plan_catalogue> catalogue_;
   std::uint64_t preferred_ = 0;  // layers preferred so far: the earlier asked, the sooner taken
+  std::set<std::string> preferred_ids_;
   std::vector<outcome> outcomes_;
   std::optional<error_code> reading_error_;
   diagnostics reading_diag_;

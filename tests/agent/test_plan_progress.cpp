@@ -204,3 +204,89 @@ TEST(plan_progress, a_plan_that_ends_short_or_out_of_shape_is_refused) {
 
 }  // namespace
 }  // namespace ferry::agent::node
+
+namespace ferry::agent::node {
+namespace {
+
+plan_catalogue catalogue_ranked(const std::vector<std::pair<std::string, std::size_t>>& ids_and_ranks) {
+  plan_catalogue c;
+  for (std::size_t i = 0; i < ids_and_ranks.size(); ++i)
+    c.layers.push_back({i, ids_and_ranks[i].first, "layer-" + ids_and_ranks[i].first, ids_and_ranks[i].second, {}, {}});
+  c.workspace = 0;
+  return c;
+}
+
+TEST(plan_progress, with_a_catalogue_its_rank_orders_the_queue_and_an_import_jumps_it) {
+  plan_progress plan;
+  diagnostics diag;
+  // The workspace ranks first, then cc (imported first by earlier runs), then the rest.
+  ASSERT_EQ(*plan.take(catalogue_ranked({{"aa", 0}, {"bb", 2}, {"cc", 1}, {"dd", 3}}), diag),
+            plan_progress::taken::catalogue);
+  ASSERT_NE(plan.catalogue(), nullptr);
+  for (auto [i, id, size] : std::vector<std::tuple<std::size_t, std::string, std::uint64_t>>{
+           {3, "dd", 40}, {1, "bb", 90}, {2, "cc", 10}, {0, "aa", 5}})
+    ASSERT_EQ(*plan.take(line_of(i, id, size), diag), plan_progress::taken::queued);
+  EXPECT_EQ(plan.next()->id, "aa");  // rank, not size
+  EXPECT_TRUE(plan.prefer("dd"));    // an import waits for dd
+  EXPECT_FALSE(plan.prefer("aa"));   // handed out already
+  EXPECT_FALSE(plan.prefer("zz"));   // not in the plan (yet)
+  EXPECT_TRUE(plan.prefer("bb"));
+  EXPECT_TRUE(plan.prefer("dd"));    // asked again: keeps its place before bb
+  EXPECT_EQ(plan.next()->id, "dd");
+  EXPECT_EQ(plan.next()->id, "bb");
+  EXPECT_EQ(plan.next()->id, "cc");
+  EXPECT_EQ(plan.next(), nullptr);
+}
+
+TEST(plan_progress, a_catalogue_after_a_layer_or_twice_is_refused_and_work_done_is_taken_anytime) {
+  diagnostics diag;
+  plan_progress twice;
+  ASSERT_TRUE(twice.take(catalogue_ranked({{"aa", 0}}), diag));
+  EXPECT_FALSE(twice.take(catalogue_ranked({{"aa", 0}}), diag));
+  plan_progress late;
+  ASSERT_TRUE(late.take(line_of(0, "aa", 1), diag));
+  EXPECT_FALSE(late.take(catalogue_ranked({{"aa", 0}}), diag));
+  plan_progress ended;
+  ASSERT_TRUE(ended.take(line_of(0, "aa", 1), diag));
+  ASSERT_EQ(*ended.take(plan_end{1, 0}, diag), plan_progress::taken::ended);
+  EXPECT_EQ(*ended.take(plan_work_done{}, diag), plan_progress::taken::work_done);
+}
+
+TEST(plan_lines, a_catalogue_and_work_done_read_back_as_written_and_bad_names_are_refused) {
+  plan_catalogue c;
+  c.layers.push_back({0, std::string(64, 'a'), "workspace", 0, {"main", "app"}, {}});
+  c.layers.push_back({1, std::string(64, 'b'), "numpy", 2, {"numpy"}, {"numpy"}});
+  c.layers.push_back({2, std::string(64, 'c'), "six", 1, {"six"}, {"six"}});
+  c.workspace = 0;
+  diagnostics diag;
+  auto back = parse_plan_line(catalogue_line(c), diag);
+  ASSERT_TRUE(back) << diag.message;
+  const auto* got = std::get_if<plan_catalogue>(&*back);
+  ASSERT_NE(got, nullptr);
+  ASSERT_EQ(got->layers.size(), 3u);
+  EXPECT_EQ(got->layers[1].name, "numpy");
+  EXPECT_EQ(got->layers[1].rank, 2u);
+  EXPECT_EQ(got->layers[0].modules, (std::vector<std::string>{"main", "app"}));
+  EXPECT_EQ(got->layers[2].dists, std::vector<std::string>{"six"});
+  EXPECT_EQ(got->workspace, std::optional<std::size_t>(0));
+  auto done = parse_plan_line(work_done_line(), diag);
+  ASSERT_TRUE(done);
+  EXPECT_TRUE(std::holds_alternative<plan_work_done>(*done));
+
+  auto bad = c;
+  bad.layers[1].modules.push_back("has space");
+  EXPECT_FALSE(parse_plan_line(catalogue_line(bad), diag));
+  EXPECT_NE(diag.message.find("numpy"), std::string::npos) << diag.message;
+  bad = c;
+  bad.layers[2].index = 5;
+  EXPECT_FALSE(parse_plan_line(catalogue_line(bad), diag));
+  bad = c;
+  bad.workspace = 3;
+  EXPECT_FALSE(parse_plan_line(catalogue_line(bad), diag));
+  bad = c;
+  bad.layers[0].id = "not hex";
+  EXPECT_FALSE(parse_plan_line(catalogue_line(bad), diag));
+}
+
+}  // namespace
+}  // namespace ferry::agent::node

@@ -12,6 +12,7 @@
 #include "tracing/sink.hpp"
 
 #include "../provision/io_runner.hpp"
+#include "local_run.hpp"
 #include "../provision/local_node_guard.hpp"
 #include "ec2_harness.hpp"
 
@@ -37,22 +38,7 @@ namespace {
 namespace fs = std::filesystem;
 namespace json = boost::json;
 
-void write_file(const fs::path& p, const std::string& text) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p, std::ios::binary) << text;
-}
 
-bool contains(const std::string& text, std::string_view part) { return text.find(part) != std::string::npos; }
-
-// The bridge must exist before moto can listen on its address; the first local node would make it too.
-bool bridge_up() {
-  auto out = tracing::sink::discard();
-  auto root = tracing::action::start_task(*out, "test:bridge");
-  diagnostics diag;
-  auto r = run_io(provision::local::ensure_bridge(root, std::chrono::seconds(30), diag));
-  if (!r) ADD_FAILURE() << diag.message;
-  return static_cast<bool>(r);
-}
 
 class run_cli : public ::testing::Test {
  protected:

@@ -37,12 +37,26 @@ void round_trip(const node::plan_line& line) {
     auto again = node::parse_plan_line(node::end_line(*end), diag);
     const auto* back = again ? std::get_if<node::plan_end>(&*again) : nullptr;
     if (!back || back->layers != end->layers || back->workspace != end->workspace) std::abort();
+  } else if (const auto* catalogue = std::get_if<node::plan_catalogue>(&line)) {
+    auto again = node::parse_plan_line(node::catalogue_line(*catalogue), diag);
+    const auto* back = again ? std::get_if<node::plan_catalogue>(&*again) : nullptr;
+    if (!back || back->workspace != catalogue->workspace || back->layers.size() != catalogue->layers.size())
+      std::abort();
+    for (std::size_t i = 0; i < back->layers.size(); ++i) {
+      const auto &a = back->layers[i], &b = catalogue->layers[i];
+      if (a.index != b.index || a.id != b.id || a.name != b.name || a.rank != b.rank || a.modules != b.modules ||
+          a.dists != b.dists)
+        std::abort();
+    }
+  } else if (std::holds_alternative<node::plan_work_done>(line)) {
+    auto again = node::parse_plan_line(node::work_done_line(), diag);
+    if (!again || !std::holds_alternative<node::plan_work_done>(*again)) std::abort();
   } else {
     const auto& header = std::get<node::plan_header>(line);
     auto again = node::parse_plan_line(node::header_line(header), diag);
     const auto* back = again ? std::get_if<node::plan_header>(&*again) : nullptr;
     if (!back || back->cache_dir != header.cache_dir || back->cache_cap != header.cache_cap ||
-        back->task_id != header.task_id)
+        back->task_id != header.task_id || back->lazy != header.lazy)
       std::abort();
   }
 }

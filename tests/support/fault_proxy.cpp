@@ -69,10 +69,10 @@ struct connection {
 }  // namespace
 
 struct fault_proxy::impl {
-  impl(const std::string& target_host, std::uint16_t target_port)
-      : target(asio::ip::make_address(target_host), target_port) {
+  impl(const std::string& target_host, std::uint16_t target_port, const std::string& listen_host)
+      : target(asio::ip::make_address(target_host), target_port), host(listen_host) {
     acceptor.open(tcp::v4());
-    acceptor.bind({asio::ip::make_address_v4("127.0.0.1"), 0});
+    acceptor.bind({asio::ip::make_address_v4(listen_host), 0});
     acceptor.listen();
     port = acceptor.local_endpoint().port();
   }
@@ -94,6 +94,7 @@ struct fault_proxy::impl {
   asio::io_context io;
   tcp::acceptor acceptor{io};
   const tcp::endpoint target;
+  const std::string host;  // where it listens
   std::uint16_t port = 0;  // read by the test thread, so kept apart from the acceptor the I/O thread uses
   std::atomic<std::int64_t> delay_ms{0};
   std::array<std::atomic<std::uint64_t>, 2> cut_after{unlimited, unlimited};
@@ -167,8 +168,8 @@ asio::awaitable<void> fault_proxy::impl::pump(std::shared_ptr<connection> conn, 
   }
 }
 
-fault_proxy::fault_proxy(const std::string& target_host, std::uint16_t target_port)
-    : impl_(std::make_unique<impl>(target_host, target_port)) {
+fault_proxy::fault_proxy(const std::string& target_host, std::uint16_t target_port, const std::string& listen_host)
+    : impl_(std::make_unique<impl>(target_host, target_port, listen_host)) {
   asio::co_spawn(impl_->io, impl_->accept_loop(), asio::detached);
   impl_->thread = std::thread([this] { impl_->io.run(); });
 }
@@ -180,7 +181,7 @@ fault_proxy::~fault_proxy() {
 
 std::uint16_t fault_proxy::port() const { return impl_->port; }
 
-std::string fault_proxy::endpoint() const { return "http://127.0.0.1:" + std::to_string(port()); }
+std::string fault_proxy::endpoint() const { return "http://" + impl_->host + ":" + std::to_string(port()); }
 
 void fault_proxy::set_delay(std::chrono::milliseconds per_chunk) { impl_->delay_ms = per_chunk.count(); }
 void fault_proxy::cut_upload_after(std::uint64_t bytes) { impl_->cut_after[upload] = bytes; }

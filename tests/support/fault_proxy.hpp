@@ -23,14 +23,15 @@ class fault_proxy {
  public:
   static constexpr std::uint64_t unlimited = std::numeric_limits<std::uint64_t>::max();
 
-  // `target_host` is an IP address (IPv4 or IPv6).
-  fault_proxy(const std::string& target_host, std::uint16_t target_port);
+  // `target_host` is an IP address (IPv4 or IPv6). It listens on `listen_host` (IPv4): 10.200.0.1, the
+  // local nodes' bridge, puts it where nodes reach it too.
+  fault_proxy(const std::string& target_host, std::uint16_t target_port, const std::string& listen_host = "127.0.0.1");
   ~fault_proxy();
   fault_proxy(const fault_proxy&) = delete;
   fault_proxy& operator=(const fault_proxy&) = delete;
 
   std::uint16_t port() const;
-  std::string endpoint() const;  // "http://127.0.0.1:PORT"
+  std::string endpoint() const;  // "http://LISTEN_HOST:PORT"
 
   // Faults; safe to call from any thread while the proxy runs.
   void set_delay(std::chrono::milliseconds per_chunk);

@@ -1,0 +1,35 @@
+#pragma once
+// What the end-to-end tests of `ferry run` on local nodes share: files written into a project, text
+// looked for in output, and the nodes' bridge, which must exist before moto_server can listen on its
+// address (the first local node would make it too).
+#include "provision/local/network.hpp"
+#include "tracing/sink.hpp"
+
+#include "../provision/io_runner.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <string_view>
+
+namespace ferry::test {
+
+inline void write_file(const std::filesystem::path& p, const std::string& text) {
+  std::filesystem::create_directories(p.parent_path());
+  std::ofstream(p, std::ios::binary) << text;
+}
+
+inline bool contains(const std::string& text, std::string_view part) { return text.find(part) != std::string::npos; }
+
+inline bool bridge_up() {
+  auto out = tracing::sink::discard();
+  auto root = tracing::action::start_task(*out, "test:bridge");
+  diagnostics diag;
+  auto r = run_io(provision::local::ensure_bridge(root, std::chrono::seconds(30), diag));
+  if (!r) ADD_FAILURE() << diag.message;
+  return static_cast<bool>(r);
+}
+
+}  // namespace ferry::test

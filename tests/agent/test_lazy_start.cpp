@@ -1,0 +1,331 @@
+// Lazy start end to end through the ferry binary: `ferry run -- python3 ...` on a local node (sshd in a
+// network namespace) with moto_server as storage, the command started once the workspace is on the node
+// and each import held by the hook (agent/node/import_hook/sitecustomize.py) until its layer lands. The
+// fault proxy, on the bridge address where the node reaches it too, slows storage down so that a layer is
+// still on its way when the program asks for it.
+#include "provision/local/network.hpp"
+#include "support/fault_proxy.hpp"
+#include "support/moto.hpp"
+#include "support/process.hpp"
+#include "support/random_bytes.hpp"
+#include "support/temp_dir.hpp"
+#include "tracing/action_types.hpp"
+#include "tracing/sink.hpp"
+
+#include "../provision/io_runner.hpp"
+#include "local_run.hpp"
+#include "../provision/local_node_guard.hpp"
+
+#include <boost/json.hpp>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+#include <fstream>
+#include <map>
+
+namespace ferry::test {
+namespace {
+
+namespace fs = std::filesystem;
+namespace json = boost::json;
+
+
+
+// Every line of the node program's trace files beside `trace`.
+std::vector<json::object> node_lines(const fs::path& trace) {
+  std::vector<json::object> out;
+  for (const auto& e : fs::directory_iterator(trace.parent_path())) {
+    const auto name = e.path().filename().string();
+    if (!name.starts_with(trace.stem().string() + ".node-")) continue;
+    std::ifstream in(e.path());
+    for (std::string line; std::getline(in, line);)
+      if (!line.empty()) out.push_back(json::parse(line).as_object());
+  }
+  return out;
+}
+
+std::string text_of(const json::object& o, std::string_view key) {
+  const auto* v = o.if_contains(key);
+  return v && v->is_string() ? std::string(v->get_string()) : std::string();
+}
+
+// The type of an action's start or end, or of a message.
+std::string type_of(const json::object& o) {
+  auto t = text_of(o, "action_type");
+  return t.empty() ? text_of(o, "message_type") : t;
+}
+
+struct layer_span {
+  double started = -1, ended = -1;
+  std::string status;
+};
+
+// Each layer's ferry:materialise:layer action by layer name: when it started and ended, and how.
+std::map<std::string, layer_span> layer_spans(const std::vector<json::object>& lines) {
+  std::map<std::string, std::string> name_of_task_level;  // the started line's level prefix -> name
+  std::map<std::string, layer_span> out;
+  for (const auto& o : lines) {
+    if (type_of(o) != action_types::node::layer) continue;
+    const auto& level = o.at("task_level").as_array();
+    std::string prefix;
+    for (std::size_t i = 0; i + 1 < level.size(); ++i) prefix += std::to_string(level[i].as_int64()) + "/";
+    const auto status = text_of(o, "action_status");
+    const auto at = o.at("timestamp").as_double();
+    if (status == "started") {
+      name_of_task_level[prefix] = text_of(o, "name");
+      out[text_of(o, "name")].started = at;
+    } else if (auto it = name_of_task_level.find(prefix); it != name_of_task_level.end()) {
+      out[it->second].ended = at;
+      out[it->second].status = status;
+    }
+  }
+  return out;
+}
+
+class lazy_start : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "local nodes in network namespaces need root (CI runs as root)";
+    ASSERT_TRUE(bridge_up());
+    moto_.emplace(moto_options{.host = "10.200.0.1"});
+    moto_->make_bucket("ferry-lazy");
+    ASSERT_EQ(run({"/usr/bin/python3", "-m", "venv", "--without-pip", (project() / ".venv").string()}).exit_code, 0);
+    const auto site = run({(project() / ".venv" / "bin" / "python").string(), "-c",
+                           "import sysconfig; print(sysconfig.get_paths()['purelib'])"});
+    ASSERT_EQ(site.exit_code, 0) << site.err;
+    site_ = site.out.substr(0, site.out.find('\n'));
+    write_file(project() / ".gitignore", ".venv/\n");
+    write_file(project() / "ferry.toml", "[packaging]\npython = \".venv/bin/python\"\n");
+  }
+  void TearDown() override {
+    if (moto_) run_ferry({"nodes", "down", "--all"}, env());
+  }
+
+  fs::path project() const { return home_ / "project"; }
+  fs::path site() const { return site_; }
+
+  // A package in the venv's site-packages (its own layer) holding `blob` random bytes, which no
+  // compression shrinks: behind the proxy's rate, its layer takes its time.
+  void site_package(const std::string& name, std::size_t blob) {
+    write_file(site() / name / "__init__.py", fmt::format("VALUE = 'from-{}'\n", name));
+    if (blob > 0) write_file(site() / name / "blob.bin", random_bytes(blob, static_cast<unsigned>(blob + name.size())));
+  }
+
+  process_options env(const std::string& endpoint = "") const {
+    process_options o;
+    for (const auto& [k, v] : moto_->process_env().env) o.env[k] = v;
+    o.unset_env = moto_->process_env().unset_env;
+    if (!endpoint.empty()) o.env["AWS_ENDPOINT_URL"] = endpoint;
+    o.env["XDG_CONFIG_HOME"] = (home_ / "config").string();
+    o.env["XDG_STATE_HOME"] = (home_ / "state").string();
+    o.env["XDG_CACHE_HOME"] = (home_ / "cache").string();
+    o.env["HOME"] = home_.path().string();
+    o.env["FERRY_NODES_READY_TIMEOUT"] = "60s";
+    o.env["FERRY_STORAGE_URL"] = "s3://ferry-lazy/p";
+    o.unset_env.push_back("SSH_AUTH_SOCK");
+    o.cwd = project();
+    return o;
+  }
+
+  // Storage through a proxy on the bridge: ferry's uploads and the node's downloads both pass it.
+  fault_proxy& slow_storage(std::uint64_t bytes_per_second) {
+    proxy_ = std::make_unique<fault_proxy>("10.200.0.1", moto_->port(), "10.200.0.1");
+    proxy_->set_rate(bytes_per_second);
+    return *proxy_;
+  }
+
+  temp_dir home_;
+  local_node_guard guard_{home_ / "state" / "ferry" / "local"};
+  std::optional<moto_server> moto_;
+  std::unique_ptr<fault_proxy> proxy_;
+  std::string site_;
+};
+
+TEST_F(lazy_start, an_import_waits_for_its_layer_and_proceeds_when_it_lands) {
+  site_package("slowpkg", 3 << 20);
+  write_file(project() / "main.py",
+             "print('started', flush=True)\n"
+             "import slowpkg\n"
+             "print('imported', slowpkg.VALUE)\n");
+  auto& proxy = slow_storage(2 << 20);
+  const auto trace = home_ / "run.jsonl";
+  const auto r = run_ferry({"--trace", trace.string(), "run", "--", "python3", "main.py"}, env(proxy.endpoint()));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.out, "started\nimported from-slowpkg\n");
+  EXPECT_TRUE(contains(r.err, "(lazy start)")) << r.err;
+  EXPECT_TRUE(contains(r.err, "first line at ")) << r.err;
+
+  // The command started before slowpkg's layer landed, its import waited for that layer, and went on
+  // once it was in place.
+  const auto lines = node_lines(trace);
+  const auto spans = layer_spans(lines);
+  ASSERT_TRUE(spans.contains("slowpkg")) << "no layer action for slowpkg";
+  const auto& slow = spans.at("slowpkg");
+  EXPECT_EQ(slow.status, "succeeded");
+  double may_start = -1, wait_started = -1, wait_ended = -1;
+  std::string wait_status;
+  for (const auto& o : lines) {
+    const auto t = type_of(o);
+    if (t == action_types::node::may_start) may_start = o.at("timestamp").as_double();
+    if (t == action_types::node::import_wait && text_of(o, "action_status") == "started") {
+      EXPECT_EQ(text_of(o, "name"), "slowpkg");
+      EXPECT_EQ(text_of(o, "layers"), "slowpkg");
+      wait_started = o.at("timestamp").as_double();
+    }
+    if (t == action_types::node::import_wait && text_of(o, "action_status") != "started") {
+      wait_status = text_of(o, "action_status");
+      wait_ended = o.at("timestamp").as_double();
+      EXPECT_TRUE(o.contains("waited_ms"));
+    }
+  }
+  ASSERT_GE(may_start, 0) << "the node program never said the command may start";
+  ASSERT_GE(wait_started, 0) << "the import of slowpkg did not wait";
+  EXPECT_EQ(wait_status, "succeeded");
+  EXPECT_LT(may_start, slow.ended);
+  EXPECT_LT(wait_started, slow.ended);
+  EXPECT_GE(wait_ended, slow.ended);
+}
+
+TEST_F(lazy_start, a_layer_that_fails_raises_an_import_error_naming_it) {
+  site_package("brokenpkg", 64 << 10);
+  write_file(project() / "main.py",
+             "import sys\n"
+             "print('started', flush=True)\n"
+             "try:\n"
+             "    import brokenpkg\n"
+             "except ImportError as e:\n"
+             "    print('ImportError:', e)\n"
+             "    sys.exit(3)\n");
+  // Everything in storage first; then brokenpkg's zip is replaced by other bytes, which the node finds
+  // do not match the manifest's SHA-256.
+  const auto packed = run_ferry({"pack"}, env());
+  ASSERT_EQ(packed.exit_code, 0) << packed.err;
+  const auto listing = run({"aws", "s3api", "list-objects-v2", "--bucket", "ferry-lazy", "--prefix", "p/manifests/",
+                            "--query", "Contents[].Key", "--output", "text"},
+                           moto_->process_env());
+  ASSERT_EQ(listing.exit_code, 0) << listing.err;
+  const auto manifest_key = listing.out.substr(0, listing.out.find_first_of("\t\n"));
+  const auto manifest = run({"aws", "s3", "cp", "s3://ferry-lazy/" + manifest_key, "-"}, moto_->process_env());
+  ASSERT_EQ(manifest.exit_code, 0) << manifest.err;
+  std::string shard_key;
+  const auto doc = json::parse(manifest.out);
+  for (const auto& l : doc.at("layers").as_array()) {
+    if (l.at("name").as_string() != "brokenpkg") continue;
+    shard_key = "p/layers/" + std::string(l.at("shards").as_array().at(0).at("id").as_string()) + ".zip";
+  }
+  ASSERT_FALSE(shard_key.empty()) << manifest.out;
+  // The same size, one byte changed in the middle: only the digest can tell.
+  const auto copy = home_ / "shard.zip";
+  ASSERT_EQ(run({"aws", "s3", "cp", "s3://ferry-lazy/" + shard_key, copy.string()}, moto_->process_env()).exit_code, 0);
+  {
+    std::fstream f(copy, std::ios::in | std::ios::out | std::ios::binary);
+    const auto middle = static_cast<std::streamoff>(fs::file_size(copy) / 2);
+    f.seekg(middle);
+    const char c = static_cast<char>(f.get() ^ 0x55);
+    f.seekp(middle);
+    f.put(c);
+  }
+  ASSERT_EQ(run({"aws", "s3", "cp", copy.string(), "s3://ferry-lazy/" + shard_key}, moto_->process_env()).exit_code, 0);
+
+  auto o = env();
+  o.env["FERRY_NET_RETRY_MAX_ATTEMPTS"] = "1";
+  const auto trace = home_ / "run.jsonl";
+  const auto r = run_ferry({"--trace", trace.string(), "run", "--", "python3", "main.py"}, o);
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+  EXPECT_TRUE(contains(r.out, "started\nImportError: ferry: layer brokenpkg (")) << r.out;
+  EXPECT_TRUE(contains(r.out, "did not arrive")) << r.out;
+  // The node program's own reason (a digest or zip check), not the hook's fallback.
+  EXPECT_FALSE(contains(r.out, "the node program stopped")) << r.out;
+  EXPECT_TRUE(contains(r.err, "a layer failed while the command ran")) << r.err;
+}
+
+TEST_F(lazy_start, imports_in_threads_and_a_namespace_package_split_over_layers) {
+  site_package("thread_a", 1 << 20);
+  site_package("thread_b", 1 << 20);
+  // nspkg: part in the workspace, part in site-packages; neither has an __init__.py.
+  write_file(project() / "nspkg" / "ws_part.py", "V = 'ws'\n");
+  write_file(site() / "nspkg" / "site_part.py", "V = 'site'\n");
+  write_file(project() / "main.py",
+             "import importlib, threading\n"
+             "got = {}\n"
+             "def load(name):\n"
+             "    got[name] = importlib.import_module(name).VALUE\n"
+             "threads = [threading.Thread(target=load, args=(n,)) for n in ('thread_a', 'thread_b')]\n"
+             "for t in threads: t.start()\n"
+             "for t in threads: t.join()\n"
+             "import nspkg.ws_part, nspkg.site_part\n"
+             "print(sorted(got.items()), nspkg.ws_part.V, nspkg.site_part.V)\n");
+  auto& proxy = slow_storage(2 << 20);
+  const auto trace = home_ / "run.jsonl";
+  const auto r = run_ferry({"--trace", trace.string(), "run", "--", "python3", "main.py"}, env(proxy.endpoint()));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.out, "[('thread_a', 'from-thread_a'), ('thread_b', 'from-thread_b')] ws site\n");
+  std::size_t waits = 0;
+  for (const auto& o : node_lines(trace))
+    if (type_of(o) == action_types::node::import_wait && text_of(o, "action_status") == "started") ++waits;
+  EXPECT_GE(waits, 1u) << "no import waited: the test did not test the hook";
+}
+
+TEST_F(lazy_start, the_order_one_run_records_orders_the_next) {
+  // By size alone, big_first would come first; the program imports small_second first.
+  site_package("big_first", 2 << 20);
+  site_package("small_second", 64 << 10);
+  write_file(project() / "main.py", "import small_second, big_first\nprint('ok')\n");
+  auto o = env();
+  o.env["FERRY_AGENT_DOWNLOAD_PARALLELISM"] = "1";
+  const auto r1 = run_ferry({"--trace", (home_ / "run1.jsonl").string(), "run", "--", "python3", "main.py"}, o);
+  ASSERT_EQ(r1.exit_code, 0) << r1.out << r1.err;
+  const auto listing = run({"aws", "s3", "ls", "--recursive", "s3://ferry-lazy/p/import-orders/"}, moto_->process_env());
+  ASSERT_EQ(listing.exit_code, 0) << listing.err;
+  const auto key = listing.out.substr(listing.out.rfind(' ') + 1, listing.out.find('\n') - listing.out.rfind(' ') - 1);
+  const auto order = run({"aws", "s3", "cp", "s3://ferry-lazy/" + key, "-"}, moto_->process_env());
+  ASSERT_EQ(order.exit_code, 0) << order.err;
+  const auto small_at = order.out.find("\"small_second\""), big_at = order.out.find("\"big_first\"");
+  ASSERT_NE(small_at, std::string::npos) << order.out;
+  ASSERT_NE(big_at, std::string::npos) << order.out;
+  EXPECT_LT(small_at, big_at) << order.out;
+
+  // A fresh node, a program that imports nothing: one download at a time, in the stored order.
+  ASSERT_EQ(run_ferry({"nodes", "down", "--all"}, o).exit_code, 0);
+  write_file(project() / "main.py", "print('nothing imported')\n");
+  const auto trace2 = home_ / "run2.jsonl";
+  const auto r2 = run_ferry({"--trace", trace2.string(), "run", "--", "python3", "main.py"}, o);
+  ASSERT_EQ(r2.exit_code, 0) << r2.out << r2.err;
+  const auto spans = layer_spans(node_lines(trace2));
+  ASSERT_TRUE(spans.contains("small_second") && spans.contains("big_first")) << r2.err;
+  EXPECT_LT(spans.at("small_second").started, spans.at("big_first").started);
+
+  // Without the stored order, size decides: the control for the line above.
+  ASSERT_EQ(run({"aws", "s3", "rm", "s3://ferry-lazy/" + key}, moto_->process_env()).exit_code, 0);
+  ASSERT_EQ(run_ferry({"nodes", "down", "--all"}, o).exit_code, 0);
+  const auto trace3 = home_ / "run3.jsonl";
+  const auto r3 = run_ferry({"--trace", trace3.string(), "run", "--", "python3", "main.py"}, o);
+  ASSERT_EQ(r3.exit_code, 0) << r3.out << r3.err;
+  const auto spans3 = layer_spans(node_lines(trace3));
+  ASSERT_TRUE(spans3.contains("small_second") && spans3.contains("big_first")) << r3.err;
+  EXPECT_LT(spans3.at("big_first").started, spans3.at("small_second").started);
+}
+
+TEST_F(lazy_start, off_or_without_python_the_command_waits_for_every_layer) {
+  site_package("somepkg", 0);
+  write_file(project() / "main.py", "import somepkg\nprint(somepkg.VALUE)\n");
+  auto o = env();
+  o.env["FERRY_AGENT_LAZY_START"] = "false";
+  const auto off = run_ferry({"--trace", (home_ / "off.jsonl").string(), "run", "--", "python3", "main.py"}, o);
+  ASSERT_EQ(off.exit_code, 0) << off.out << off.err;
+  EXPECT_EQ(off.out, "from-somepkg\n");
+  EXPECT_FALSE(contains(off.err, "(lazy start)")) << off.err;
+  const auto shell = run_ferry({"--trace", (home_ / "sh.jsonl").string(), "run", "--", "sh", "-c",
+                                "python3 main.py; echo \"$FERRY_IMPORT_SOCKET\""},
+                               env());
+  ASSERT_EQ(shell.exit_code, 0) << shell.out << shell.err;
+  EXPECT_EQ(shell.out, "from-somepkg\n\n");
+  EXPECT_FALSE(contains(shell.err, "(lazy start)")) << shell.err;
+  for (const auto* trace : {"off.jsonl", "sh.jsonl"})
+    for (const auto& line : node_lines(home_ / trace))
+      EXPECT_NE(type_of(line), action_types::node::may_start) << trace;
+}
+
+}  // namespace
+}  // namespace ferry::test
