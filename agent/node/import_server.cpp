@@ -164,6 +164,8 @@ void import_server::close() {
   error_code ignored;
   acceptor_.close(ignored);
   for (auto* s : open_) s->close(ignored);
+  // Requests that wait are answered as things stand: what has not landed says so, and the import fails
+  // with that rather than with a connection cut.
   changed();
 }
 
@@ -198,16 +200,22 @@ asio::awaitable<void> import_server::serve(tracing::action& act) {
 }
 
 asio::awaitable<void> import_server::answer(tracing::action& act, stream::socket socket) {
-  const auto it = open_.insert(open_.end(), &socket);
-  struct forget {
+  // Listed while it reads its request, for close() to end; a request that waits is answered instead.
+  struct listed {
     std::list<stream::socket*>& open;
     std::list<stream::socket*>::iterator it;
-    ~forget() { open.erase(it); }
-  } forgetting{open_, it};
+    bool in = true;
+    void forget() {
+      if (in) open.erase(it);
+      in = false;
+    }
+    ~listed() { forget(); }
+  } listing{open_, open_.insert(open_.end(), &socket)};
   asio::streambuf in(max_request);
   error_code ec;
   const auto n = co_await asio::async_read_until(socket, in, '\n', asio::redirect_error(asio::use_awaitable, ec));
-  if (ec) co_return;
+  listing.forget();
+  if (ec || closed_) co_return;
   std::string line(asio::buffers_begin(in.data()), asio::buffers_begin(in.data()) + static_cast<std::ptrdiff_t>(n - 1));
   const auto w = words(line);
   std::string reply;

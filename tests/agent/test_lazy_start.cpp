@@ -307,6 +307,23 @@ TEST_F(lazy_start, the_order_one_run_records_orders_the_next) {
   EXPECT_LT(spans3.at("big_first").started, spans3.at("small_second").started);
 }
 
+TEST_F(lazy_start, the_hook_runs_the_sitecustomize_it_hides_and_leaves_once_every_layer_landed) {
+  // The project's own sitecustomize, in site-packages: its layer may still be on its way at start-up.
+  write_file(site() / "sitecustomize.py", "import builtins\nbuiltins.ferry_test_chained = True\n");
+  site_package("late", 1 << 20);
+  write_file(project() / "main.py",
+             "import builtins, sys, importlib.metadata as md\n"
+             "import late\n"
+             "print(getattr(builtins, 'ferry_test_chained', False))\n"
+             "print([type(f).__name__ for f in sys.meta_path if type(f).__module__ == 'sitecustomize'])\n");
+  auto& proxy = slow_storage(2 << 20);
+  const auto r = run_ferry({"--trace", (home_ / "run.jsonl").string(), "run", "--", "python3", "main.py"},
+                           env(proxy.endpoint()));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  // Every layer (workspace, late, sitecustomize) was in place after `import late`: the finder had left.
+  EXPECT_EQ(r.out, "True\n[]\n");
+}
+
 TEST_F(lazy_start, off_or_without_python_the_command_waits_for_every_layer) {
   site_package("somepkg", 0);
   write_file(project() / "main.py", "import somepkg\nprint(somepkg.VALUE)\n");

@@ -41,6 +41,8 @@ def _ferry_main():
                 chunks.append(got)
                 if got.endswith(b"\n"):
                     break
+            if not chunks:
+                raise OSError("the node program stopped")
             return json.loads(b"".join(chunks).decode("utf-8"))
         finally:
             s.close()
@@ -94,7 +96,7 @@ def _ferry_main():
         try:
             answer = ask("want %s %s" % (what, name))
         except Exception as e:
-            raise ImportError("ferry: layers %s are not in place and the node program cannot be asked (%s)"
+            raise ImportError("ferry: layer %s did not arrive: the node program cannot be asked (%s)"
                               % (", ".join(layers[i]["name"] for i in waiting), e), name=name)
         with lock:
             for l in answer["layers"]:
@@ -165,6 +167,13 @@ def _ferry_main():
 
     import atexit
     atexit.register(report)
+
+    # A sitecustomize of the project's own, in a layer still on its way, is waited for: _ferry_chain runs it.
+    if "sitecustomize" in modules:
+        try:
+            settle("module", "sitecustomize", modules["sitecustomize"])
+        except ImportError as e:
+            sys.stderr.write("%s\n" % (e,))
 
 
 def _ferry_chain():
