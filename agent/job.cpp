@@ -125,13 +125,17 @@ asio::awaitable<void> job::pack_step(diagnostics& diag) {
     if (lazy_) feed_.catalogue(catalogue_of(scan, ranks, workspace_index(scan, ctx_)));
   };
   progress_ = &progress;
+  struct forget_progress {
+    packaging::pack_progress*& p;
+    ~forget_progress() { p = nullptr; }
+  } forgetting{progress_};
   // On every way out the feed closes, an exception's too: no node may wait on it for ever.
   struct close_feed {
     layer_feed& feed;
     ~close_feed() { feed.abandon(); }  // after end(), a no-op
   } closer{feed_};
   auto packed = co_await run_pack(act, ctx_, &*storage_, pack_request{}, &progress, diag);
-  progress_ = nullptr;
+  progress_ = nullptr;  // hurry() has nothing to hurry from here on
   times_.pack = since_start();
   packed_at_ = std::chrono::steady_clock::now();
   if (packed) {
@@ -179,6 +183,16 @@ asio::awaitable<void> job::materialise_beside(ready_node& node, lazy_link& link,
 }
 
 asio::awaitable<void> job::work_when_ready(ready_node& node, lazy_link& link) {
+  // On every way out (an exception too) the node program is told the work is done: it ends then, and
+  // the materialise beside this ends with it.
+  struct done_at_end {
+    lazy_link& link;
+    layer_feed& feed;
+    ~done_at_end() {
+      link.work_done = true;
+      feed.poke();
+    }
+  } done{link, feed_};
   const auto begin = std::chrono::steady_clock::now();
   co_await link.ready.wait();
   const bool stopped = co_await net::cancelled();  // (not in the condition: GCC 12 and co_await in &&)
@@ -187,9 +201,6 @@ asio::awaitable<void> job::work_when_ready(ready_node& node, lazy_link& link) {
     job_node jn{node, *link.early};
     co_await work_(jn);
   }
-  // The node program ends here, whatever is still on its way: nothing more is needed.
-  link.work_done = true;
-  feed_.poke();
 }
 
 asio::awaitable<void> job::on_node_lazily(ready_node& node) {
@@ -209,7 +220,7 @@ asio::awaitable<void> job::on_node_lazily(ready_node& node) {
       failures_.push_back(fmt::format("{}: {}", node.node.id, describe(ec, diag)));
     } else if (ec != asio::error::operation_aborted) {
       // The command ran: what it imported was there, or it said so itself (an ImportError naming the layer).
-      fmt::print(stderr, "ferry: warning: {}: a layer failed while the command ran: {}\n", node.node.id,
+      fmt::print(stderr, "ferry: warning: {}: the node program failed while the command ran: {}\n", node.node.id,
                  describe(ec, diag));
     }
     co_return;
@@ -223,7 +234,14 @@ asio::awaitable<void> job::store_import_order() {
   std::vector<std::string> now;
   for (const auto& node : imported_) now = packaging::merge_import_order(now, node);
   if (now.empty()) co_return;  // no Python asked: nothing learned
-  const auto merged = packaging::merge_import_order(now, packed_->report.import_order);
+  // What earlier runs imported stays behind this run's, as long as the project still has such a layer.
+  std::vector<std::string> before;
+  for (const auto& name : packed_->report.import_order) {
+    const auto& layers = packed_->report.scan.layers;
+    if (std::any_of(layers.begin(), layers.end(), [&](const packaging::layer& l) { return l.name == name; }))
+      before.push_back(name);
+  }
+  const auto merged = packaging::merge_import_order(now, before);
   if (merged == packed_->report.import_order) co_return;
   const auto text = packaging::import_order_json(merged);
   diagnostics diag;

@@ -56,7 +56,11 @@ void observe(lazy_link& link, std::chrono::steady_clock::time_point begin, const
   if (t == action_types::node::may_start && !link.early) {
     environment env;
     env.workdir = text("workdir");
-    env.python_path = {text("hook_dir"), env.workdir};
+    // The hook's directory first, then every layer's, landed or not (the hook waits for the rest).
+    env.python_path = {text("hook_dir")};
+    if (const auto* path = message.if_contains("python_path"); path && path->is_array())
+      for (const auto& p : path->get_array())
+        if (p.is_string()) env.python_path.emplace_back(p.get_string());
     env.import_socket = text("socket");
     link.early = std::move(env);
     link.may_start_at = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();

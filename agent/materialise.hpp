@@ -66,9 +66,9 @@ struct environment {                     // what the node now holds for this pla
   std::uint64_t bytes_fetched = 0;
   std::size_t layers_evicted = 0;
   // A lazy start (agent/node/import_gate.hpp): the command's import hook asks the node program at this
-  // socket (FERRY_IMPORT_SOCKET), and python_path is the hook's directory then the workspace: the other
-  // layers join sys.path as they land. At the end: the layers the command imported, first imported first,
-  // and how many were never fetched because it ended first.
+  // socket (FERRY_IMPORT_SOCKET), and python_path is the hook's directory, then every layer's directory in
+  // plan order, landed or not (each appears whole, by a rename, when it lands). At the end: the layers the
+  // command imported, first imported first, and how many were never fetched because it ended first.
   std::string import_socket;
   std::vector<std::string> imported;
   std::size_t layers_left = 0;

@@ -5,9 +5,23 @@
 namespace ferry::packaging {
 namespace {
 
+// Well-formed UTF-8 (no overlong forms or surrogates are checked for: Python would refuse those names
+// anyway, and a name too many only costs a wait).
+bool utf8(std::string_view text) {
+  for (std::size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    const std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    if (n == 0 || i + n > text.size()) return false;
+    for (std::size_t k = 1; k < n; ++k)
+      if ((static_cast<unsigned char>(text[i + k]) >> 6) != 0x2) return false;
+    i += n;
+  }
+  return true;
+}
+
 bool identifier(std::string_view name) {
-  if (name.empty() || (name[0] >= '0' && name[0] <= '9')) return false;
-  // Non-ASCII identifiers are valid Python: any byte above 0x7f is let through.
+  if (name.empty() || (name[0] >= '0' && name[0] <= '9') || !utf8(name)) return false;
+  // Non-ASCII identifiers are valid Python (PEP 3131): their UTF-8 bytes are let through.
   return std::all_of(name.begin(), name.end(), [](unsigned char c) {
     return c == '_' || c >= 0x80 || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
   });

@@ -207,15 +207,14 @@ asio::awaitable<result<void>> upload_missing(tracing::action& parent, net::s3_cl
   // (pack_progress::hurry) can jump the queue.
   std::size_t taken = 0;
   auto next_job = [&]() -> shard_job* {
-    if (progress) {
-      for (auto layer : progress->hurried) {
-        for (auto it = todo.begin() + static_cast<std::ptrdiff_t>(taken); it != todo.end(); ++it) {
-          const auto& r = (*it)->reports;
-          if (std::find(r.begin(), r.end(), layer) == r.end()) continue;
-          std::rotate(todo.begin() + static_cast<std::ptrdiff_t>(taken), it, it + 1);
-          break;
-        }
-      }
+    if (progress && !progress->hurried.empty()) {
+      // Every shard of a hurried layer not started yet goes first; each group keeps its order.
+      const auto& hurried = progress->hurried;
+      std::stable_partition(todo.begin() + static_cast<std::ptrdiff_t>(taken), todo.end(), [&](const shard_job* j) {
+        return std::any_of(j->reports.begin(), j->reports.end(), [&](std::size_t layer) {
+          return std::find(hurried.begin(), hurried.end(), layer) != hurried.end();
+        });
+      });
       progress->hurried.clear();
     }
     return todo[taken++];

@@ -243,7 +243,7 @@ inline constexpr std::string_view attempt = "ferry:materialise:attempt";  // {at
 inline constexpr std::string_view shard = "ferry:materialise:shard";      // {shard, bytes}: downloaded, entries
 inline constexpr std::string_view cache = "ferry:materialise:cache";      // message {cache_dir}
 inline constexpr std::string_view evicted = "ferry:materialise:evicted";  // message {layer, disk_bytes}
-// Lazy start (agent/node/import_gate.hpp). Message {workdir, hook_dir, socket}: the workspace is in place,
+// Lazy start (agent/node/import_gate.hpp). Message {workdir, hook_dir, python_path, socket}: the workspace is in place,
 // the command may start; ferry starts it on reading this.
 inline constexpr std::string_view may_start = "ferry:materialise:may_start";
 // Message {pid}: the command's first Python process asked the import hook's first question.

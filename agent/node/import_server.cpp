@@ -64,6 +64,22 @@ result<void> make_dir(const std::string& path, diagnostics& diag) {
   return make_error_code(errc::cache_failed);
 }
 
+bool same_content(const std::string& path, std::string_view text) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return false;
+  std::string got(text.size() + 1, '\0');
+  std::size_t done = 0;
+  for (;;) {
+    const auto n = ::read(fd, got.data() + done, got.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<std::size_t>(n);
+    if (done == got.size()) break;
+  }
+  ::close(fd);
+  return done == text.size() && std::string_view(got.data(), done) == text;
+}
+
 std::vector<std::string> words(std::string_view line) {
   std::vector<std::string> out;
   std::size_t at = 0;
@@ -85,7 +101,8 @@ result<std::string> install_import_hook(const std::string& cache_dir, diagnostic
   const auto dir = parent + "/" + digest;
   const auto file = dir + "/sitecustomize.py";
   struct stat st {};
-  if (::stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode) && std::uint64_t(st.st_size) == hook_source.size())
+  if (::stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode) && std::uint64_t(st.st_size) == hook_source.size() &&
+      same_content(file, hook_source))
     return dir;
   if (auto r = make_dir(parent, diag); !r) return r.error();
   // Made aside and renamed: a command never sees half a hook, and two runs may race here.
@@ -136,7 +153,13 @@ result<std::unique_ptr<import_server>> import_server::open(asio::any_io_executor
   const char* tmp = std::getenv("TMPDIR");
   std::string base = tmp && *tmp && std::strlen(tmp) < 64 ? tmp : "/tmp";
   std::string templ = base + "/ferry-import-XXXXXX";
-  if (!::mkdtemp(templ.data())) {
+  bool made = ::mkdtemp(templ.data()) != nullptr;
+  if (!made && base != "/tmp") {  // a TMPDIR that is not there: /tmp then
+    base = "/tmp";
+    templ = base + "/ferry-import-XXXXXX";
+    made = ::mkdtemp(templ.data()) != nullptr;
+  }
+  if (!made) {
     diag.set(fmt::format("cannot create a directory in {} for the import hook's socket: {}", base,
                          std::strerror(errno)));
     return make_error_code(errc::cache_failed);
@@ -163,7 +186,8 @@ void import_server::close() {
   closed_ = true;
   error_code ignored;
   acceptor_.close(ignored);
-  for (auto* s : open_) s->close(ignored);
+  for (auto& c : open_)
+    if (c.reading) c.socket->close(ignored);
   // Requests that wait are answered as things stand: what has not landed says so, and the import fails
   // with that rather than with a connection cut.
   changed();
@@ -188,33 +212,39 @@ asio::awaitable<void> import_server::serve(tracing::action& act) {
     ++connections_;
     // Owned by this server: close() closes each connection, and serve() waits for the last to end.
     asio::co_spawn(io, answer(act, std::move(socket)), [this](std::exception_ptr e) {
+      if (e && !bug_) bug_ = e;  // rethrown by serve(), once every connection has ended
       if (--connections_ == 0 && closed_) drained_.cancel();
-      if (e) std::rethrow_exception(e);
     });
   }
   close();
   while (connections_ > 0) {
     error_code ec;
     co_await drained_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    // Cancelled (the program is stopping): whatever a connection waits for (a peer that reads nothing)
+    // ends now; each then ends at once.
+    if (co_await net::cancelled()) {
+      error_code ignored;
+      for (auto& c : open_) c.socket->close(ignored);
+      // The connections' ends are waited for all the same: their frames refer to this server.
+      co_await asio::this_coro::reset_cancellation_state();
+    }
   }
+  if (bug_) std::rethrow_exception(bug_);
 }
 
 asio::awaitable<void> import_server::answer(tracing::action& act, stream::socket socket) {
-  // Listed while it reads its request, for close() to end; a request that waits is answered instead.
+  // Listed for as long as it lives: close() ends it while it reads its request (a request that waits is
+  // answered instead), and a cancelled drain ends it whatever it does.
   struct listed {
-    std::list<stream::socket*>& open;
-    std::list<stream::socket*>::iterator it;
-    bool in = true;
-    void forget() {
-      if (in) open.erase(it);
-      in = false;
-    }
-    ~listed() { forget(); }
-  } listing{open_, open_.insert(open_.end(), &socket)};
+    std::list<connection>& open;
+    std::list<connection>::iterator it;
+    ~listed() { open.erase(it); }
+  } listing{open_, open_.insert(open_.end(), connection{&socket, true})};
+  if (closed_) co_return;
   asio::streambuf in(max_request);
   error_code ec;
   const auto n = co_await asio::async_read_until(socket, in, '\n', asio::redirect_error(asio::use_awaitable, ec));
-  listing.forget();
+  listing.it->reading = false;
   if (ec || closed_) co_return;
   std::string line(asio::buffers_begin(in.data()), asio::buffers_begin(in.data()) + static_cast<std::ptrdiff_t>(n - 1));
   const auto w = words(line);

@@ -15,6 +15,7 @@
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <exception>
 #include <functional>
 #include <list>
 #include <memory>
@@ -59,7 +60,12 @@ class import_server {
   asio::local::stream_protocol::acceptor acceptor_;
   asio::steady_timer changed_;  // never expires: cancelled to wake every waiting request
   asio::steady_timer drained_;  // never expires: cancelled when the last connection ends after close()
-  std::list<asio::local::stream_protocol::socket*> open_;
+  struct connection {
+    asio::local::stream_protocol::socket* socket;
+    bool reading;  // its request not read yet
+  };
+  std::list<connection> open_;
+  std::exception_ptr bug_;
   std::size_t connections_ = 0;
   bool closed_ = false;
   bool started_ = false;  // the first hello came

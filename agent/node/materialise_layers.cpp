@@ -293,8 +293,13 @@ struct lazy_start {
     const auto ws = gate.workspace();
     if (!announced && (!ws || gate.state_of(*ws) == import_gate::state::ready)) {
       announced = true;
+      // Every layer's directory, in plan order, whether it is there yet or not: sys.path is then the one
+      // an eager start gives, and a layer appears in it whole, by a rename, when it lands.
+      boost::json::array path;
+      for (std::size_t i = 0; i < gate.count(); ++i) path.emplace_back(gate.dir(i));
       act.log(action_types::node::may_start, {{"workdir", ws ? gate.dir(*ws) : workdir},
                                               {"hook_dir", hook_dir},
+                                              {"python_path", boost::json::value(std::move(path))},
                                               {"socket", server->socket_path()},
                                               {"seconds", seconds()}});
       act.output().nudge();  // ferry is waiting for this line to start the command
@@ -315,6 +320,14 @@ struct lazy_start {
   void stopped(const std::string& reason) {
     gate.stop(reason);
     look();
+  }
+
+  // No command will start: the workspace failed, or the plan stopped before it landed. The program then
+  // ends with that failure rather than wait for a work_done that ferry, waiting for may_start, never sends.
+  bool never_starts() const {
+    if (announced) return false;
+    const auto ws = gate.workspace();
+    return gate.opened() && ws && gate.state_of(*ws) == import_gate::state::failed;
   }
 
   // The command is over: in-flight layers stop, the hook's socket closes.
@@ -411,16 +424,24 @@ asio::awaitable<void> read_lazy_plan(line_source& next, arrivals& in, shared_sta
 }
 
 // Runs `work` until it ends, `stop` is emitted, or the caller is cancelled.
+asio::awaitable<void> accepting(asio::awaitable<void> work) {
+  // A spawned coroutine hears only terminal cancellation unless it accepts more (net/deadline.hpp).
+  co_await net::accept_cancellation();
+  co_await std::move(work);
+}
+
 asio::awaitable<void> stoppable(asio::awaitable<void> work, asio::cancellation_signal& stop) {
   auto io = co_await asio::this_coro::executor;
+  const auto state = co_await asio::this_coro::cancellation_state;
   struct forward {
     asio::cancellation_slot outer;
     ~forward() {
       if (outer.is_connected()) outer.clear();
     }
-  } f{(co_await asio::this_coro::cancellation_state).slot()};
+  } f{state.slot()};
   if (f.outer.is_connected()) f.outer.assign([&stop](asio::cancellation_type t) { stop.emit(t); });
-  co_await asio::co_spawn(io, std::move(work), asio::bind_cancellation_slot(stop.slot(), asio::use_awaitable));
+  co_await asio::co_spawn(io, accepting(std::move(work)),
+                          asio::bind_cancellation_slot(stop.slot(), asio::use_awaitable));
 }
 
 // One of the plan's workers: takes queued layers one at a time until the queue closes. A layer that
@@ -443,6 +464,10 @@ asio::awaitable<void> work_on_layers(tracing::action& act, shared_state& s, arri
       if (!lazy) stop_reading();
       else lazy->stopped(fmt::format("the plan stopped: layer {} failed", layer->name));
     }
+    if (lazy && lazy->never_starts()) {
+      lazy->finish(in, s);
+      stop_reading();
+    }
   }
 }
 
@@ -458,7 +483,8 @@ result<std::string> empty_workdir(const layer_cache& cache, diagnostics& diag) {
 
 asio::awaitable<result<materialised>> materialise_lazily(tracing::action& act, shared_state& s, arrivals& in,
                                                          const layer_cache& cache, const plan_header& header,
-                                                         line_source& next, diagnostics& diag) {
+                                                         line_source& next, const std::function<void()>& stop_reading,
+                                                         diagnostics& diag) {
   lazy_start lazy(act, cache);
   auto hook = install_import_hook(cache.dir(), diag);
   if (!hook) co_return hook.error();
@@ -474,7 +500,7 @@ asio::awaitable<result<materialised>> materialise_lazily(tracing::action& act, s
   if (!server) co_return server.error();
   lazy.server = std::move(*server);
   std::vector<asio::awaitable<void>> layers;
-  for (int i = 0; i < in.workers; ++i) layers.push_back(work_on_layers(act, s, in, [] {}, &lazy));
+  for (int i = 0; i < in.workers; ++i) layers.push_back(work_on_layers(act, s, in, stop_reading, &lazy));
   std::vector<asio::awaitable<void>> work;
   work.push_back(read_lazy_plan(next, in, s, lazy));
   work.push_back(stoppable(net::run_all(std::move(layers)), lazy.stop_work));
@@ -510,7 +536,7 @@ asio::awaitable<result<materialised>> materialise_layers(tracing::action& act, f
   // Layers in progress at once: each holds its lock and its directory open.
   const int workers = std::max(1, ctx.limits.parallelism);
   arrivals in(io, workers);
-  if (header.lazy) co_return co_await materialise_lazily(act, s, in, *cache, header, next, diag);
+  if (header.lazy) co_return co_await materialise_lazily(act, s, in, *cache, header, next, stop_reading, diag);
   std::vector<asio::awaitable<void>> work;
   work.push_back(read_plan(next, in, s));
   for (int i = 0; i < workers; ++i) work.push_back(work_on_layers(act, s, in, stop_reading, nullptr));

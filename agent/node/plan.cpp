@@ -167,10 +167,11 @@ result<placed_layer> read_layer(const json::object& lo, diagnostics& diag) {
   return out;
 }
 
-// A name the hook compares with what Python asks for: one line of printable ASCII, no spaces.
+// A name the hook compares with what Python asks for: no spaces or control characters (a request is a
+// line of words). Python identifiers may be non-ASCII: JSON has already checked such bytes are UTF-8.
 bool plain_name(std::string_view name) {
   return !name.empty() && name.size() <= 255 &&
-         std::all_of(name.begin(), name.end(), [](unsigned char c) { return c > ' ' && c < 0x7f; });
+         std::all_of(name.begin(), name.end(), [](unsigned char c) { return c > ' ' && c != 0x7f; });
 }
 
 result<std::vector<std::string>> read_names(reader& r, std::string_view key, std::string_view layer) {
@@ -179,7 +180,7 @@ result<std::vector<std::string>> read_names(reader& r, std::string_view key, std
   if (r.ec) return r.ec;
   for (const auto& v : *list) {
     if (!v.is_string() || !plain_name(v.get_string()))
-      return bad(r.diag, fmt::format("the plan's catalogue names in layer {}'s {} a name that is not plain ASCII",
+      return bad(r.diag, fmt::format("the plan's catalogue names in layer {}'s {} a name with a space or a control character",
                                      layer, key));
     out.emplace_back(v.get_string());
   }

@@ -50,6 +50,8 @@ result<plan_progress::taken> plan_progress::take(plan_line line, diagnostics& di
     const auto rank = placed.index < entries.size() ? entries[placed.index].rank : entries.size();
     priority = ranked - std::min<std::uint64_t>(rank, ranked - 1);
   }
+  if (auto asked = preferred_order_.find(layers_.back().id); asked != preferred_order_.end())
+    priority = preferred - 1 - asked->second;
   waiting_.emplace(priority, layers_.size() - 1);
   return taken::queued;
 }
@@ -70,15 +72,20 @@ const layer_source* plan_progress::next() {
 }
 
 bool plan_progress::prefer(const std::string& id) {
+  if (preferred_order_.contains(id)) return true;  // asked for already: it keeps its place
+  if (!seen_.contains(id)) {
+    preferred_order_[id] = preferred_++;  // not here yet: it goes first when its line comes
+    return true;
+  }
   for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
     if (layers_[it->second].id != id) continue;
-    if (!preferred_ids_.insert(id).second) return true;  // asked for already: it keeps its place
     const auto i = it->second;
     waiting_.erase(it);
+    preferred_order_[id] = preferred_;
     waiting_.emplace(preferred - 1 - preferred_++, i);
     return true;
   }
-  return false;
+  return false;  // handed out already
 }
 
 void plan_progress::finished(const layer_source& layer, result<layer_result> got, const diagnostics& diag) {

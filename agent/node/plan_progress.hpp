@@ -48,7 +48,8 @@ class plan_progress {
 
   // The next layer waiting, off the queue; none when none waits or the plan stops.
   const layer_source* next();
-  // An import waits for this layer: it goes before every other still waiting (false: not waiting).
+  // An import waits for this layer: it goes before every other still waiting, or, when its line has not
+  // come yet, as soon as it comes. False when it was handed out already.
   bool prefer(const std::string& id);
   // How a layer's work ended; a failure stops the plan.
   void finished(const layer_source& layer, result<layer_result> got, const diagnostics& diag);
@@ -88,7 +89,7 @@ class plan_progress {
   std::optional<plan_end> end_;
   std::optional<plan_catalogue> catalogue_;
   std::uint64_t preferred_ = 0;  // layers preferred so far: the earlier asked, the sooner taken
-  std::set<std::string> preferred_ids_;
+  std::map<std::string, std::uint64_t> preferred_order_;  // id -> when it was first asked for
   std::vector<outcome> outcomes_;
   std::optional<error_code> reading_error_;
   diagnostics reading_diag_;

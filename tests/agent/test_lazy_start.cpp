@@ -135,6 +135,40 @@ class lazy_start : public ::testing::Test {
     return *proxy_;
   }
 
+  // Everything in storage (`ferry pack`); then the layer's zip is replaced by the same bytes with one
+  // changed in the middle: only the node's checks can tell.
+  void corrupt_layer(const std::string& name) {
+    const auto packed = run_ferry({"pack"}, env());
+    ASSERT_EQ(packed.exit_code, 0) << packed.err;
+    const auto listing = run({"aws", "s3api", "list-objects-v2", "--bucket", "ferry-lazy", "--prefix",
+                              "p/manifests/", "--query", "Contents[].Key", "--output", "text"},
+                             moto_->process_env());
+    ASSERT_EQ(listing.exit_code, 0) << listing.err;
+    const auto manifest_key = listing.out.substr(0, listing.out.find_first_of("\t\n"));
+    const auto manifest = run({"aws", "s3", "cp", "s3://ferry-lazy/" + manifest_key, "-"}, moto_->process_env());
+    ASSERT_EQ(manifest.exit_code, 0) << manifest.err;
+    std::string shard_key;
+    const auto doc = json::parse(manifest.out);
+    for (const auto& l : doc.at("layers").as_array()) {
+      if (l.at("name").as_string() != name) continue;
+      shard_key = "p/layers/" + std::string(l.at("shards").as_array().at(0).at("id").as_string()) + ".zip";
+    }
+    ASSERT_FALSE(shard_key.empty()) << manifest.out;
+    const auto copy = home_ / "shard.zip";
+    ASSERT_EQ(run({"aws", "s3", "cp", "s3://ferry-lazy/" + shard_key, copy.string()}, moto_->process_env()).exit_code,
+              0);
+    {
+      std::fstream f(copy, std::ios::in | std::ios::out | std::ios::binary);
+      const auto middle = static_cast<std::streamoff>(fs::file_size(copy) / 2);
+      f.seekg(middle);
+      const char c = static_cast<char>(f.get() ^ 0x55);
+      f.seekp(middle);
+      f.put(c);
+    }
+    ASSERT_EQ(run({"aws", "s3", "cp", copy.string(), "s3://ferry-lazy/" + shard_key}, moto_->process_env()).exit_code,
+              0);
+  }
+
   temp_dir home_;
   local_node_guard guard_{home_ / "state" / "ferry" / "local"};
   std::optional<moto_server> moto_;
@@ -197,37 +231,7 @@ TEST_F(lazy_start, a_layer_that_fails_raises_an_import_error_naming_it) {
              "except ImportError as e:\n"
              "    print('ImportError:', e)\n"
              "    sys.exit(3)\n");
-  // Everything in storage first; then brokenpkg's zip is replaced by other bytes, which the node finds
-  // do not match the manifest's SHA-256.
-  const auto packed = run_ferry({"pack"}, env());
-  ASSERT_EQ(packed.exit_code, 0) << packed.err;
-  const auto listing = run({"aws", "s3api", "list-objects-v2", "--bucket", "ferry-lazy", "--prefix", "p/manifests/",
-                            "--query", "Contents[].Key", "--output", "text"},
-                           moto_->process_env());
-  ASSERT_EQ(listing.exit_code, 0) << listing.err;
-  const auto manifest_key = listing.out.substr(0, listing.out.find_first_of("\t\n"));
-  const auto manifest = run({"aws", "s3", "cp", "s3://ferry-lazy/" + manifest_key, "-"}, moto_->process_env());
-  ASSERT_EQ(manifest.exit_code, 0) << manifest.err;
-  std::string shard_key;
-  const auto doc = json::parse(manifest.out);
-  for (const auto& l : doc.at("layers").as_array()) {
-    if (l.at("name").as_string() != "brokenpkg") continue;
-    shard_key = "p/layers/" + std::string(l.at("shards").as_array().at(0).at("id").as_string()) + ".zip";
-  }
-  ASSERT_FALSE(shard_key.empty()) << manifest.out;
-  // The same size, one byte changed in the middle: only the digest can tell.
-  const auto copy = home_ / "shard.zip";
-  ASSERT_EQ(run({"aws", "s3", "cp", "s3://ferry-lazy/" + shard_key, copy.string()}, moto_->process_env()).exit_code, 0);
-  {
-    std::fstream f(copy, std::ios::in | std::ios::out | std::ios::binary);
-    const auto middle = static_cast<std::streamoff>(fs::file_size(copy) / 2);
-    f.seekg(middle);
-    const char c = static_cast<char>(f.get() ^ 0x55);
-    f.seekp(middle);
-    f.put(c);
-  }
-  ASSERT_EQ(run({"aws", "s3", "cp", copy.string(), "s3://ferry-lazy/" + shard_key}, moto_->process_env()).exit_code, 0);
-
+  corrupt_layer("brokenpkg");
   auto o = env();
   o.env["FERRY_NET_RETRY_MAX_ATTEMPTS"] = "1";
   const auto trace = home_ / "run.jsonl";
@@ -237,12 +241,24 @@ TEST_F(lazy_start, a_layer_that_fails_raises_an_import_error_naming_it) {
   EXPECT_TRUE(contains(r.out, "did not arrive")) << r.out;
   // The node program's own reason (a digest or zip check), not the hook's fallback.
   EXPECT_FALSE(contains(r.out, "the node program stopped")) << r.out;
-  EXPECT_TRUE(contains(r.err, "a layer failed while the command ran")) << r.err;
+  EXPECT_TRUE(contains(r.err, "the node program failed while the command ran")) << r.err;
+}
+
+TEST_F(lazy_start, a_workspace_that_cannot_land_fails_the_node_and_nothing_waits_for_it) {
+  write_file(project() / "main.py", "print('never runs')\n" + std::string(64 << 10, '#') + "\n");
+  corrupt_layer("workspace");
+  auto o = env();
+  o.env["FERRY_NET_RETRY_MAX_ATTEMPTS"] = "1";
+  const auto r = run_ferry({"--trace", (home_ / "run.jsonl").string(), "run", "--", "python3", "main.py"}, o);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_TRUE(contains(r.err, "no node could run the work")) << r.err;
+  EXPECT_TRUE(contains(r.err, "workspace")) << r.err;
 }
 
 TEST_F(lazy_start, imports_in_threads_and_a_namespace_package_split_over_layers) {
-  site_package("thread_a", 1 << 20);
-  site_package("thread_b", 1 << 20);
+  site_package("thread_a", 2 << 20);
+  site_package("thread_b", 2 << 20);
   // nspkg: part in the workspace, part in site-packages; neither has an __init__.py.
   write_file(project() / "nspkg" / "ws_part.py", "V = 'ws'\n");
   write_file(site() / "nspkg" / "site_part.py", "V = 'site'\n");
@@ -253,6 +269,11 @@ TEST_F(lazy_start, imports_in_threads_and_a_namespace_package_split_over_layers)
              "    got[name] = importlib.import_module(name).VALUE\n"
              "threads = [threading.Thread(target=load, args=(n,)) for n in ('thread_a', 'thread_b')]\n"
              "for t in threads: t.start()\n"
+             // While both wait for their layers (seconds behind the proxy), another import goes on: the
+             // wait does not hold the global import lock.
+             "import time; time.sleep(0.5)\n"
+             "import colorsys\n"
+             "print('stdlib import while they wait:', all(t.is_alive() for t in threads))\n"
              "for t in threads: t.join()\n"
              "import nspkg.ws_part, nspkg.site_part\n"
              "print(sorted(got.items()), nspkg.ws_part.V, nspkg.site_part.V)\n");
@@ -260,7 +281,9 @@ TEST_F(lazy_start, imports_in_threads_and_a_namespace_package_split_over_layers)
   const auto trace = home_ / "run.jsonl";
   const auto r = run_ferry({"--trace", trace.string(), "run", "--", "python3", "main.py"}, env(proxy.endpoint()));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_EQ(r.out, "[('thread_a', 'from-thread_a'), ('thread_b', 'from-thread_b')] ws site\n");
+  EXPECT_EQ(r.out,
+            "stdlib import while they wait: True\n"
+            "[('thread_a', 'from-thread_a'), ('thread_b', 'from-thread_b')] ws site\n");
   std::size_t waits = 0;
   for (const auto& o : node_lines(trace))
     if (type_of(o) == action_types::node::import_wait && text_of(o, "action_status") == "started") ++waits;

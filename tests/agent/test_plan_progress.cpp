@@ -224,17 +224,18 @@ TEST(plan_progress, with_a_catalogue_its_rank_orders_the_queue_and_an_import_jum
             plan_progress::taken::catalogue);
   ASSERT_NE(plan.catalogue(), nullptr);
   for (auto [i, id, size] : std::vector<std::tuple<std::size_t, std::string, std::uint64_t>>{
-           {3, "dd", 40}, {1, "bb", 90}, {2, "cc", 10}, {0, "aa", 5}})
+           {3, "dd", 40}, {1, "bb", 90}, {0, "aa", 5}})
     ASSERT_EQ(*plan.take(line_of(i, id, size), diag), plan_progress::taken::queued);
   EXPECT_EQ(plan.next()->id, "aa");  // rank, not size
   EXPECT_TRUE(plan.prefer("dd"));    // an import waits for dd
   EXPECT_FALSE(plan.prefer("aa"));   // handed out already
-  EXPECT_FALSE(plan.prefer("zz"));   // not in the plan (yet)
+  EXPECT_TRUE(plan.prefer("cc"));    // not here yet: first in line when it comes
   EXPECT_TRUE(plan.prefer("bb"));
   EXPECT_TRUE(plan.prefer("dd"));    // asked again: keeps its place before bb
   EXPECT_EQ(plan.next()->id, "dd");
+  ASSERT_EQ(*plan.take(line_of(2, "cc", 10), diag), plan_progress::taken::queued);
+  EXPECT_EQ(plan.next()->id, "cc");  // asked before bb
   EXPECT_EQ(plan.next()->id, "bb");
-  EXPECT_EQ(plan.next()->id, "cc");
   EXPECT_EQ(plan.next(), nullptr);
 }
 
@@ -254,7 +255,7 @@ TEST(plan_progress, a_catalogue_after_a_layer_or_twice_is_refused_and_work_done_
 
 TEST(plan_lines, a_catalogue_and_work_done_read_back_as_written_and_bad_names_are_refused) {
   plan_catalogue c;
-  c.layers.push_back({0, std::string(64, 'a'), "workspace", 0, {"main", "app"}, {}});
+  c.layers.push_back({0, std::string(64, 'a'), "workspace", 0, {"main", "app", "données"}, {}});
   c.layers.push_back({1, std::string(64, 'b'), "numpy", 2, {"numpy"}, {"numpy"}});
   c.layers.push_back({2, std::string(64, 'c'), "six", 1, {"six"}, {"six"}});
   c.workspace = 0;
@@ -266,7 +267,7 @@ TEST(plan_lines, a_catalogue_and_work_done_read_back_as_written_and_bad_names_ar
   ASSERT_EQ(got->layers.size(), 3u);
   EXPECT_EQ(got->layers[1].name, "numpy");
   EXPECT_EQ(got->layers[1].rank, 2u);
-  EXPECT_EQ(got->layers[0].modules, (std::vector<std::string>{"main", "app"}));
+  EXPECT_EQ(got->layers[0].modules, (std::vector<std::string>{"main", "app", "données"}));
   EXPECT_EQ(got->layers[2].dists, std::vector<std::string>{"six"});
   EXPECT_EQ(got->workspace, std::optional<std::size_t>(0));
   auto done = parse_plan_line(work_done_line(), diag);

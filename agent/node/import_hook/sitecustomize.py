@@ -1,17 +1,20 @@
 # ferry's import hook for a command started before its environment has landed (lazy start).
 #
 # The node program puts this file first on PYTHONPATH, so Python's `site` imports it at start-up and the
-# user changes no code. It asks the node program (FERRY_IMPORT_SOCKET) which layers exist, which names
-# each holds and which are in place, puts those in place on sys.path in the plan's order, and goes first on
-# sys.meta_path. An import of a top-level name whose layer is still on its way then waits until the node
-# program says it is in place (that layer goes to the front of the node's queue), and proceeds as a normal
-# import; a layer that failed raises ImportError naming it and why. Names no layer holds fall through at
-# once. Once every layer is in place the finder leaves sys.meta_path: it costs nothing from then on. At
-# exit, the top-level names the program imported, in the order it first imported them, go to the node
-# program: the next run fetches those layers first.
+# user changes no code. Every layer's directory is on PYTHONPATH already, in the plan's order, whether it
+# has landed or not (a layer appears whole, by a rename): sys.path is the one an eager start gives. This
+# hook asks the node program (FERRY_IMPORT_SOCKET) which names each layer holds and which layers are in
+# place, and goes first on sys.meta_path. An import of a top-level name whose layer is still on its way
+# then waits until the node program says it landed (that layer goes to the front of the node's queue), and
+# proceeds as a normal import; a layer that failed raises ImportError naming it and why. importlib.metadata
+# waits the same way for a distribution's layer. Names no layer holds fall through at once. Once every
+# layer is in place the finder leaves sys.meta_path: it costs nothing from then on. At exit, the top-level
+# names the program imported, in the order it first imported them, go to the node program: the next run
+# fetches those layers first.
 #
-# Written for every Python 3 a node may have (3.5 on): no f-strings, the standard library only. Then the
-# next sitecustomize on the path, if there is one, runs as it would have without this one.
+# A wait releases CPython's global import lock (held while finders are asked), so other threads import
+# meanwhile. Written for every Python 3 a node may have (3.5 on): no f-strings, the standard library only.
+# Then the next sitecustomize on the path, if there is one, runs as it would have without this one.
 import os
 import sys
 
@@ -26,11 +29,11 @@ def _ferry_main():
 
     home = os.path.dirname(os.path.abspath(__file__))
     lock = threading.Lock()
-    placed = []  # (index, directory), as put on sys.path
 
-    def ask(line):
+    def ask(line, timeout=None):
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
+            s.settimeout(timeout)
             s.connect(address)
             s.sendall((line + "\n").encode("utf-8"))
             chunks = []
@@ -48,11 +51,11 @@ def _ferry_main():
             s.close()
 
     try:
-        catalogue = ask("hello %d" % os.getpid())
+        catalogue = ask("hello %d" % os.getpid(), timeout=30)
+        layers = dict((int(l["index"]), l) for l in catalogue["layers"])
     except Exception as e:  # the node program is gone: what is on the path is all there is
         sys.stderr.write("ferry: the import hook cannot reach the node program (%s)\n" % (e,))
         return
-    layers = dict((int(l["index"]), l) for l in catalogue["layers"])
     modules = {}  # top-level name -> indexes of the layers that hold it
     dists = {}  # normalised distribution name -> indexes
     for i, l in layers.items():
@@ -62,31 +65,45 @@ def _ferry_main():
             dists.setdefault(d, []).append(i)
 
     def place(index):
-        # After the placed layer just before it in the plan; else after this hook's own directory.
+        # The directory is on sys.path (from PYTHONPATH), but Python may have looked for it before it
+        # existed and remembered that it did not: forget that. Put back only if the program removed it.
         path = layers[index]["dir"]
-        anchor, best = home, -1
-        for i, d in placed:
-            if best < i < index:
-                best, anchor = i, d
-        try:
-            at = sys.path.index(anchor) + 1
-        except ValueError:
-            at = len(sys.path)
-        if path not in sys.path:
-            sys.path.insert(at, path)
         sys.path_importer_cache.pop(path, None)
-        placed.append((index, path))
+        if path in sys.path:
+            return
+        at = len(sys.path)
+        for i in sorted(layers):
+            if i > index and layers[i]["dir"] in sys.path:
+                at = sys.path.index(layers[i]["dir"])
+                break
+        sys.path.insert(at, path)
 
     for i in sorted(layers):
-        l = layers[i]
-        if l["state"] == "ready":
-            if l["dir"] in sys.path:
-                placed.append((i, l["dir"]))
-            else:
-                place(i)
+        if layers[i]["state"] == "ready":
+            place(i)
 
     def pending(indexes):
         return [i for i in indexes if layers[i]["state"] != "ready"]
+
+    def unlocked(wait):
+        # Finders are asked with the global import lock held: waiting with it would stop every other
+        # thread's imports (and fork). It is reentrant: released as often as this thread holds it.
+        try:
+            import _imp
+        except ImportError:
+            return wait()
+        released = 0
+        try:
+            while released < 1000:
+                _imp.release_lock()
+                released += 1
+        except RuntimeError:  # this thread holds it no more
+            pass
+        try:
+            return wait()
+        finally:
+            for _ in range(released):
+                _imp.acquire_lock()
 
     def settle(what, name, indexes):
         # Blocks until every layer in `indexes` is in place; ImportError naming the first that failed.
@@ -94,12 +111,13 @@ def _ferry_main():
         if not waiting:
             return
         try:
-            answer = ask("want %s %s" % (what, name))
+            answer = unlocked(lambda: ask("want %s %s" % (what, name)))
+            states = answer["layers"]
         except Exception as e:
             raise ImportError("ferry: layer %s did not arrive: the node program cannot be asked (%s)"
                               % (", ".join(layers[i]["name"] for i in waiting), e), name=name)
         with lock:
-            for l in answer["layers"]:
+            for l in states:
                 i = int(l["index"])
                 if layers[i]["state"] != "ready" and l["state"] == "ready":
                     layers[i]["state"] = "ready"
@@ -132,9 +150,9 @@ def _ferry_main():
         def find_spec(self, name, path=None, target=None):
             if path is None and name in modules:
                 settle("module", name, modules[name])
-            return None  # the normal finders go on, with the layer now on sys.path
+            return None  # the normal finders go on, with the layer now in place
 
-        def find_module(self, name, path=None):  # Python before 3.4's find_spec
+        def find_module(self, name, path=None):  # Pythons that ask for find_module only
             self.find_spec(name, path)
             return None
 
@@ -156,12 +174,20 @@ def _ferry_main():
     if pending(layers):
         sys.meta_path.insert(0, finder)
 
+    dirs = tuple(os.path.join(l["dir"], "") for l in layers.values())
+
+    def from_layer(module):
+        # Loaded from a layer, not from the node's own Python (which may hold the same name).
+        where = [getattr(module, "__file__", None) or ""] + list(getattr(module, "__path__", None) or [])
+        return any(isinstance(w, str) and w.startswith(dirs) for w in where)
+
     def report():
         # sys.modules keeps the order names were first imported in.
-        seen = [m for m in list(sys.modules) if "." not in m and m in modules]
+        seen = [m for m, module in list(sys.modules.items())
+                if "." not in m and m in modules and from_layer(module)]
         if seen:
             try:
-                ask("imported " + " ".join(seen))
+                ask("imported " + " ".join(seen), timeout=10)
             except Exception:
                 pass
 
@@ -193,5 +219,8 @@ def _ferry_chain():
         sys.stderr.write("ferry: the sitecustomize after ferry's failed: %r\n" % (e,))
 
 
-_ferry_main()
+try:
+    _ferry_main()
+except Exception as _ferry_error:  # never keep the program, or the sitecustomize after this one, from running
+    sys.stderr.write("ferry: the import hook failed: %r\n" % (_ferry_error,))
 _ferry_chain()
