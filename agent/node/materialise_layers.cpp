@@ -247,20 +247,41 @@ asio::awaitable<result<layer_result>> materialise_layer(tracing::action& parent,
 // The plan as it arrives, and the workers' wake-ups: one token per layer queued, then one `no_more` per
 // worker at the plan's end; closed when the plan stops.
 struct arrivals {
-  arrivals(asio::any_io_executor io, int worker_count) : workers(worker_count), queue(io, 1 << 16) {}
+  arrivals(asio::any_io_executor io, int worker_count) : workers(worker_count), queue(io, 1 << 16), changed(io) {
+    changed.expires_at(asio::steady_timer::time_point::max());
+  }
 
   static constexpr std::size_t no_more = SIZE_MAX;
 
   plan_progress plan;
   int workers;
   asio::experimental::channel<void(error_code, std::size_t)> queue;
+  asio::steady_timer changed;  // never expires: cancelled to wake the workers a held layer keeps waiting
 
+  // A layer finished, or one was asked for: a held layer may go now.
+  void wake() {
+    changed.cancel();
+    changed.expires_at(asio::steady_timer::time_point::max());
+  }
   // The plan stops: nothing new starts, and the workers waiting for a token end.
   void stop(shared_state& s) {
     s.stop = true;
     queue.close();
+    wake();
   }
 };
+
+// The next layer for a worker that holds a token, waiting while the queue's head is held (plan_progress::
+// held); none when the plan stops or the worker is cancelled.
+asio::awaitable<const layer_source*> next_layer(arrivals& in) {
+  for (;;) {
+    if (const auto* layer = in.plan.next()) co_return layer;
+    if (!in.plan.held()) co_return nullptr;
+    error_code ec;
+    co_await in.changed.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    if (co_await net::cancelled()) co_return nullptr;
+  }
+}
 
 // A lazy start (import_gate.hpp): the command starts once the catalogue and the workspace are here, its
 // import hook is served while the rest arrives, and a work_done line (or the input's end after the plan's)
@@ -453,12 +474,13 @@ asio::awaitable<void> work_on_layers(tracing::action& act, shared_state& s, arri
     error_code ec;
     const auto token = co_await in.queue.async_receive(asio::redirect_error(asio::use_awaitable, ec));
     if (ec || token == arrivals::no_more) co_return;
-    const auto* layer = in.plan.next();
+    const auto* layer = co_await next_layer(in);
     if (!layer) co_return;
     diagnostics diag;
     auto got = co_await materialise_layer(act, s, *layer, diag);
     if (lazy) lazy->ended(*layer, got, diag);
     in.plan.finished(*layer, std::move(got), diag);
+    in.wake();
     if (in.plan.stopping() && !s.stop) {
       in.stop(s);
       if (!lazy) stop_reading();
@@ -495,6 +517,7 @@ asio::awaitable<result<materialised>> materialise_lazily(tracing::action& act, s
   auto server = import_server::open(co_await asio::this_coro::executor, lazy.gate,
                                     [&](const std::vector<std::string>& ids) {
                                       for (const auto& id : ids) in.plan.prefer(id);
+                                      in.wake();
                                     },
                                     diag);
   if (!server) co_return server.error();

@@ -65,10 +65,20 @@ void plan_progress::reading_failed(error_code ec, const diagnostics& diag) {
 }
 
 const layer_source* plan_progress::next() {
-  if (stopping_ || waiting_.empty()) return nullptr;
+  if (stopping_ || waiting_.empty() || held()) return nullptr;
   const auto i = waiting_.begin()->second;
   waiting_.erase(waiting_.begin());
   return &layers_[i];
+}
+
+bool plan_progress::held() const {
+  if (stopping_ || waiting_.empty() || waiting_.begin()->first >= preferred - preferred_) return false;
+  // The next layer is one nobody asked for: it waits while a layer an import waits for is on its way here,
+  // which then has the bandwidth to itself.
+  for (const auto& [id, when] : preferred_order_) {
+    if (seen_.contains(id) && !finished_.contains(id)) return true;
+  }
+  return false;
 }
 
 bool plan_progress::prefer(const std::string& id) {
@@ -90,6 +100,7 @@ bool plan_progress::prefer(const std::string& id) {
 
 void plan_progress::finished(const layer_source& layer, result<layer_result> got, const diagnostics& diag) {
   if (!got) stopping_ = true;
+  finished_.insert(layer.id);
   outcomes_.push_back({layer.id, std::move(got), diag});
 }
 

@@ -46,8 +46,11 @@ class plan_progress {
   // Reading the plan failed (the input ended early, a malformed line, cancelled).
   void reading_failed(error_code ec, const diagnostics& diag);
 
-  // The next layer waiting, off the queue; none when none waits or the plan stops.
+  // The next layer waiting, off the queue; none when none waits, the plan stops, or it is held.
   const layer_source* next();
+  // A layer waits that nobody asked for, while one an import asked for is on its way: it is not handed out
+  // until that one has finished (or another is asked for). The caller waits for a change and asks again.
+  bool held() const;
   // An import waits for this layer: it goes before every other still waiting, or, when its line has not
   // come yet, as soon as it comes. False when it was handed out already.
   bool prefer(const std::string& id);
@@ -90,6 +93,7 @@ class plan_progress {
   std::optional<plan_catalogue> catalogue_;
   std::uint64_t preferred_ = 0;  // layers preferred so far: the earlier asked, the sooner taken
   std::map<std::string, std::uint64_t> preferred_order_;  // id -> when it was first asked for
+  std::set<std::string> finished_;
   std::vector<outcome> outcomes_;
   std::optional<error_code> reading_error_;
   diagnostics reading_diag_;

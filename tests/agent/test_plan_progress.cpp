@@ -291,3 +291,35 @@ TEST(plan_lines, a_catalogue_and_work_done_read_back_as_written_and_bad_names_ar
 
 }  // namespace
 }  // namespace ferry::agent::node
+
+namespace ferry::agent::node {
+namespace {
+
+TEST(plan_progress, while_an_asked_for_layer_is_on_its_way_the_others_wait_for_it) {
+  plan_progress plan;
+  diagnostics diag;
+  ASSERT_TRUE(plan.take(line_of(0, "aa", 50), diag));
+  ASSERT_TRUE(plan.take(line_of(1, "bb", 40), diag));
+  ASSERT_TRUE(plan.take(line_of(2, "cc", 30), diag));
+  EXPECT_FALSE(plan.held());
+  EXPECT_TRUE(plan.prefer("cc"));
+  const auto* first = plan.next();
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(first->id, "cc");
+  // cc is downloading for an import: aa and bb are held back, and a second worker gets nothing for now.
+  EXPECT_TRUE(plan.held());
+  EXPECT_EQ(plan.next(), nullptr);
+  // Another import asks for bb: it goes, held for nothing.
+  EXPECT_TRUE(plan.prefer("bb"));
+  EXPECT_FALSE(plan.held());
+  EXPECT_EQ(plan.next()->id, "bb");
+  EXPECT_TRUE(plan.held());
+  plan.finished(*first, layer_result{false, 30}, diag);
+  EXPECT_TRUE(plan.held());  // bb still on its way
+  plan.finished(layer("bb", 40), layer_result{false, 40}, diag);
+  EXPECT_FALSE(plan.held());
+  EXPECT_EQ(plan.next()->id, "aa");
+}
+
+}  // namespace
+}  // namespace ferry::agent::node
