@@ -439,6 +439,7 @@ asio::awaitable<void> read_lazy_plan(line_source& next, arrivals& in, shared_sta
       continue;
     }
     if (*taken != plan_progress::taken::queued && *taken != plan_progress::taken::ended) continue;
+    in.wake();  // a worker a held layer keeps waiting may take this one
     // Closed (a layer failed): the plan is read on all the same, for work_done.
     co_await wake_workers(in, *taken == plan_progress::taken::ended);
   }

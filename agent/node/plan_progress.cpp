@@ -73,10 +73,10 @@ const layer_source* plan_progress::next() {
 
 bool plan_progress::held() const {
   if (stopping_ || waiting_.empty() || waiting_.begin()->first >= preferred - preferred_) return false;
-  // The next layer is one nobody asked for: it waits while a layer an import waits for is on its way here,
-  // which then has the bandwidth to itself.
+  // The next layer is one nobody asked for: it waits while a layer an import waits for is still to come
+  // (its line not here yet: the pack hurries it) or on its way here, which then has the bandwidth to itself.
   for (const auto& [id, when] : preferred_order_) {
-    if (seen_.contains(id) && !finished_.contains(id)) return true;
+    if (!finished_.contains(id)) return true;
   }
   return false;
 }

@@ -48,8 +48,9 @@ class plan_progress {
 
   // The next layer waiting, off the queue; none when none waits, the plan stops, or it is held.
   const layer_source* next();
-  // A layer waits that nobody asked for, while one an import asked for is on its way: it is not handed out
-  // until that one has finished (or another is asked for). The caller waits for a change and asks again.
+  // A layer waits that nobody asked for, while one an import asked for is still to come or on its way: it
+  // is not handed out until that one has finished. The caller waits for a change (a layer finished, one
+  // asked for, a line came) and asks again.
   bool held() const;
   // An import waits for this layer: it goes before every other still waiting, or, when its line has not
   // come yet, as soon as it comes. False when it was handed out already.

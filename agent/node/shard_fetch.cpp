@@ -1,6 +1,7 @@
 #include "agent/node/shard_fetch.hpp"
 
 #include "agent/node/error.hpp"
+#include "net/cancellation.hpp"
 #include "net/digest.hpp"
 #include "net/error.hpp"
 
@@ -114,6 +115,8 @@ class shard_reader {
   asio::awaitable<result<shard_outcome>> whole(diagnostics& diag) {
     std::string zip;
     if (auto r = co_await get(0, 0, &zip, nullptr, diag); !r) co_return r.error();
+    // A cancellation that came while no I/O was waiting is seen only when asked for.
+    if (co_await net::cancelled()) co_return error_code(asio::error::operation_aborted);
     auto done = co_await net::offload(ctx_.pool, [&]() -> result<void> {
       hash_.update(zip);
       if (auto r = check_digest(diag); !r) return r;
@@ -157,7 +160,11 @@ class shard_reader {
         hash_.update(bytes);
         return stream_->feed(bytes, writer_, diag);
       });
-      co_return r ? error_code{} : r.error();
+      if (!r) co_return r.error();
+      // Most of a download's time is spent on the pool, where a cancellation finds no I/O to cut: it is
+      // asked for after each chunk.
+      if (co_await net::cancelled()) co_return error_code(asio::error::operation_aborted);
+      co_return error_code{};
     };
     const auto body_end = tail_.directory_offset;
     for (std::uint64_t first = 0; first < body_end;) {
