@@ -7,7 +7,6 @@
 #include "net/s3_url.hpp"
 #include "packaging/import_names.hpp"
 #include "packaging/import_order.hpp"
-#include "packaging/storage_lookup.hpp"
 #include "packaging/stored_manifest.hpp"
 #include "tracing/action_types.hpp"
 
@@ -45,7 +44,7 @@ std::optional<std::size_t> workspace_of(const packaging::stored_manifest& m) {
 double seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 // The first layer of the workspace root (scan order is root order, so the workspace's come first).
-std::optional<std::size_t> workspace_index(const packaging::scan_result& scan, const command_context&) {
+std::optional<std::size_t> workspace_index(const packaging::scan_result& scan) {
   if (scan.layers.empty() || scan.layers.front().root_index != 0) return std::nullopt;
   return std::size_t{0};
 }
@@ -122,7 +121,7 @@ asio::awaitable<void> job::pack_step(diagnostics& diag) {
   };
   progress.on_scanned = [this](const packaging::scan_result& scan, const std::vector<std::size_t>& ranks) {
     for (std::size_t i = 0; i < scan.layers.size(); ++i) layer_index_[net::to_hex(scan.layers[i].id)] = i;
-    if (lazy_) feed_.catalogue(catalogue_of(scan, ranks, workspace_index(scan, ctx_)));
+    if (lazy_) feed_.catalogue(catalogue_of(scan, ranks, workspace_index(scan)));
   };
   progress_ = &progress;
   struct forget_progress {
@@ -135,7 +134,6 @@ asio::awaitable<void> job::pack_step(diagnostics& diag) {
     ~close_feed() { feed.abandon(); }  // after end(), a no-op
   } closer{feed_};
   auto packed = co_await run_pack(act, ctx_, &*storage_, pack_request{}, &progress, diag);
-  progress_ = nullptr;  // hurry() has nothing to hurry from here on
   times_.pack = since_start();
   packed_at_ = std::chrono::steady_clock::now();
   if (packed) {

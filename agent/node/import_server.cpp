@@ -3,6 +3,7 @@
 #include "agent/node/error.hpp"
 #include "net/cancellation.hpp"
 #include "net/digest.hpp"
+#include "packaging/unique_fd.hpp"
 #include "tracing/action_types.hpp"
 #include "tracing/sink.hpp"
 
@@ -38,23 +39,21 @@ constexpr std::string_view hook_source =
 constexpr std::size_t max_request = 1 << 20;  // an `imported` line of a few thousand names
 
 result<void> write_file(const std::string& path, std::string_view text, diagnostics& diag) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd < 0) {
+  packaging::unique_fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644));
+  if (fd.get() < 0) {
     diag.set(fmt::format("cannot create {}: {}", path, std::strerror(errno)));
     return make_error_code(errc::cache_failed);
   }
   std::size_t done = 0;
   while (done < text.size()) {
-    const auto n = ::write(fd, text.data() + done, text.size() - done);
+    const auto n = ::write(fd.get(), text.data() + done, text.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       diag.set(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
-      ::close(fd);
       return make_error_code(errc::cache_failed);
     }
     done += static_cast<std::size_t>(n);
   }
-  ::close(fd);
   return {};
 }
 
@@ -65,19 +64,17 @@ result<void> make_dir(const std::string& path, diagnostics& diag) {
 }
 
 bool same_content(const std::string& path, std::string_view text) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) return false;
-  std::string got(text.size() + 1, '\0');
+  packaging::unique_fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (fd.get() < 0) return false;
+  std::string got(text.size() + 1, '\0');  // one byte more: a longer file is told apart
   std::size_t done = 0;
-  for (;;) {
-    const auto n = ::read(fd, got.data() + done, got.size() - done);
+  while (done < got.size()) {
+    const auto n = ::read(fd.get(), got.data() + done, got.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     done += static_cast<std::size_t>(n);
-    if (done == got.size()) break;
   }
-  ::close(fd);
-  return done == text.size() && std::string_view(got.data(), done) == text;
+  return std::string_view(got.data(), done) == text;
 }
 
 std::vector<std::string> words(std::string_view line) {

@@ -5,6 +5,8 @@
 #include "provision/local/network.hpp"
 #include "tracing/sink.hpp"
 
+#include <boost/json.hpp>
+
 #include "../provision/io_runner.hpp"
 
 #include <gtest/gtest.h>
@@ -13,6 +15,7 @@
 #include <fstream>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace ferry::test {
 
@@ -30,6 +33,19 @@ inline bool bridge_up() {
   auto r = run_io(provision::local::ensure_bridge(root, std::chrono::seconds(30), diag));
   if (!r) ADD_FAILURE() << diag.message;
   return static_cast<bool>(r);
+}
+
+// Every line of the node program's trace files beside `trace` (<stem>.node-<node>-<n>.jsonl).
+inline std::vector<boost::json::object> node_lines(const std::filesystem::path& trace) {
+  std::vector<boost::json::object> out;
+  for (const auto& e : std::filesystem::directory_iterator(trace.parent_path())) {
+    const auto name = e.path().filename().string();
+    if (!name.starts_with(trace.stem().string() + ".node-") || !name.ends_with(".jsonl")) continue;
+    std::ifstream in(e.path());
+    for (std::string line; std::getline(in, line);)
+      if (!line.empty()) out.push_back(boost::json::parse(line).as_object());
+  }
+  return out;
 }
 
 }  // namespace ferry::test

@@ -32,19 +32,6 @@ namespace json = boost::json;
 
 
 
-// Every line of the node program's trace files beside `trace`.
-std::vector<json::object> node_lines(const fs::path& trace) {
-  std::vector<json::object> out;
-  for (const auto& e : fs::directory_iterator(trace.parent_path())) {
-    const auto name = e.path().filename().string();
-    if (!name.starts_with(trace.stem().string() + ".node-")) continue;
-    std::ifstream in(e.path());
-    for (std::string line; std::getline(in, line);)
-      if (!line.empty()) out.push_back(json::parse(line).as_object());
-  }
-  return out;
-}
-
 std::string text_of(const json::object& o, std::string_view key) {
   const auto* v = o.if_contains(key);
   return v && v->is_string() ? std::string(v->get_string()) : std::string();

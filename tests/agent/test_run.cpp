@@ -88,22 +88,15 @@ class run_cli : public ::testing::Test {
 
   // Every action type in a trace file and in the node program's files beside it, in order.
   std::vector<std::string> started_types(const fs::path& trace) const {
-    std::vector<fs::path> files = {trace};
-    for (const auto& e : fs::directory_iterator(trace.parent_path())) {
-      const auto name = e.path().filename().string();
-      if (name.starts_with(trace.stem().string() + ".node-") && name.ends_with(".jsonl")) files.push_back(e.path());
-    }
+    std::vector<json::object> lines;
+    std::ifstream in(trace);
+    for (std::string line; std::getline(in, line);)
+      if (!line.empty()) lines.push_back(json::parse(line).as_object());
+    for (auto& m : node_lines(trace)) lines.push_back(std::move(m));
     std::vector<std::string> out;
-    for (const auto& file : files) {
-      std::ifstream in(file);
-      std::string line;
-      while (std::getline(in, line)) {
-        if (line.empty()) continue;
-        const auto m = json::parse(line).as_object();
-        if (m.contains("action_type") && m.at("action_status").as_string() == "started") {
-          out.emplace_back(m.at("action_type").as_string());
-        }
-      }
+    for (const auto& m : lines) {
+      if (m.contains("action_type") && m.at("action_status").as_string() == "started")
+        out.emplace_back(m.at("action_type").as_string());
     }
     return out;
   }
