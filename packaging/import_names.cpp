@@ -1,5 +1,7 @@
 #include "packaging/import_names.hpp"
 
+#include "packaging/site_packages.hpp"
+
 #include <algorithm>
 
 namespace ferry::packaging {
@@ -27,24 +29,10 @@ bool identifier(std::string_view name) {
   });
 }
 
-bool ends_with(std::string_view text, std::string_view tail) {
-  return text.size() >= tail.size() && text.substr(text.size() - tail.size()) == tail;
-}
-
-// "foo-1.0.dist-info" -> "foo"; "foo.egg-info" -> "foo"; otherwise empty.
-std::string_view distribution_of(std::string_view top) {
-  for (std::string_view suffix : {".dist-info", ".egg-info"}) {
-    if (!ends_with(top, suffix)) continue;
-    const auto stem = top.substr(0, top.size() - suffix.size());
-    return stem.substr(0, stem.find('-'));
-  }
-  return {};
-}
-
 // A module file at the top of the layer: "six.py", "x.pyc", "_x.cpython-311-x86_64-linux-gnu.so", "x.pyd".
 std::string_view module_file(std::string_view file) {
   for (std::string_view ext : {".py", ".pyc", ".so", ".pyd", ".pyw"}) {
-    if (!ends_with(file, ext)) continue;
+    if (!file.ends_with(ext)) continue;
     return file.substr(0, file.find('.'));
   }
   return {};
@@ -58,17 +46,8 @@ void sort_unique(std::vector<std::string>& v) {
 }  // namespace
 
 std::string normalise_distribution(std::string_view name) {
-  std::string out;
-  bool gap = false;
-  for (char c : name) {
-    if (c == '-' || c == '_' || c == '.') {
-      gap = true;
-      continue;
-    }
-    if (gap && !out.empty()) out.push_back('_');
-    gap = false;
-    out.push_back(c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c);
-  }
+  auto out = normalize_distribution(name);  // PEP 503's form: runs of '-', '_' and '.' as one '-'
+  std::replace(out.begin(), out.end(), '-', '_');
   return out;
 }
 
@@ -81,8 +60,9 @@ import_names import_names_of(const layer& l) {
     const auto top = path.substr(0, slash);
     if (top == last) continue;  // files are sorted: a directory's files come together
     last = top;
-    if (auto dist = distribution_of(top); !dist.empty()) {
-      out.dists.push_back(normalise_distribution(dist));
+    if (auto dist = distribution_of_metadata_dir(top); !dist.empty()) {
+      std::replace(dist.begin(), dist.end(), '-', '_');  // importlib.metadata's form
+      out.dists.push_back(std::move(dist));
       continue;
     }
     if (slash != std::string_view::npos) {
