@@ -9,8 +9,16 @@
 namespace ferry::net {
 namespace {
 
+// Buffers start small and double each time a read fills one, up to the largest useful size: a map holds
+// a thousand channels open at once, nearly all of them moving a few bytes.
+constexpr std::size_t first_chunk = 2 << 10;
 constexpr std::size_t output_chunk = 64 << 10;  // two of libssh's largest packets
 constexpr std::size_t input_chunk = 32 << 10;   // one packet
+
+// A buffer that a read just filled doubles for the next read, up to `most`.
+void grow_if_filled(std::vector<char>& buffer, std::size_t filled, std::size_t most) {
+  if (filled == buffer.size() && buffer.size() < most) buffer.resize(std::min(most, buffer.size() * 2));
+}
 
 exec_limits limits_of(const config::ssh_settings& settings) {
   exec_limits limits;
@@ -26,8 +34,7 @@ exec_channel::exec_channel(std::shared_ptr<ssh_session> session, const exec_requ
       request_(request),
       kind_(k),
       core_(k, limits_of(session_->settings()), session_->peer().describe(), request.command),
-      output_buffer_(output_chunk),
-      input_buffer_(input_chunk) {}
+      output_buffer_(first_chunk) {}
 
 exec_channel::~exec_channel() { free_channel(); }
 
@@ -207,6 +214,8 @@ bool exec_channel::ended() {
 asio::awaitable<error_code> exec_channel::pass_output(output_stream which, bool& progressed, diagnostics& diag) {
   ssh_channel ch = channel_.get();
   const int is_stderr = which == output_stream::err;
+  // Grown here, not after the last read: what that read delivered pointed into the buffer.
+  grow_if_filled(output_buffer_, last_output_read_, output_chunk);
   const auto read = [&] {
     return ssh_channel_read_nonblocking(ch, output_buffer_.data(), static_cast<uint32_t>(output_buffer_.size()),
                                         is_stderr);
@@ -214,6 +223,7 @@ asio::awaitable<error_code> exec_channel::pass_output(output_stream which, bool&
   const int n = session_->call(read);
   if (n == SSH_ERROR) co_return session_->libssh_failure(fmt::format("reading the output of {}", what()), diag);
   if (n <= 0) co_return error_code{};  // nothing now, or SSH_EOF
+  last_output_read_ = static_cast<std::size_t>(n);
   progressed = true;
   std::span<const char> bytes(output_buffer_.data(), static_cast<std::size_t>(n));
   // The core takes the group id line (and what came before it) out of stdout.
@@ -239,6 +249,8 @@ asio::awaitable<error_code> exec_channel::feed_input(bool& progressed, diagnosti
     if (!request_.input) {
       input_ended_ = true;
     } else {
+      if (input_buffer_.empty()) input_buffer_.resize(first_chunk);
+      grow_if_filled(input_buffer_, last_input_read_, input_chunk);
       auto n = co_await request_.input->read(input_buffer_);
       if (!n) {
         diag.set(fmt::format("reading the input for {} on {}: {}", what(), session_->peer().describe(),
@@ -246,6 +258,7 @@ asio::awaitable<error_code> exec_channel::feed_input(bool& progressed, diagnosti
         co_return n.error();
       }
       input_ended_ = *n == 0;
+      last_input_read_ = *n;
       pending_input_ = std::span<const char>(input_buffer_.data(), *n);
       progressed = true;
       // The read may have waited (for input that comes as other work finishes): a command that ended

@@ -84,7 +84,9 @@ class exec_channel {
   bool holds_slot_ = false;
 
   std::vector<char> output_buffer_;
-  std::vector<char> input_buffer_;
+  std::vector<char> input_buffer_;  // allocated at the first read of input: most commands have none
+  std::size_t last_output_read_ = 0;
+  std::size_t last_input_read_ = 0;
   std::span<const char> pending_input_;
   bool input_ended_ = false;
   bool eof_sent_ = false;
