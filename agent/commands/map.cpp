@@ -87,7 +87,8 @@ struct map_state {
   }
 };
 
-void record(map_state& st, const map_task& t) {
+// The task's line is written, and its output let go: ten thousand tasks must not all stay in memory.
+void record(map_state& st, map_task& t) {
   json::object line{{"task", t.index},   {"input", t.input},       {"exit_code", t.exit_code},
                     {"node", t.node},    {"attempts", t.attempts}, {"seconds", t.seconds},
                     {"ok", t.now == map_task::state::done}};
@@ -101,6 +102,8 @@ void record(map_state& st, const map_task& t) {
   }
   fmt::print(st.results, "{}\n", json::serialize(line));
   std::fflush(st.results);
+  std::string().swap(t.out);
+  std::string().swap(t.err);
 }
 
 // One attempt of task i on this node. Returns false when the node is lost.
@@ -164,13 +167,14 @@ asio::awaitable<void> worker(tracing::action& job_act, job_node& jn, map_state& 
       if (!co_await st.wait()) break;
       continue;
     }
-    if (!co_await attempt(job_act, jn, st, *next)) {
-      if (!slot.lost) {
-        slot.lost = true;
-        ++st.lost_nodes;
-      }
+    bool lost_now = false;
+    if (!co_await attempt(job_act, jn, st, *next) && !slot.lost) {
+      slot.lost = lost_now = true;
+      ++st.lost_nodes;
     }
-    st.notify();
+    // Waiting workers wake only when there is something for them: a task back in the queue, the end of
+    // the map, or a lost node to replace. Waking all thousand of them after every task is quadratic.
+    if (st.schedule.waiting() > 0 || st.schedule.finished() || lost_now) st.notify();
     if (co_await net::cancelled()) break;
   }
 }
@@ -280,7 +284,8 @@ asio::awaitable<int> map(command_context& ctx, const map_args& args) {
   if (co_await net::cancelled()) co_return fail_map(act, asio::error::operation_aborted, diag);
   if (!st.schedule.finished()) {
     st.schedule.fail_waiting("no node was left to run it");
-    for (const auto& t : st.schedule.tasks()) {
+    for (std::size_t i = 0; i < st.schedule.tasks().size(); ++i) {
+      auto& t = st.schedule.task(i);
       if (t.now == map_task::state::failed && t.error == "no node was left to run it") record(st, t);
     }
   }
