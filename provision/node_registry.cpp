@@ -3,7 +3,13 @@
 #include "provision/error.hpp"
 #include "provision/file_lock.hpp"
 #include "provision/state_file.hpp"
+#include "net/cancellation.hpp"
 #include "tracing/action_types.hpp"
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
@@ -79,27 +85,119 @@ result<std::vector<node>> node_registry::load(diagnostics& diag) const {
   return parse_registry(*text, file_, diag);
 }
 
+struct node_registry::waiter {
+  const change* edit;
+  diagnostics* diag;
+  tracing::action* act;
+  std::optional<result<void>> outcome;  // set once its batch was written (or failed)
+};
+
+void node_registry::wake_all() {
+  if (turn_) turn_->cancel();
+}
+
 asio::awaitable<result<void>> node_registry::modify(tracing::action& parent, std::string_view action_type,
                                                     const change& edit, diagnostics& diag) {
   auto act = parent.child(action_type, {{"file", file_.string()}});
-  const auto lock_path = fs::path(file_).concat(".lock");
-  auto lock = co_await lock_file(lock_path, lock_timeout_, diag);
-  if (!lock) {
-    act.fail(lock.error(), diag);
-    co_return lock.error();
+  // The timer lives only while someone is here: the registry outlives the io_context of one command.
+  if (callers_++ == 0) {
+    turn_.emplace(co_await asio::this_coro::executor);
+    turn_->expires_at(asio::steady_timer::time_point::max());
   }
-  auto nodes = load(diag);
+  waiter self{&edit, &diag, &act, std::nullopt};
+  queue_.push_back(&self);
+  while (!self.outcome) {
+    if (!committing_) {
+      co_await commit_next(self);
+      continue;
+    }
+    error_code ec;
+    co_await turn_->async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    if (!self.outcome && co_await net::cancelled()) {
+      std::erase(queue_, &self);
+      diag.set(fmt::format("updating node registry {}: cancelled", file_.string()));
+      self.outcome = error_code(asio::error::operation_aborted);
+      act.fail(asio::error::operation_aborted, diag);
+    }
+  }
+  if (--callers_ == 0) turn_.reset();
+  co_return *self.outcome;
+}
+
+asio::awaitable<void> node_registry::commit_next(waiter& self) {
+  committing_ = true;
+  const auto now = std::chrono::steady_clock::now();
+  // The pause lets every change that is ready now join the batch; after a slow write it is longer.
+  if (next_write_ > now) {
+    asio::steady_timer pause(co_await asio::this_coro::executor, next_write_ - now);
+    error_code ignored;
+    co_await pause.async_wait(asio::redirect_error(asio::use_awaitable, ignored));
+  } else {
+    co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
+  }
+  diagnostics lock_diag;
+  std::optional<result<file_lock>> lock;
+  bool gave_up = co_await net::cancelled();
+  if (!gave_up) {
+    lock.emplace(co_await lock_file(fs::path(file_).concat(".lock"), lock_timeout_, lock_diag));
+    if (!*lock) gave_up = co_await net::cancelled();
+  }
+  if (gave_up) {
+    // Only this caller gave up: the others go on, one of them leading the next batch.
+    std::erase(queue_, &self);
+    self.diag->set(fmt::format("updating node registry {}: cancelled", file_.string()));
+    self.outcome = error_code(asio::error::operation_aborted);
+    self.act->fail(asio::error::operation_aborted, *self.diag);
+  } else {
+    auto batch = std::exchange(queue_, {});
+    if (!*lock) {
+      for (auto* w : batch) {
+        *w->diag = lock_diag;
+        w->outcome = lock->error();
+        w->act->fail(lock->error(), lock_diag);
+      }
+    } else {
+      const auto started = std::chrono::steady_clock::now();
+      apply(batch);
+      const auto took = std::chrono::steady_clock::now() - started;
+      next_write_ = std::chrono::steady_clock::now() + took;
+    }
+  }
+  committing_ = false;
+  wake_all();
+}
+
+// Each change is made on the list as the ones before it left it; one that fails leaves it as it was.
+void node_registry::apply(std::vector<waiter*>& batch) {
+  diagnostics load_diag;
+  auto nodes = load(load_diag);
   if (!nodes) {
-    act.fail(nodes.error(), diag);
-    co_return nodes.error();
+    for (auto* w : batch) {
+      *w->diag = load_diag;
+      w->outcome = nodes.error();
+      w->act->fail(nodes.error(), load_diag);
+    }
+    return;
   }
-  if (const auto ec = edit(*nodes, diag)) {
-    act.fail(ec, diag);
-    co_return ec;
+  std::vector<waiter*> made;
+  for (auto* w : batch) {
+    auto before = *nodes;
+    if (const auto ec = (*w->edit)(*nodes, *w->diag)) {
+      *nodes = std::move(before);
+      w->outcome = ec;
+      w->act->fail(ec, *w->diag);
+    } else {
+      made.push_back(w);
+    }
   }
-  const auto written = write_state_file(file_, registry_text(*nodes), diag);
-  act.finish(written, diag, {{"nodes", nodes->size()}});
-  co_return written;
+  if (made.empty()) return;
+  diagnostics write_diag;
+  const auto written = write_state_file(file_, registry_text(*nodes), write_diag);
+  for (auto* w : made) {
+    if (!written) *w->diag = write_diag;
+    w->outcome = written;
+    w->act->finish(written, *w->diag, {{"nodes", nodes->size()}, {"batch", made.size()}});
+  }
 }
 
 asio::awaitable<result<void>> node_registry::ensure_usable(tracing::action& parent, std::string& notice,

@@ -6,15 +6,23 @@
 // Readers take no lock: writes replace the file by rename, so a reader sees one whole version. Writers
 // take an flock on `<file>.lock` around read-modify-write, so two ferry commands updating at once both
 // land. A file that is not what ferry writes fails with errc::bad_registry naming it, and is left alone.
+//
+// Changes made while a write is under way wait, and the next write carries all of them (group commit): a
+// job bringing up hundreds of nodes updates the registry for each, and one whole-file write per change
+// would cost the square of the node count. Writes are paced so that writing takes at most half the time
+// (the gap after a write is as long as the write was), which lets batches grow with the file.
 #include "config/units.hpp"
 #include "provision/node.hpp"
 #include "tracing/action.hpp"
 #include "tracing/diagnostics.hpp"
 
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/steady_timer.hpp>
 
+#include <chrono>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -53,8 +61,19 @@ class node_registry {
   boost::asio::awaitable<result<void>> remove(tracing::action& parent, std::string_view id, diagnostics& diag);
 
  private:
+  struct waiter;
+  // One batch: the lock, one read, every queued change, one write.
+  boost::asio::awaitable<void> commit_next(waiter& self);
+  void apply(std::vector<waiter*>& batch);
+  void wake_all();
+
   std::filesystem::path file_;
   config::duration lock_timeout_;
+  std::vector<waiter*> queue_;  // changes waiting for the next write, in their callers' frames
+  bool committing_ = false;
+  std::size_t callers_ = 0;  // in modify() now
+  std::optional<boost::asio::steady_timer> turn_;  // never expires: cancelled when a batch is done
+  std::chrono::steady_clock::time_point next_write_{};
 };
 
 std::filesystem::path registry_file(const std::filesystem::path& state_dir);

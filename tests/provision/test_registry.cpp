@@ -13,9 +13,14 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+
 #include <chrono>
 #include <cstdlib>
 #include <set>
+#include <thread>
 
 namespace ferry::provision {
 namespace {
@@ -132,6 +137,53 @@ TEST_F(registry, a_held_lock_times_out_with_registry_busy) {
   EXPECT_GE(waited, 200ms);
   EXPECT_LT(waited, 2s);
   ASSERT_TRUE(run_io(quick.add(trace.root(), make_node("a"), diag))) << diag.message;
+}
+
+// ---- changes within one process: group commit ----
+
+boost::asio::awaitable<void> add_into(node_registry& reg, tracing::action& parent, node n, diagnostics& diag,
+                                      result<void>& out) {
+  out = co_await reg.add(parent, n, diag);
+}
+
+boost::asio::awaitable<void> update_into(node_registry& reg, tracing::action& parent, node n, diagnostics& diag,
+                                         result<void>& out) {
+  out = co_await reg.update(parent, n, diag);
+}
+
+// `count` adds (and an update of a node nobody added) started together on one io_context while another
+// holder keeps the lock for `hold`: they queue, and the next write carries them all.
+TEST_F(registry, changes_made_together_share_one_write_and_a_failed_one_leaves_the_rest) {
+  constexpr int count = 50;
+  fs::create_directories(reg.file().parent_path());
+  const auto lock_path = fs::path(reg.file()).concat(".lock");
+  const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX), 0);
+  std::thread release([fd] {
+    std::this_thread::sleep_for(300ms);
+    ::close(fd);
+  });
+  std::vector<diagnostics> diags(count + 1);
+  std::vector<result<void>> outcomes(count + 1);
+  boost::asio::io_context io;
+  for (int i = 0; i < count; ++i)
+    boost::asio::co_spawn(io, add_into(reg, trace.root(), make_node(fmt::format("n{}", i)), diags[i], outcomes[i]),
+                          boost::asio::detached);
+  boost::asio::co_spawn(io, update_into(reg, trace.root(), make_node("nobody"), diags[count], outcomes[count]),
+                        boost::asio::detached);
+  io.run();
+  release.join();
+  for (int i = 0; i < count; ++i) EXPECT_TRUE(outcomes[i]) << diags[i].message;
+  ASSERT_FALSE(outcomes[count]);
+  EXPECT_EQ(outcomes[count].error(), errc::node_not_found);
+  EXPECT_NE(diags[count].message.find("nobody"), std::string::npos) << diags[count].message;
+  auto loaded = reg.load(diag);
+  ASSERT_TRUE(loaded) << diag.message;
+  EXPECT_EQ(loaded->size(), static_cast<std::size_t>(count));
+  // Every add succeeded in a write that carried all of them.
+  const auto text = trace.flushed_text();
+  EXPECT_NE(text.find(fmt::format("\"batch\":{}", count)), std::string::npos) << text.substr(0, 2000);
 }
 
 // ---- concurrent writers, as separate processes ----
