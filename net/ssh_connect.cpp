@@ -352,7 +352,8 @@ asio::awaitable<result<std::shared_ptr<ssh_session>>> connect_traced(tracing::ac
 }  // namespace
 
 ssh_client_options ssh_client_options::from(const config::settings& s) {
-  return {s.ssh, s.dirs.config, s.dirs.config / "known_hosts"};
+  return {s.ssh, s.dirs.config, s.dirs.config / "known_hosts",
+          std::make_shared<session_slots>(static_cast<std::size_t>(std::max(1, s.ssh.max_sessions)))};
 }
 
 asio::awaitable<result<std::shared_ptr<ssh_session>>> ssh_connect(tracing::action& parent, ssh_peer peer,
@@ -362,8 +363,22 @@ asio::awaitable<result<std::shared_ptr<ssh_session>>> ssh_connect(tracing::actio
   if (peer.user.empty()) peer.user = options.settings.user;
   auto act = parent.child(action_types::ssh::connect,
                           {{"node", peer.node}, {"host", peer.host}, {"port", peer.port}, {"user", peer.user}});
+  session_slots::permit slot;
+  const auto asked = clock::now();
+  if (options.slots) {
+    auto got = co_await options.slots->acquire();
+    if (!got) {
+      diag.set(fmt::format("connecting to {}: cancelled while waiting for one of ssh.max_sessions ({})",
+                           peer.describe(), options.slots->limit()));
+      act.fail(got.error(), diag);
+      co_return got.error();
+    }
+    slot = std::move(*got);
+  }
+  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - asked).count();
   auto session = co_await connect_traced(act, std::move(peer), options, diag);
-  act.finish(session, diag);
+  if (session) (*session)->hold_slot(std::move(slot));
+  act.finish(session, diag, {{"slot_wait_ms", waited}});
   co_return session;
 }
 

@@ -85,6 +85,7 @@ void ssh_session::fail(error_code ec, std::string text) {
   if (failure_) return;
   failure_ = ec;
   failure_text_ = std::move(text);
+  slot_.reset();  // a session that ended holds no slot, however long its object lingers
   // The peer sees the end at once; libssh's descriptor is a dup, so the socket itself must be shut.
   error_code ignored;
   io_->socket.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);

@@ -21,6 +21,7 @@
 // Everything here runs on the session's executor, which must not run handlers concurrently (ferry's
 // single I/O thread). Nothing is thread_local.
 #include "config/settings.hpp"
+#include "net/session_slots.hpp"
 #include "net/ssh_libssh.hpp"
 #include "tracing/diagnostics.hpp"
 
@@ -66,6 +67,8 @@ class ssh_session : public std::enable_shared_from_this<ssh_session> {
   bool is_open() const { return !failure_; }
   // Ends the session now (see above). Idempotent.
   void close();
+  // The slot of ssh.max_sessions this session holds (net/session_slots.hpp): given back when it closes.
+  void hold_slot(session_slots::permit slot) { slot_ = std::move(slot); }
 
   // ---- For channels (net/ssh_exec): the libssh session and the waiting that goes with it. ----
 
@@ -148,6 +151,7 @@ class ssh_session : public std::enable_shared_from_this<ssh_session> {
   ssh_counter_struct socket_counter_{};
   ssh_counter_struct packet_counter_{};
   std::shared_ptr<pump_io> io_;
+  session_slots::permit slot_;
   libssh::session_ptr session_;
   libssh::event_ptr event_;  // the pump's way to make libssh read and write without a channel
   ssh_peer peer_;
