@@ -219,6 +219,8 @@ inline constexpr std::string_view task = "ferry:agent:task";
 // Making a job's layers present on one node {node} -> workdir, layers_cached, layers_fetched,
 // bytes_fetched, layers_evicted; the node program's node::materialise continues it on the node.
 inline constexpr std::string_view materialise = "ferry:materialise";
+// Fan-out {node, bind}: the node's `ferry-node serve` (agent/peer_serve.hpp) -> served, bytes.
+inline constexpr std::string_view serve = "ferry:serve";
 // Listing what to stage {bucket, prefix} -> objects, bytes.
 inline constexpr std::string_view stage_plan = "ferry:stage:plan";
 // Staging objects onto one node {node, source, node_dir, objects, bytes, window} -> fetched, kept,
@@ -240,7 +242,13 @@ inline constexpr std::string_view materialise = "ferry:node:materialise";
 inline constexpr std::string_view layer = "ferry:materialise:layer";      // {layer, name}: cached=true or fetched
 inline constexpr std::string_view lock = "ferry:materialise:lock";        // waiting for another run's lock
 inline constexpr std::string_view attempt = "ferry:materialise:attempt";  // {attempt}: one try at a layer
-inline constexpr std::string_view shard = "ferry:materialise:shard";      // {shard, bytes}: downloaded, entries
+inline constexpr std::string_view shard = "ferry:materialise:shard";      // {shard, bytes, source}: downloaded, entries
+// Fan-out (agent/fanout_plan.hpp). Message {url}: a peer serves this job's shards; first attempts go there.
+inline constexpr std::string_view peer = "ferry:materialise:peer";
+// `ferry-node serve`'s root: the job's shards handed to peers; its success carries requests, served,
+// refused and bytes. Message {port}: it listens there.
+inline constexpr std::string_view serve = "ferry:node:serve";
+inline constexpr std::string_view listening = "ferry:serve:listening";
 inline constexpr std::string_view cache = "ferry:materialise:cache";      // message {cache_dir}
 inline constexpr std::string_view evicted = "ferry:materialise:evicted";  // message {layer, disk_bytes}
 // Lazy start (agent/node/import_gate.hpp). Message {workdir, hook_dir, python_path, socket}: the workspace is in place,

@@ -18,6 +18,7 @@ class category_impl final : public boost::system::error_category {
       case errc::cache_failed: return "node's layer cache could not be written";
       case errc::lock_timeout: return "layer stayed locked by another run";
       case errc::self_check_failed: return "node program does not match its digest";
+      case errc::serve_failed: return "cannot serve shards to peers";
     }
     return "unknown node error";
   }

@@ -17,6 +17,7 @@ enum class errc {
   cache_failed,       // the layer cache could not be read or written (permissions, a damaged marker)
   lock_timeout,       // another run held a layer's lock past the plan's lock timeout
   self_check_failed,  // the node program's own bytes do not have the SHA-256 it was sent under
+  serve_failed,       // `serve` could not listen on the node's address
 };
 
 const boost::system::error_category& category();

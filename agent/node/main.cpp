@@ -5,6 +5,8 @@
 //   ferry-node materialise         the plan's layers into the node's layer cache as its lines arrive
 //                                  (plan.hpp, materialise_layers.hpp); for a lazy plan, the command's
 //                                  import hook served meanwhile (import_gate.hpp, import_server.hpp)
+//   ferry-node serve               this job's shards to the job's other nodes, until stdin ends (fan-out:
+//                                  peer_server.hpp)
 //   ferry-node stage               the staging plan's objects into a node directory (stage_plan.hpp,
 //                                  stage_objects.hpp)
 //   ferry-node watchdog            the node's idle watchdog started, replaced or stopped (idle_watchdog.hpp)
@@ -18,6 +20,8 @@
 #include "agent/node/idle_watchdog.hpp"
 #include "agent/node/line_reader.hpp"
 #include "agent/node/materialise_layers.hpp"
+#include "agent/node/layer_cache.hpp"
+#include "agent/node/peer_server.hpp"
 #include "agent/node/stage_objects.hpp"
 #include "agent/node/stage_plan.hpp"
 #include "net/cancellation.hpp"
@@ -132,7 +136,7 @@ ferry::net::http_client_settings http_settings_of(const node::node_limits& limit
 // What a subcommand's work needs: storage over HTTP(S) and the CPU pool.
 struct work_context {
   work_context(asio::io_context& io, const node::node_limits& limits, std::shared_ptr<boost::asio::ssl::context> tls_context)
-      : tls(std::move(tls_context)), http(io.get_executor(), http_settings_of(limits), tls), fetch{http, pool, limits} {}
+      : tls(std::move(tls_context)), http(io.get_executor(), http_settings_of(limits), tls), fetch{http, pool, limits, {}} {}
 
   ferry::net::cpu_pool pool;
   std::shared_ptr<boost::asio::ssl::context> tls;
@@ -246,6 +250,38 @@ int materialise() {
       });
 }
 
+// Fan-out: this job's shards for the other nodes, until stdin ends (peer_server.hpp).
+int serve() {
+  return run_plan<node::serve_outcome>(
+      ferry::action_types::node::serve,
+      [](node::line_reader& lines, diagnostics& diag) -> result<node::serve_request> {
+        auto first = first_line(lines, diag);
+        if (!first) return first.error();
+        auto request = node::parse_serve_request(*first, diag);
+        if (!request) return request.error();
+        // The same directory materialise resolves: the configured one, or the XDG default.
+        auto cache = node::layer_cache::open(request->cache_dir, diag);
+        if (!cache) return cache.error();
+        request->cache_dir = cache->dir();
+        return request;
+      },
+      [](ferry::tracing::action& act, work_context&, const node::serve_request& request, node::line_reader& lines,
+         diagnostics& diag) {
+        // Until the input ends: ferry sends empty lines meanwhile, so that it reads this program's output.
+        node::input_watch input_ended = [&lines]() -> asio::awaitable<void> {
+          for (;;) {
+            diagnostics ignored;
+            auto line = co_await lines.next(ignored);
+            if (!line || !*line) co_return;
+          }
+        };
+        return node::serve_shards(act, request, std::move(input_ended), diag);
+      },
+      [](ferry::tracing::action& a, const node::serve_outcome& got) {
+        a.succeed({{"requests", got.requests}, {"served", got.served}, {"refused", got.refused}, {"bytes", got.bytes}});
+      });
+}
+
 // The staging plan: its header line, then as many object lines as the header says.
 result<node::stage_request> read_stage(node::line_reader& lines, diagnostics& diag) {
   auto first = first_line(lines, diag);
@@ -305,6 +341,7 @@ int main(int argc, char** argv) {
   const std::string command = argc > 1 ? argv[1] : "";
   if (command == "materialise" && argc == 2) return materialise();
   if (command == "stage" && argc == 2) return stage();
+  if (command == "serve" && argc == 2) return serve();
   if (command == "watchdog" && argc == 2) return watchdog();
   if (command == "watchdog-loop" && argc == 3) return node::watchdog_loop(argv[2]);
   if (command == "install" && argc == 4) return install(argv[2], argv[3]);
@@ -312,5 +349,5 @@ int main(int argc, char** argv) {
     std::printf("ferry-node %s\n", FERRY_VERSION);
     return 0;
   }
-  return say(2, "usage: ferry-node materialise < PLAN | stage < PLAN | watchdog < SETTINGS | install SHA256 PATH | version");
+  return say(2, "usage: ferry-node materialise < PLAN | stage < PLAN | serve < REQUEST | watchdog < SETTINGS | install SHA256 PATH | version");
 }

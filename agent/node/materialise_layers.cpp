@@ -3,6 +3,7 @@
 #include "agent/node/error.hpp"
 #include "agent/node/import_server.hpp"
 #include "agent/node/layer_cache.hpp"
+#include "agent/node/peer_server.hpp"
 #include "tracing/sink.hpp"
 #include "agent/node/plan_progress.hpp"
 #include "net/cancellation.hpp"
@@ -67,7 +68,18 @@ struct shared_state {
   const layer_cache& cache;
   slots_channel slots;  // shards downloading at once
   bool stop = false;  // a layer failed for good: start nothing new
+  std::string peer;   // a peer line's server (fan-out): first attempts fetch there
+  std::string token;  // the header's peer_token
 };
+
+// A peer line: later first attempts go to that server.
+bool took_peer(shared_state& s, tracing::action& act, plan_line& line) {
+  auto* p = std::get_if<plan_peer>(&line);
+  if (!p) return false;
+  s.peer = std::move(p->url);
+  act.log(action_types::node::peer, {{"url", s.peer}});
+  return true;
+}
 
 std::uint64_t content_of(const layer_source& layer) {
   std::uint64_t total = 0;
@@ -125,7 +137,8 @@ result<void> check_space(const layer_cache& cache, const layer_source& layer, di
 
 // One shard of a layer's attempt, once a download slot is free; its error, if any, in `out`.
 asio::awaitable<void> fetch_one(tracing::action& act, shared_state& s, const layer_source& layer, std::size_t i,
-                                layer_writer& writer, diagnostics& d, error_code& out, std::uint64_t& total_downloaded) {
+                                const std::string& peer, layer_writer& writer, diagnostics& d, error_code& out,
+                                std::uint64_t& total_downloaded) {
   co_await net::accept_cancellation();
   auto taken = co_await slot::take(s.slots);
   if (!taken) {
@@ -136,11 +149,15 @@ asio::awaitable<void> fetch_one(tracing::action& act, shared_state& s, const lay
     out = asio::error::operation_aborted;
     co_return;
   }
-  const auto& shard = layer.shards[i];
-  auto shard_act = act.child(action_types::node::shard, {{"shard", i + 1}, {"bytes", shard.bytes}});
-  const auto label = fmt::format("layer {} ({}, shard {} of {})", layer.name, layer.id.substr(0, 12), i + 1,
-                                 layer.shards.size());
-  auto got = co_await fetch_shard(s.ctx, shard, label, writer, d);
+  auto shard = layer.shards[i];
+  if (!peer.empty()) shard.url = fmt::format("{}/shards/{}", peer, shard.sha256);
+  // The source is in the trace: "storage", or the peer's address (never a presigned URL).
+  auto shard_act = act.child(action_types::node::shard, {{"shard", i + 1},
+                                                        {"bytes", shard.bytes},
+                                                        {"source", peer.empty() ? std::string("storage") : peer}});
+  const auto label = fmt::format("layer {} ({}, shard {} of {}{})", layer.name, layer.id.substr(0, 12), i + 1,
+                                 layer.shards.size(), peer.empty() ? "" : " from peer " + peer);
+  auto got = co_await fetch_shard(s.ctx, shard, label, writer, d, peer.empty() ? std::string_view() : s.token);
   if (!got) {
     out = got.error();
     shard_act.fail(out, d);
@@ -169,8 +186,9 @@ class temp_dir_guard {
 
 // One try at a layer: every shard into a fresh temporary directory, which becomes the layer when all
 // succeeded and is removed otherwise.
+// `peer` by value: the caller's is a temporary, and this coroutine starts after it is gone.
 asio::awaitable<result<std::uint64_t>> attempt_layer(tracing::action& act, shared_state& s, const layer_source& layer,
-                                                     diagnostics& diag) {
+                                                     std::string peer, diagnostics& diag) {
   auto temp = s.cache.make_temp(layer.id, diag);
   if (!temp) co_return temp.error();
   temp_dir_guard guard(s.cache, *temp);
@@ -187,7 +205,7 @@ asio::awaitable<result<std::uint64_t>> attempt_layer(tracing::action& act, share
   std::vector<asio::awaitable<void>> work;
   for (std::size_t i = 0; i < layer.shards.size(); ++i) {
     writers.push_back(std::make_unique<layer_writer>(root.get(), *temp, layer.name, total));
-    work.push_back(fetch_one(act, s, layer, i, *writers.back(), diags[i], errors[i], downloaded));
+    work.push_back(fetch_one(act, s, layer, i, peer, *writers.back(), diags[i], errors[i], downloaded));
   }
   co_await net::run_all(std::move(work));
   std::uint64_t written = 0;
@@ -232,12 +250,23 @@ asio::awaitable<result<layer_result>> materialise_layer(tracing::action& parent,
     co_return layer_result{true, 0};
   }
   if (auto r = check_space(s.cache, layer, diag); !r) co_return finish(r.error());
-  const config::retry_settings policy{s.ctx.limits.attempts, std::chrono::milliseconds(s.ctx.limits.retry_base_ms),
+  // With a peer, the first attempt goes there, and every failure of it (a peer that is gone, slow, or
+  // sends bytes that do not match) is followed by the usual attempts from storage.
+  const std::string peer = s.token.empty() ? std::string() : s.peer;
+  const int attempts = s.ctx.limits.attempts + (peer.empty() ? 0 : 1);
+  const config::retry_settings policy{attempts, std::chrono::milliseconds(s.ctx.limits.retry_base_ms),
                                       std::chrono::milliseconds(s.ctx.limits.retry_max_ms)};
+  bool from_peer = false;
   auto got = co_await net::with_retry<std::uint64_t>(
       act, action_types::node::attempt, policy,
-      [&](tracing::action& try_act, net::attempt_info& info) { return attempt_layer(try_act, s, layer, info.diag); },
-      [&](const error_code& ec) { return !s.stop && worth_retrying(ec); }, diag);
+      [&](tracing::action& try_act, net::attempt_info& info) {
+        from_peer = info.number == 1 && !peer.empty();
+        return attempt_layer(try_act, s, layer, from_peer ? peer : std::string(), info.diag);
+      },
+      [&](const error_code& ec) {
+        return !s.stop && ec != asio::error::operation_aborted && (from_peer || worth_retrying(ec));
+      },
+      diag);
   if (!got) co_return finish(got.error());
   const auto downloaded = *got;
   act.succeed({{"cached", false}, {"downloaded", downloaded}});
@@ -379,7 +408,7 @@ asio::awaitable<bool> wake_workers(arrivals& in, bool ended) {
 }
 
 // Reads the plan's lines until its end line, queueing each layer the first time its id comes.
-asio::awaitable<void> read_plan(line_source& next, arrivals& in, shared_state& s) {
+asio::awaitable<void> read_plan(tracing::action& act, line_source& next, arrivals& in, shared_state& s) {
   co_await net::accept_cancellation();
   diagnostics diag;
   auto fail = [&](error_code ec) {
@@ -395,6 +424,7 @@ asio::awaitable<void> read_plan(line_source& next, arrivals& in, shared_state& s
     }
     auto parsed = parse_plan_line(**line, diag);
     if (!parsed) co_return fail(parsed.error());
+    if (took_peer(s, act, *parsed)) continue;
     auto taken = in.plan.take(std::move(*parsed), diag);
     if (!taken) co_return in.stop(s);
     if (*taken != plan_progress::taken::queued && *taken != plan_progress::taken::ended) continue;
@@ -426,6 +456,7 @@ asio::awaitable<void> read_lazy_plan(line_source& next, arrivals& in, shared_sta
     if ((*line)->empty()) continue;  // the feed's keep-alive (agent/layer_feed.cpp)
     auto parsed = parse_plan_line(**line, diag);
     if (!parsed) co_return stop(parsed.error());
+    if (took_peer(s, lazy.act, *parsed)) continue;
     if (std::holds_alternative<plan_work_done>(*parsed)) co_return lazy.finish(in, s);
     if (in.plan.stopping()) continue;  // a layer failed: the rest is not fetched
     auto taken = in.plan.take(std::move(*parsed), diag);
@@ -557,12 +588,14 @@ asio::awaitable<result<materialised>> materialise_layers(tracing::action& act, f
   act.log(action_types::node::cache, {{"cache_dir", cache->dir()}});
   auto io = co_await asio::this_coro::executor;
   shared_state s(ctx, *cache, io);
+  s.token = header.peer_token;
+  ctx.serve_dir = header.serve_id.empty() ? std::string() : serve_dir_of(cache->dir(), header.serve_id);
   // Layers in progress at once: each holds its lock and its directory open.
   const int workers = std::max(1, ctx.limits.parallelism);
   arrivals in(io, workers);
   if (header.lazy) co_return co_await materialise_lazily(act, s, in, *cache, header, next, stop_reading, diag);
   std::vector<asio::awaitable<void>> work;
-  work.push_back(read_plan(next, in, s));
+  work.push_back(read_plan(act, next, in, s));
   for (int i = 0; i < workers; ++i) work.push_back(work_on_layers(act, s, in, stop_reading, nullptr));
   co_await net::run_all(std::move(work));
   if (auto failed = in.plan.failure(diag)) co_return *failed;

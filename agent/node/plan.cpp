@@ -79,6 +79,8 @@ std::string header_line(const plan_header& h) {
                  {"task_id", h.task_id},
                  {"limits", limits_json(h.limits)}};
   if (h.lazy) o["lazy"] = true;
+  if (!h.serve_id.empty()) o["serve_id"] = h.serve_id;
+  if (!h.peer_token.empty()) o["peer_token"] = h.peer_token;
   return json::serialize(json::object{{"header", std::move(o)}});
 }
 
@@ -106,6 +108,10 @@ std::string catalogue_line(const plan_catalogue& c) {
 
 std::string work_done_line() { return R"({"work_done":{}})"; }
 
+std::string peer_line(const plan_peer& peer) {
+  return json::serialize(json::object{{"peer", json::object{{"url", peer.url}}}});
+}
+
 std::string end_line(const plan_end& e) {
   json::object o{{"layers", e.layers}};
   if (e.workspace) o["workspace"] = *e.workspace;
@@ -120,6 +126,17 @@ std::string plan_lines(const environment_plan& plan) {
 
 namespace {
 
+// http://HOST:PORT and nothing more: no path, no user, no line break.
+bool peer_url_ok(std::string_view url) {
+  if (!url.starts_with("http://") || !one_line(url)) return false;
+  const auto rest = url.substr(7);
+  const auto colon = rest.rfind(':');
+  if (colon == std::string_view::npos || colon == 0 || colon + 1 == rest.size()) return false;
+  if (rest.find_first_of("/@?# ") != std::string_view::npos) return false;
+  return std::all_of(rest.begin() + static_cast<std::ptrdiff_t>(colon) + 1, rest.end(),
+                     [](char c) { return c >= '0' && c <= '9'; });
+}
+
 result<plan_header> read_header(const json::object& top, diagnostics& diag) {
   plan_header h;
   reader r{top, "header", diag, {}};
@@ -130,7 +147,13 @@ result<plan_header> read_header(const json::object& top, diagnostics& diag) {
     if (!lazy->is_bool()) return bad(diag, "the plan's header.lazy is not true or false");
     h.lazy = lazy->get_bool();
   }
+  if (top.contains("serve_id")) h.serve_id = r.text("serve_id");
+  if (top.contains("peer_token")) h.peer_token = r.text("peer_token");
   if (r.ec) return r.ec;
+  if (!h.serve_id.empty() && (h.serve_id.size() > 64 || !is_hex(h.serve_id)))
+    return bad(diag, "the plan's header.serve_id is not hex");
+  if (!h.peer_token.empty() && (h.peer_token.size() != 64 || !is_hex(h.peer_token)))
+    return bad(diag, "the plan's header.peer_token is not 64 hex digits");
   if (!one_line(h.cache_dir))
     return bad(diag, fmt::format("the node's cache directory '{}' holds a line break", h.cache_dir));
   auto limits = read_limits(top.if_contains("limits"), diag);
@@ -256,6 +279,13 @@ result<plan_line> parse_plan_line(std::string_view line, diagnostics& diag) {
     return plan_line(std::move(*c));
   }
   if (key == "work_done") return plan_line(plan_work_done{});
+  if (key == "peer") {
+    reader r{*inner, "peer", diag, {}};
+    plan_peer p{r.text("url")};
+    if (r.ec) return r.ec;
+    if (!peer_url_ok(p.url)) return bad(diag, fmt::format("the plan's peer '{}' is not http://HOST:PORT", p.url));
+    return plan_line(std::move(p));
+  }
   return bad(diag, fmt::format("a plan line of the unknown kind '{}'", std::string_view(key)));
 }
 

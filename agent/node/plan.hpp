@@ -52,6 +52,17 @@ struct plan_header {
   // Lazy start (import_gate.hpp): the command may start once the workspace is in place, while the rest
   // arrives; the program then serves the command's import hook and runs until a work_done line.
   bool lazy = false;
+  // Fan-out (agent/fanout_plan.hpp). serve_id: this node keeps a checked copy of each shard it downloads
+  // in <cache>/serve/<serve_id>, for its `ferry-node serve` to hand on (shard_tee.hpp); empty: none is
+  // kept. peer_token: the job's secret, which a peer line's server asks for.
+  std::string serve_id;
+  std::string peer_token;
+};
+
+// Another node of the job serves this job's shards: from now on, a layer's first attempt fetches them
+// there (`URL/shards/<sha256>`, with the header's peer_token); later attempts, from storage.
+struct plan_peer {
+  std::string url;  // http://HOST:PORT
 };
 
 // What a lazy plan says of every layer before any is in storage (the pack knows them once it has scanned):
@@ -83,11 +94,12 @@ struct placed_layer {
   layer_source layer;
 };
 
-using plan_line = std::variant<plan_header, placed_layer, plan_end, plan_catalogue, plan_work_done>;
+using plan_line = std::variant<plan_header, placed_layer, plan_end, plan_catalogue, plan_work_done, plan_peer>;
 
 std::string header_line(const plan_header& header);
 std::string catalogue_line(const plan_catalogue& catalogue);
 std::string work_done_line();
+std::string peer_line(const plan_peer& peer);
 std::string layer_line(std::size_t index, const layer_source& layer);
 std::string end_line(const plan_end& end);
 // One line (without its newline); errc::bad_plan naming what is wrong.

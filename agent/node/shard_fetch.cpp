@@ -1,6 +1,7 @@
 #include "agent/node/shard_fetch.hpp"
 
 #include "agent/node/error.hpp"
+#include "agent/node/shard_tee.hpp"
 #include "net/cancellation.hpp"
 #include "net/digest.hpp"
 #include "net/error.hpp"
@@ -24,8 +25,9 @@ error_code fail(errc code, diagnostics& diag, std::string text) {
 class shard_reader {
  public:
   shard_reader(fetch_context& ctx, const shard_source& shard, std::string_view layer, layer_writer& writer,
-               url_parts url)
-      : ctx_(ctx), shard_(shard), layer_(layer), writer_(writer), url_(std::move(url)) {}
+               url_parts url, std::string_view token)
+      : ctx_(ctx), shard_(shard), layer_(layer), writer_(writer), url_(std::move(url)), token_(token),
+        tee_(ctx.serve_dir, shard.sha256) {}
 
   asio::awaitable<result<shard_outcome>> run(diagnostics& diag) {
     if (shard_.bytes < 22) co_return fail(errc::bad_zip, diag, fmt::format("{} is {} bytes: too short for a zip", layer_, shard_.bytes));
@@ -40,6 +42,7 @@ class shard_reader {
     net::http_request request;
     request.target = url_.target;
     request.headers.set(net::http::field::host, url_.host_header);
+    if (!token_.empty()) request.headers.set("x-ferry-token", token_);
     const bool ranged = last != 0;
     if (ranged) request.headers.set(net::http::field::range, fmt::format("bytes={}-{}", first, last));
     const auto want = ranged ? last - first + 1 : shard_.bytes;
@@ -120,6 +123,8 @@ class shard_reader {
     auto done = co_await net::offload(ctx_.pool, [&]() -> result<void> {
       hash_.update(zip);
       if (auto r = check_digest(diag); !r) return r;
+      tee_.append(zip);
+      tee_.commit();
       const auto tail_size = std::min<std::uint64_t>(zip.size(), tail_span);
       if (auto r = read_directory(std::string_view(zip).substr(zip.size() - tail_size), diag); !r)
         return r;
@@ -158,6 +163,7 @@ class shard_reader {
       auto r = co_await net::offload(ctx_.pool, [&]() -> result<void> {
         const std::string_view bytes(chunk.data(), chunk.size());
         hash_.update(bytes);
+        tee_.append(bytes);
         return stream_->feed(bytes, writer_, diag);
       });
       if (!r) co_return r.error();
@@ -175,7 +181,10 @@ class shard_reader {
     auto done = co_await net::offload(ctx_.pool, [&]() -> result<void> {
       if (auto r = stream_->finish(diag); !r) return r;
       hash_.update(end_bytes);
-      return check_digest(diag);
+      tee_.append(end_bytes);
+      if (auto r = check_digest(diag); !r) return r;
+      tee_.commit();
+      return result<void>{};
     });
     if (!done) co_return done.error();
     co_return shard_outcome{downloaded_, entries_};
@@ -186,6 +195,8 @@ class shard_reader {
   std::string_view layer_;
   layer_writer& writer_;
   url_parts url_;
+  std::string_view token_;
+  shard_tee tee_;
   zip_tail tail_;
   std::optional<zip_stream> stream_;
   net::sha256_stream hash_;
@@ -254,10 +265,10 @@ result<url_parts> split_url(std::string_view url, diagnostics& diag) {
 }
 
 asio::awaitable<result<shard_outcome>> fetch_shard(fetch_context& ctx, const shard_source& shard, std::string_view label,
-                                                   layer_writer& writer, diagnostics& diag) {
+                                                   layer_writer& writer, diagnostics& diag, std::string_view token) {
   auto url = split_url(shard.url, diag);
   if (!url) co_return url.error();
-  shard_reader reader(ctx, shard, label, writer, std::move(*url));
+  shard_reader reader(ctx, shard, label, writer, std::move(*url), token);
   auto got = co_await reader.run(diag);
   // Every failure names the shard: the zip's and the transport's own words do not.
   if (!got && diag.message.find(label) == std::string::npos) diag.set(fmt::format("{}: {}", label, diag.message));

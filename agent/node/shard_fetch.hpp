@@ -23,6 +23,7 @@ struct fetch_context {
   net::http_client& http;
   net::cpu_pool& pool;
   const node_limits& limits;
+  std::string serve_dir;  // where a checked copy of each shard is kept for peers (shard_tee.hpp); empty: none
 };
 
 struct shard_outcome {
@@ -30,12 +31,14 @@ struct shard_outcome {
   std::uint64_t entries = 0;
 };
 
+// From a peer of the job (fan-out) when `token` is set: it goes as the x-ferry-token header.
 // Fails with net::errc for transport and HTTP
 // failures (server_error, throttled and timeouts are worth another attempt), errc::digest_mismatch,
 // errc::bad_zip, errc::over_manifest, or what the writer failed with.
 // `label` names the shard in messages: "layer numpy (3f2a9c01b2d4, shard 2 of 3)".
 asio::awaitable<result<shard_outcome>> fetch_shard(fetch_context& ctx, const shard_source& shard, std::string_view label,
-                                                   layer_writer& writer, diagnostics& diag);
+                                                   layer_writer& writer, diagnostics& diag,
+                                                   std::string_view token = {});
 
 // An HTTP status from storage as net's codes, so a retry predicate knows 5xx and 429 (worth another try)
 // from 403 and 404 (not); the diagnostics say "downloading WHAT: storage answered HTTP N".
