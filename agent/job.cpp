@@ -175,9 +175,10 @@ void job::hurry(const std::vector<std::string>& ids) {
     if (auto it = layer_index_.find(id); it != layer_index_.end()) progress_->hurry(it->second);
 }
 
-asio::awaitable<void> job::materialise_beside(ready_node& node, lazy_link& link, diagnostics& diag,
-                                              std::optional<result<environment>>& out) {
-  out = co_await materialise_lazily(act_, *node.session, feed_, materialise_, link, diag);
+asio::awaitable<void> job::materialise_beside(ready_node& node, lazy_link& link, const fanout_role* fan,
+                                              diagnostics& diag, std::optional<result<environment>>& out) {
+  out = co_await materialise_lazily(act_, *node.session, feed_, materialise_, link, diag, fan);
+  if (fanout_) fanout_->landed(node.node.id);
 }
 
 asio::awaitable<void> job::work_when_ready(ready_node& node, lazy_link& link) {
@@ -201,13 +202,13 @@ asio::awaitable<void> job::work_when_ready(ready_node& node, lazy_link& link) {
   }
 }
 
-asio::awaitable<void> job::on_node_lazily(ready_node& node) {
+asio::awaitable<void> job::on_node_lazily(ready_node& node, const fanout_role* fan) {
   lazy_link link(co_await asio::this_coro::executor);
   link.on_wait = [this](const std::vector<std::string>& ids) { hurry(ids); };
   diagnostics diag;
   std::optional<result<environment>> env;
   std::vector<asio::awaitable<void>> both;
-  both.push_back(materialise_beside(node, link, diag, env));
+  both.push_back(materialise_beside(node, link, fan, diag, env));
   both.push_back(work_when_ready(node, link));
   co_await net::run_all(std::move(both));
   if (!env || !*env) {
@@ -252,10 +253,31 @@ asio::awaitable<void> job::store_import_order() {
 
 asio::awaitable<void> job::on_node(ready_node& node) {
   if (pack_error_) co_return;  // the pack failed: nothing to put on the node
-  if (lazy_) co_return co_await on_node_lazily(node);
+  if (fanout_) co_return co_await steps_and_serve(node);
+  co_await node_steps(node, nullptr);
+}
+
+asio::awaitable<void> job::steps_then_flag(ready_node& node, const fanout_role* fan, bool& over) {
+  co_await net::accept_cancellation();
+  co_await node_steps(node, fan);
+  over = true;
+}
+
+asio::awaitable<void> job::steps_and_serve(ready_node& node) {
+  const auto arrival = fanout_->arrive(node.node);
+  bool over = false;
+  std::vector<asio::awaitable<void>> parts;
+  parts.push_back(steps_then_flag(node, &arrival.role, over));
+  if (arrival.serves) parts.push_back(fanout_->serve(act_, node, materialise_, over));
+  co_await net::run_all(std::move(parts));
+}
+
+asio::awaitable<void> job::node_steps(ready_node& node, const fanout_role* fan) {
+  if (lazy_) co_return co_await on_node_lazily(node, fan);
   diagnostics diag;
   const auto begin = std::chrono::steady_clock::now();
-  auto env = co_await materialise(act_, *node.session, feed_, materialise_, diag);
+  auto env = co_await materialise(act_, *node.session, feed_, materialise_, diag, fan);
+  if (fanout_) fanout_->landed(node.node.id);
   if (!env) {
     // A pack that failed says why itself; its nodes only saw their plan stop short.
     if (!pack_error_) failures_.push_back(fmt::format("{}: {}", node.node.id, describe(env.error(), diag)));
@@ -297,6 +319,7 @@ asio::awaitable<result<void>> job::provide_all(std::size_t count) {
 
 asio::awaitable<result<void>> job::run(std::size_t count, job_work work, diagnostics& diag) {
   work_ = std::move(work);
+  if (job_fanout::wanted(ctx_.config.values.nodes, count)) fanout_.emplace(ctx_.config.values.nodes, count, feed_);
   times_.lazy = lazy_;
   // A pack that failed ends the provisioning too: its nodes would have nothing to run, and waiting for
   // them could take up to nodes.ready_timeout, with machines started meanwhile.

@@ -8,6 +8,7 @@
 // `ferry:materialise` (materialise.hpp), then whatever the job's work writes (`ferry:agent:task`). A pack
 // that fails cancels the provisioning beside it.
 #include "agent/command_context.hpp"
+#include "agent/job_fanout.hpp"
 #include "agent/materialise.hpp"
 #include "agent/node_access.hpp"
 #include "agent/node_pool.hpp"
@@ -89,9 +90,13 @@ class job {
  private:
   boost::asio::awaitable<void> pack_step(diagnostics& diag);
   boost::asio::awaitable<void> on_node(ready_node& node);
-  boost::asio::awaitable<void> on_node_lazily(ready_node& node);
-  boost::asio::awaitable<void> materialise_beside(ready_node& node, lazy_link& link, diagnostics& diag,
-                                                  std::optional<result<environment>>& out);
+  // The node's steps (its layers, then the work), beside its fan-out server when it has children.
+  boost::asio::awaitable<void> steps_and_serve(ready_node& node);
+  boost::asio::awaitable<void> steps_then_flag(ready_node& node, const fanout_role* fan, bool& over);
+  boost::asio::awaitable<void> node_steps(ready_node& node, const fanout_role* fan);
+  boost::asio::awaitable<void> on_node_lazily(ready_node& node, const fanout_role* fan);
+  boost::asio::awaitable<void> materialise_beside(ready_node& node, lazy_link& link, const fanout_role* fan,
+                                                  diagnostics& diag, std::optional<result<environment>>& out);
   boost::asio::awaitable<void> work_when_ready(ready_node& node, lazy_link& link);
   void began_work(std::chrono::steady_clock::time_point begin);
   // The order the nodes' commands imported layers in, merged with the stored one, stored when it changed.
@@ -111,6 +116,7 @@ class job {
   std::unique_ptr<provision::provider> provider_;
   std::unique_ptr<node_pool> pool_;
   layer_feed feed_;  // the layers as they reach storage, for every node at once
+  std::optional<job_fanout> fanout_;  // jobs of more than nodes.fanout_min nodes
   std::optional<pack_outcome> packed_;
   std::optional<std::chrono::steady_clock::time_point> packed_at_;
   error_code pack_error_;

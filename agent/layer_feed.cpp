@@ -15,8 +15,13 @@ namespace asio = boost::asio;
 
 class layer_feed::feed_reader final : public net::input_source {
  public:
-  feed_reader(layer_feed& feed, std::string header, const bool* work_done)
-      : feed_(feed), current_(std::move(header) + "\n"), work_done_(work_done) {}
+  feed_reader(layer_feed& feed, std::string header, const bool* work_done, const std::string* source,
+              const bool* source_pending)
+      : feed_(feed),
+        current_(std::move(header) + "\n"),
+        work_done_(work_done),
+        source_(source),
+        source_pending_(source_pending) {}
 
   asio::awaitable<result<std::size_t>> read(std::span<char> into) override {
     for (;;) {
@@ -27,19 +32,27 @@ class layer_feed::feed_reader final : public net::input_source {
         co_return n;
       }
       if (told_done_) co_return std::size_t{0};
+      if (source_ && !source_->empty() && !told_source_) {
+        current_ = node::peer_line({*source_}) + "\n";
+        offset_ = 0;
+        told_source_ = true;
+        continue;
+      }
       if (work_done_ && *work_done_) {
         current_ = node::work_done_line() + "\n";
         offset_ = 0;
         told_done_ = true;
         continue;
       }
-      if (next_ < feed_.lines_.size()) {
+      // A fan-out child whose parent's server is on its way holds its layers back until it is there.
+      const bool hold = source_pending_ && *source_pending_;
+      if (!hold && next_ < feed_.lines_.size()) {
         current_ = feed_.lines_[next_++];
         offset_ = 0;
         continue;
       }
       // A lazy start's input stays open after the plan's end, until the work is done.
-      if (feed_.closed_ && !(work_done_ && feed_.ended_)) co_return std::size_t{0};
+      if (!hold && feed_.closed_ && !(work_done_ && feed_.ended_)) co_return std::size_t{0};
       const auto seen = feed_.generation_;
       if (work_done_) {
         // A lazy start: exec reads the node program's output only between reads of its input, and the
@@ -74,6 +87,9 @@ class layer_feed::feed_reader final : public net::input_source {
   std::size_t next_ = 0;
   const bool* work_done_;
   bool told_done_ = false;
+  const std::string* source_;
+  bool told_source_ = false;
+  const bool* source_pending_;
   static constexpr std::chrono::milliseconds min_pause{10}, max_pause{200};
   std::chrono::milliseconds pause_ = min_pause;
 
@@ -127,8 +143,9 @@ void layer_feed::abandon() {
   wake();
 }
 
-std::unique_ptr<net::input_source> layer_feed::reader(std::string header, const bool* work_done) {
-  return std::make_unique<feed_reader>(*this, std::move(header), work_done);
+std::unique_ptr<net::input_source> layer_feed::reader(std::string header, const bool* work_done,
+                                                      const std::string* source, const bool* source_pending) {
+  return std::make_unique<feed_reader>(*this, std::move(header), work_done, source, source_pending);
 }
 
 }  // namespace ferry::agent

@@ -41,7 +41,11 @@ class layer_feed {
   // lines as they come. The feed must outlive it. With `work_done` (a lazy start), the input does not end
   // with the feed: once *work_done is true (then poke()), a work_done line ends it, whatever is left;
   // while it waits, empty lines keep the exec loop reading the node program's messages.
-  std::unique_ptr<net::input_source> reader(std::string header, const bool* work_done = nullptr);
+  // With `source` (fan-out), once *source is not empty (then poke()), a peer line goes first; while
+  // *source_pending, no layer line goes.
+  std::unique_ptr<net::input_source> reader(std::string header, const bool* work_done = nullptr,
+                                            const std::string* source = nullptr,
+                                            const bool* source_pending = nullptr);
   // Readers look again (a work_done flag changed).
   void poke() { wake(); }
 

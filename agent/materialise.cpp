@@ -76,7 +76,7 @@ void observe(lazy_link& link, std::chrono::steady_clock::time_point begin, const
 
 asio::awaitable<result<environment>> materialise_from(tracing::action& parent, net::ssh_session& session,
                                                       layer_feed& feed, const materialise_options& options,
-                                                      lazy_link* lazy, diagnostics& diag) {
+                                                      lazy_link* lazy, const fanout_role* fan, diagnostics& diag) {
   co_await asio::this_coro::throw_if_cancelled(false);
   const auto node_name = session.peer().node;
   auto act = parent.child(action_types::agent::materialise, {{"node", node_name}});
@@ -99,11 +99,16 @@ asio::awaitable<result<environment>> materialise_from(tracing::action& parent, n
   }
   auto trace = node_trace(act, node_name);
   node::plan_header header{options.cache_dir, options.cache_cap, {}, options.limits, lazy != nullptr};
+  if (fan) {
+    header.peer_token = fan->token;
+    header.serve_id = fan->serve_id;
+  }
   auto answer = co_await call_node(
       act, session, call,
       [&](const std::string& task_id) {
         header.task_id = task_id;
-        return feed.reader(node::header_line(header), lazy ? &lazy->work_done : nullptr);
+        return feed.reader(node::header_line(header), lazy ? &lazy->work_done : nullptr,
+                           fan ? fan->source : nullptr, fan ? fan->source_pending : nullptr);
       },
       *trace, diag);
   if (!answer) co_return fail(answer.error());
@@ -153,18 +158,18 @@ asio::awaitable<result<environment>> materialise(tracing::action& parent, net::s
 
 asio::awaitable<result<environment>> materialise(tracing::action& parent, net::ssh_session& session,
                                                  layer_feed& feed, const materialise_options& options,
-                                                 diagnostics& diag) {
-  co_return co_await materialise_from(parent, session, feed, options, nullptr, diag);
+                                                 diagnostics& diag, const fanout_role* fan) {
+  co_return co_await materialise_from(parent, session, feed, options, nullptr, fan, diag);
 }
 
 asio::awaitable<result<environment>> materialise_lazily(tracing::action& parent, net::ssh_session& session,
                                                         layer_feed& feed, const materialise_options& options,
-                                                        lazy_link& link, diagnostics& diag) {
+                                                        lazy_link& link, diagnostics& diag, const fanout_role* fan) {
   struct tell_at_end {
     lazy_link& link;
     ~tell_at_end() { link.ready.set(); }  // a waiting work goes on, with or without an environment
   } teller{link};
-  co_return co_await materialise_from(parent, session, feed, options, &link, diag);
+  co_return co_await materialise_from(parent, session, feed, options, &link, fan, diag);
 }
 
 }  // namespace ferry::agent

@@ -85,6 +85,18 @@ struct lazy_link {
   std::function<void(const std::vector<std::string>& ids)> on_wait;
 };
 
+// A node's part in the job's fan-out (agent/fanout_plan.hpp): the job's token; the serve id when the node
+// keeps copies for its own children; and where its parent serves, once known (the job pokes the feed
+// then, and a peer line goes to the node).
+struct fanout_role {
+  std::string token;
+  std::string serve_id;
+  const std::string* source = nullptr;
+  // True while the parent's server is on its way: the node's layer lines wait for it (or for its
+  // failure), rather than going to storage for want of a few hundred milliseconds.
+  const bool* source_pending = nullptr;
+};
+
 // Runs the plan on the node behind `session` and reports what it holds. Fails with the node program's
 // own error (agent/node/error.hpp: a download's HTTP failure, a digest mismatch, a hostile entry, a full
 // disk, a lock's timeout...) with its words in the diagnostics, with net::errc when the session fails,
@@ -93,13 +105,14 @@ struct lazy_link {
 // The layers come from `feed` as they reach storage: the node starts on each one as it comes.
 asio::awaitable<result<environment>> materialise(tracing::action& parent, net::ssh_session& session,
                                                  layer_feed& feed, const materialise_options& options,
-                                                 diagnostics& diag);
+                                                 diagnostics& diag, const fanout_role* fan = nullptr);
 // A lazy start: the feed carries the catalogue first; `link` learns where the command may start as soon as
 // the workspace is in place, and the node program runs on, serving the command's imports, until
 // link.work_done. The environment at the end has its counts and what was imported.
 asio::awaitable<result<environment>> materialise_lazily(tracing::action& parent, net::ssh_session& session,
                                                         layer_feed& feed, const materialise_options& options,
-                                                        lazy_link& link, diagnostics& diag);
+                                                        lazy_link& link, diagnostics& diag,
+                                                        const fanout_role* fan = nullptr);
 // A whole plan at once (its cache_dir and cache_cap instead of the options').
 asio::awaitable<result<environment>> materialise(tracing::action& parent, net::ssh_session& session,
                                                  const environment_plan& plan, const materialise_options& options,

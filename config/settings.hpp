@@ -69,6 +69,13 @@ struct nodes_settings {
   duration poll_max{};
   duration boot_delay{};
   byte_size cache_size;
+  // Fan-out (agent/fanout_plan.hpp): a job of more than fanout_min nodes hands its layers on between its
+  // nodes; storage feeds fanout_seeds of them, each node feeds up to fanout_degree others, and a node waits
+  // up to fanout_wait for a shard its parent has not got yet. fanout_min < 0: never.
+  int fanout_min = 0;
+  int fanout_seeds = 0;
+  int fanout_degree = 0;
+  duration fanout_wait{};
 
   // ---- the local and ssh providers, and the node registry ----
   // One existing machine the ssh provider hands out (nodes.ssh_hosts). Empty user and identity_file

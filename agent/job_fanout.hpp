@@ -1,0 +1,57 @@
+#pragma once
+// One job's fan-out (agent/fanout_plan.hpp) as its nodes see it: the job's secret token, each node's
+// role as it arrives (its parent's server, once known, goes to it as a peer line through the feed), and
+// the `ferry-node serve` of each node that has children, from before its own layers until its children
+// have theirs (or nodes.fanout_wait has passed since its own work ended without them).
+//
+// On for jobs of more than nodes.fanout_min nodes. Lives on the I/O thread, in the job.
+#include "agent/fanout_plan.hpp"
+#include "agent/layer_feed.hpp"
+#include "agent/materialise.hpp"
+#include "agent/node_pool.hpp"
+#include "config/settings.hpp"
+#include "tracing/action.hpp"
+
+#include <boost/asio/awaitable.hpp>
+
+#include <chrono>
+#include <map>
+#include <string>
+
+namespace ferry::agent {
+
+class job_fanout {
+ public:
+  job_fanout(const config::nodes_settings& settings, std::size_t expected, layer_feed& feed);
+
+  // Whether a job of `count` nodes fans out.
+  static bool wanted(const config::nodes_settings& settings, std::size_t count);
+
+  struct arrival {
+    fanout_role role;     // for the node's materialise; its pointer stays valid as long as this object
+    bool serves = false;  // run serve() beside the node's steps
+  };
+  arrival arrive(const provision::node& n);
+  // The node's materialise ended, whichever way.
+  void landed(const std::string& node) { plan_.landed(node); }
+
+  // The node's server, until `steps_over` and its children settled (or the wait after that passed).
+  boost::asio::awaitable<void> serve(tracing::action& act, ready_node& node, const materialise_options& options,
+                                     const bool& steps_over);
+
+ private:
+  void listening(const provision::node& n, unsigned port);
+  // The node's server ended (or never listened): its children wait for it no more.
+  void stopped_serving(const std::string& node);
+
+  fanout_plan plan_;
+  layer_feed& feed_;
+  std::string token_;     // 64 hex digits: what a node's server asks of the peers
+  std::string serve_id_;  // the copies' directory name on every node
+  std::chrono::milliseconds wait_;
+  std::map<std::string, std::string> sources_;  // node -> its parent's server URL (node-stable: pointers)
+  std::map<std::string, bool> pending_;         // node -> its parent's server is on its way
+  std::map<std::string, bool> serves_;          // node -> it runs a server (or tries to)
+};
+
+}  // namespace ferry::agent
