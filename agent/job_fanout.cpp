@@ -31,7 +31,7 @@ bool is_address(const std::string& host) {
 }  // namespace
 
 bool job_fanout::wanted(const config::nodes_settings& settings, std::size_t count) {
-  return settings.fanout_min >= 0 && count > static_cast<std::size_t>(settings.fanout_min);
+  return settings.fanout && count > static_cast<std::size_t>(settings.fanout_min);
 }
 
 job_fanout::job_fanout(const config::nodes_settings& settings, std::size_t expected, layer_feed& feed)

@@ -4,7 +4,7 @@
 // the `ferry-node serve` of each node that has children, from before its own layers until its children
 // have theirs (or nodes.fanout_wait has passed since its own work ended without them).
 //
-// On for jobs of more than nodes.fanout_min nodes. Lives on the I/O thread, in the job.
+// On (nodes.fanout) for jobs of more than nodes.fanout_min nodes. Lives on the I/O thread, in the job.
 #include "agent/fanout_plan.hpp"
 #include "agent/layer_feed.hpp"
 #include "agent/materialise.hpp"

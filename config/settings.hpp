@@ -71,7 +71,8 @@ struct nodes_settings {
   byte_size cache_size;
   // Fan-out (agent/fanout_plan.hpp): a job of more than fanout_min nodes hands its layers on between its
   // nodes; storage feeds fanout_seeds of them, each node feeds up to fanout_degree others, and a node waits
-  // up to fanout_wait for a shard its parent has not got yet. fanout_min < 0: never.
+  // up to fanout_wait for a shard its parent has not got yet. fanout false: never.
+  bool fanout = true;
   int fanout_min = 0;
   int fanout_seeds = 0;
   int fanout_degree = 0;

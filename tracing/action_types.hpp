@@ -242,7 +242,7 @@ inline constexpr std::string_view materialise = "ferry:node:materialise";
 inline constexpr std::string_view layer = "ferry:materialise:layer";      // {layer, name}: cached=true or fetched
 inline constexpr std::string_view lock = "ferry:materialise:lock";        // waiting for another run's lock
 inline constexpr std::string_view attempt = "ferry:materialise:attempt";  // {attempt}: one try at a layer
-inline constexpr std::string_view shard = "ferry:materialise:shard";      // {shard, bytes, source}: downloaded, entries
+inline constexpr std::string_view shard = "ferry:materialise:shard";      // {layer, shard, bytes, source}: downloaded, entries
 // Fan-out (agent/fanout_plan.hpp). Message {url}: a peer serves this job's shards; first attempts go there.
 inline constexpr std::string_view peer = "ferry:materialise:peer";
 // `ferry-node serve`'s root: the job's shards handed to peers; its success carries requests, served,

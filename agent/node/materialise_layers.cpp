@@ -152,7 +152,8 @@ asio::awaitable<void> fetch_one(tracing::action& act, shared_state& s, const lay
   auto shard = layer.shards[i];
   if (!peer.empty()) shard.url = fmt::format("{}/shards/{}", peer, shard.sha256);
   // The source is in the trace: "storage", or the peer's address (never a presigned URL).
-  auto shard_act = act.child(action_types::node::shard, {{"shard", i + 1},
+  auto shard_act = act.child(action_types::node::shard, {{"layer", layer.id},
+                                                        {"shard", i + 1},
                                                         {"bytes", shard.bytes},
                                                         {"source", peer.empty() ? std::string("storage") : peer}});
   const auto label = fmt::format("layer {} ({}, shard {} of {}{})", layer.name, layer.id.substr(0, 12), i + 1,
