@@ -4,6 +4,7 @@
 // the static build) is sent over SSH on first use.
 #include "agent/error.hpp"
 #include "agent/materialise.hpp"
+#include "agent/peer_serve.hpp"
 #include "agent/node/error.hpp"
 #include "agent/stage.hpp"
 #include "net/aws_profile.hpp"
@@ -920,5 +921,170 @@ TEST_F(materialise_node, staging_needs_no_curl_keeps_names_and_checks_each_objec
   for (const auto& [path, bytes] : objects) EXPECT_FALSE(fs::exists(dir / "staged-wrong" / path)) << path;
 }
 
+
+// ---- Fan-out: one node keeps checked copies, its `ferry-node serve` hands them to another ----
+
+struct fanout_run {
+  std::optional<unsigned> port;
+  bool stop = false;
+  std::optional<result<environment>> child;
+};
+
+// The first node's server, over its own session, until the second node is done.
+asio::awaitable<void> serve_for(materialise_node& t, serve_settings s, fanout_run& r, diagnostics& d) {
+  co_await net::accept_cancellation();
+  auto session = co_await t.connect(t.server, d);
+  if (!session) {
+    r.stop = true;
+    co_return;
+  }
+  auto o = t.bare_options();
+  o.cache_dir = t.cache().string();
+  (void)co_await serve_peers(
+      t.trace.root(), **session, o, s, [&r](unsigned port) { r.port = port; }, [&r] { return r.stop; }, d);
+  (*session)->close();
+}
+
+// The second node: `plan` (its own cache) with the first node's server as its parent.
+asio::awaitable<void> child_from(materialise_node& t, environment_plan plan, std::string token, fanout_run& r,
+                                 diagnostics& d) {
+  co_await net::accept_cancellation();
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  for (int i = 0; i < 1500 && !r.port; ++i) {
+    timer.expires_after(20ms);
+    co_await timer.async_wait(asio::use_awaitable);
+  }
+  if (r.port) {
+    const auto source = fmt::format("http://127.0.0.1:{}", *r.port);
+    fanout_role role{token, "", &source, nullptr};
+    auto feed = layer_feed::of(co_await asio::this_coro::executor, plan);
+    auto o = t.bare_options();
+    o.cache_dir = plan.cache_dir;
+    auto session = co_await t.connect(t.server, d, "node-2");
+    if (session) {
+      r.child = co_await materialise(t.trace.root(), **session, *feed, o, d, &role);
+      (*session)->close();
+    }
+  }
+  r.stop = true;
+}
+
+asio::awaitable<void> serve_and_fetch(materialise_node& t, serve_settings s, environment_plan plan, std::string token,
+                                      fanout_run& r, diagnostics& serve_diag, diagnostics& child_diag) {
+  std::vector<asio::awaitable<void>> both;
+  both.push_back(serve_for(t, std::move(s), r, serve_diag));
+  both.push_back(child_from(t, std::move(plan), std::move(token), r, child_diag));
+  co_await net::run_all(std::move(both));
+}
+
+// The first node's materialise, keeping copies under `serve_id`.
+asio::awaitable<result<environment>> keep_copies(materialise_node& t, const environment_plan& plan,
+                                                 const fanout_role& role, diagnostics& d) {
+  auto feed = layer_feed::of(co_await asio::this_coro::executor, plan);
+  auto o = t.bare_options();
+  o.cache_dir = plan.cache_dir;
+  auto session = co_await t.connect(t.server, d);
+  if (!session) co_return session.error();
+  auto r = co_await materialise(t.trace.root(), **session, *feed, o, d, &role);
+  (*session)->close();
+  co_return r;
+}
+
+class fanout_node : public materialise_node {
+ public:
+  const std::string token = std::string(64, 'c');
+  const std::string serve_id = "0123456789abcdef";
+  std::vector<layer_source> layers;
+  environment_plan plan;
+  std::size_t storage_gets = 0;
+
+  // Node 1 fetches from storage, keeping a copy of every shard.
+  void first_node() {
+    layers = {layer("workspace", workspace_files()), layer("alpha", two_shards())};
+    plan = plan_of(layers, 0);
+    const fanout_role keeper{token, serve_id, nullptr, nullptr};
+    diagnostics diag;
+    auto first = run(keep_copies(*this, plan, keeper, diag));
+    ASSERT_TRUE(first) << diag.message;
+    for (const auto& l : layers)
+      for (const auto& s : l.shards) EXPECT_TRUE(fs::exists(copies() / s.sha256)) << l.name;
+    storage_gets = gets_of(".zip");
+    EXPECT_EQ(storage_gets, 3u);
+  }
+  fs::path copies() const { return cache() / "serve" / serve_id; }
+  fs::path second_cache() const { return dir / "node-cache-2"; }
+  // Node 2, from node 1's server, presenting `as_token`.
+  result<environment> second_node(const std::string& as_token, diagnostics& child_diag) {
+    auto child_plan = plan;
+    child_plan.cache_dir = second_cache().string();
+    fanout_run r;
+    diagnostics serve_diag;
+    run(serve_and_fetch(*this, serve_settings{serve_id, token, "127.0.0.1", 5000}, child_plan, as_token, r, serve_diag,
+                        child_diag));
+    EXPECT_TRUE(r.port) << serve_diag.message;
+    if (!r.child) return error_code(asio::error::operation_aborted);
+    return *r.child;
+  }
+  // The second node's shard fetches: how many named the peer as their source, and how many failed.
+  std::size_t from_peer() { return count_in(all_traces(), "\"source\":\"http://127.0.0.1:"); }
+  static std::size_t count_in(const std::string& text, std::string_view what) {
+    std::size_t n = 0;
+    for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  }
+  json::object serve_end() {
+    for (const auto& a : actions(action_types::node::serve)) return a;
+    return {};
+  }
+};
+
+TEST_F(fanout_node, a_peer_hands_on_its_checked_copies_and_storage_serves_each_shard_once) {
+  first_node();
+  diagnostics diag;
+  auto second = second_node(token, diag);
+  ASSERT_TRUE(second) << diag.message;
+  EXPECT_EQ(second->layers_fetched, 2u);
+  EXPECT_EQ(gets_of(".zip"), storage_gets) << "storage served a shard twice";
+  EXPECT_EQ(from_peer(), 3u);
+  const auto alpha = second_cache() / "layers" / layers[1].id;
+  EXPECT_EQ(test::read_file(alpha / "alpha" / "data.bin"), random_bytes(100000, 1));
+  expect_workspace(second_cache() / "layers" / layers[0].id);
+  const auto end = serve_end();
+  EXPECT_EQ(end.at("action_status").as_string(), "succeeded");
+  EXPECT_EQ(end.at("served").as_int64(), 3);
+  EXPECT_EQ(end.at("refused").as_int64(), 0);
+  EXPECT_FALSE(fs::exists(copies()));  // the server removed them as it ended
+  EXPECT_EQ(all_traces().find(token), std::string::npos) << "the token reached a trace";
+}
+
+TEST_F(fanout_node, a_forged_copy_fails_its_digest_and_the_layer_comes_from_storage) {
+  first_node();
+  // The peer hands on other bytes of the same size for alpha's first shard.
+  const auto& forged = layers[1].shards[0];
+  std::string bytes = test::read_file(copies() / forged.sha256);
+  bytes[bytes.size() / 2] ^= 0x55;
+  std::ofstream(copies() / forged.sha256, std::ios::binary | std::ios::trunc) << bytes;
+  diagnostics diag;
+  auto second = second_node(token, diag);
+  ASSERT_TRUE(second) << diag.message;
+  EXPECT_EQ(test::read_file(second_cache() / "layers" / layers[1].id / "alpha" / "data.bin"),
+            random_bytes(100000, 1));
+  // alpha's second attempt came from storage, both its shards; the workspace came from the peer.
+  EXPECT_EQ(gets_of(".zip"), storage_gets + 2);
+  const auto text = all_traces();
+  EXPECT_NE(text.find("not the " + forged.sha256 + " its manifest names"), std::string::npos);
+  EXPECT_TRUE(leftovers().empty());
+}
+
+TEST_F(fanout_node, a_wrong_token_is_refused_and_the_layers_come_from_storage) {
+  first_node();
+  diagnostics diag;
+  auto second = second_node(std::string(64, 'd'), diag);
+  ASSERT_TRUE(second) << diag.message;
+  EXPECT_EQ(gets_of(".zip"), storage_gets + 3);
+  const auto end = serve_end();
+  EXPECT_EQ(end.at("served").as_int64(), 0);
+  EXPECT_GE(end.at("refused").as_int64(), 2);  // the first shard of each layer asked, then storage
+}
 }  // namespace
 }  // namespace ferry::agent
