@@ -28,6 +28,7 @@
 #include <atomic>
 #include <cctype>
 #include <csignal>
+#include <map>
 #include <random>
 #include <fstream>
 #include <thread>
@@ -229,6 +230,60 @@ TEST_F(run_cli, map_runs_every_input_and_keeps_each_result) {
     ++lines;
   }
   EXPECT_EQ(lines, 20u);
+}
+
+// Per shard of each layer, where its fetches came from over every node's trace: {storage, peer}.
+std::map<std::string, std::pair<std::size_t, std::size_t>> fetches_by_shard(const fs::path& trace) {
+  std::map<std::string, std::pair<std::size_t, std::size_t>> out;
+  for (const auto& m : node_lines(trace)) {
+    if (!m.contains("action_type") || m.at("action_type").as_string() != action_types::node::shard) continue;
+    if (m.at("action_status").as_string() != "started") continue;
+    const auto key = fmt::format("{}/{}", std::string(m.at("layer").as_string()), m.at("shard").as_int64());
+    const auto source = std::string(m.at("source").as_string());
+    auto& [storage, peer] = out[key];
+    (source == "storage" ? storage : peer) += 1;
+    EXPECT_TRUE(source == "storage" || source.starts_with("http://10.200.")) << source;
+  }
+  return out;
+}
+
+TEST_F(run_cli, a_job_of_many_nodes_hands_its_layers_on_and_storage_serves_each_shard_to_the_seeds_alone) {
+  auto o = env();
+  o.env["FERRY_NODES_MAX_NODES"] = "5";
+  o.env["FERRY_NODES_COUNT"] = "5";
+  o.env["FERRY_NODES_FANOUT_MIN"] = "2";
+  o.env["FERRY_NODES_FANOUT_SEEDS"] = "1";
+  o.env["FERRY_NODES_FANOUT_DEGREE"] = "2";  // a tree: node 1 feeds 2 and 3, node 2 feeds 4 and 5
+  const auto trace1 = home_ / "fan1.jsonl";
+  const auto first = run_ferry({"--trace", trace1.string(), "run", "--", "sh", "-c", "python3 main.py"}, o);
+  ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
+  EXPECT_EQ(first.out.size(), 5 * std::string("node-1 | from-app from-venv []\n").size()) << first.out;
+  const auto shards = fetches_by_shard(trace1);
+  EXPECT_GE(shards.size(), 2u);  // the workspace and the venv's package
+  for (const auto& [shard, sources] : shards) {
+    EXPECT_EQ(sources.first, 1u) << shard << ": storage served it more than once";
+    EXPECT_EQ(sources.second, 4u) << shard;
+  }
+  // Each server ended with its children, having served them.
+  std::size_t served = 0;
+  for (const auto& m : node_lines(trace1)) {
+    if (m.contains("action_type") && m.at("action_type").as_string() == action_types::node::serve &&
+        m.at("action_status").as_string() == "succeeded")
+      served += static_cast<std::size_t>(m.at("served").as_int64());
+  }
+  EXPECT_GE(served, 4 * shards.size());
+  EXPECT_EQ(read_file(trace1).find("x-ferry-token"), std::string::npos);
+
+  // A lazy start: the new workspace goes the same way.
+  write_file(project() / "app" / "__init__.py", "VALUE = 'changed'\n");
+  const auto trace2 = home_ / "fan2.jsonl";
+  const auto second = run_ferry({"--trace", trace2.string(), "run", "--", "python3", "main.py"}, o);
+  ASSERT_EQ(second.exit_code, 0) << second.out << second.err;
+  EXPECT_TRUE(contains(second.out, "changed from-venv []")) << second.out;
+  const auto again = fetches_by_shard(trace2);
+  ASSERT_EQ(again.size(), 1u);  // only the workspace changed
+  EXPECT_EQ(again.begin()->second.first, 1u);
+  EXPECT_EQ(again.begin()->second.second, 4u);
 }
 
 TEST_F(run_cli, a_node_lost_mid_map_leaves_its_tasks_to_the_others) {
