@@ -269,6 +269,8 @@ asio::awaitable<void> job::steps_and_serve(ready_node& node) {
   std::vector<asio::awaitable<void>> parts;
   parts.push_back(steps_then_flag(node, &arrival.role, over));
   if (arrival.serves) parts.push_back(fanout_->serve(act_, node, materialise_, over));
+  if (arrival.role.source_pending && *arrival.role.source_pending)
+    parts.push_back(fanout_->stop_holding_after_limit(node.node.id));
   co_await net::run_all(std::move(parts));
 }
 

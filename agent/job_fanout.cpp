@@ -1,7 +1,13 @@
 #include "agent/job_fanout.hpp"
 
 #include "agent/peer_serve.hpp"
+#include "net/cancellation.hpp"
 #include "net/digest.hpp"
+
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include <boost/asio/ip/address.hpp>
 #include <fmt/format.h>
@@ -40,7 +46,8 @@ job_fanout::job_fanout(const config::nodes_settings& settings, std::size_t expec
       feed_(feed),
       token_(random_hex(32)),
       serve_id_(random_hex(8)),
-      wait_(std::chrono::duration_cast<std::chrono::milliseconds>(settings.fanout_wait)) {}
+      wait_(std::chrono::duration_cast<std::chrono::milliseconds>(settings.fanout_wait)),
+      hold_(std::chrono::duration_cast<std::chrono::milliseconds>(settings.fanout_hold)) {}
 
 job_fanout::arrival job_fanout::arrive(const provision::node& n) {
   const auto place = plan_.arrive(n.id);
@@ -64,6 +71,19 @@ void job_fanout::listening(const provision::node& n, unsigned port) {
     pending_[child] = false;
   }
   feed_.poke();
+}
+
+boost::asio::awaitable<void> job_fanout::stop_holding_after_limit(const std::string& node) {
+  co_await net::accept_cancellation();
+  auto& pending = pending_[node];
+  if (!pending) co_return;
+  boost::asio::steady_timer timer(co_await boost::asio::this_coro::executor, hold_);
+  boost::system::error_code ec;
+  co_await timer.async_wait(boost::asio::redirect_error(boost::asio::use_awaitable, ec));
+  if (pending) {
+    pending = false;
+    feed_.poke();
+  }
 }
 
 void job_fanout::stopped_serving(const std::string& node) {

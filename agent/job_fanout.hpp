@@ -35,6 +35,11 @@ class job_fanout {
   // The node's materialise ended, whichever way.
   void landed(const std::string& node) { plan_.landed(node); }
 
+  // A child whose parent's server is not listening yet holds its layers back at most nodes.fanout_hold,
+  // then goes to storage (it takes the peer for later layers if the server comes): a parent that must
+  // first receive the node program would otherwise delay every level of the tree below it.
+  boost::asio::awaitable<void> stop_holding_after_limit(const std::string& node);
+
   // The node's server, until `steps_over` and its children settled (or the wait after that passed).
   boost::asio::awaitable<void> serve(tracing::action& act, ready_node& node, const materialise_options& options,
                                      const bool& steps_over);
@@ -49,6 +54,7 @@ class job_fanout {
   std::string token_;     // 64 hex digits: what a node's server asks of the peers
   std::string serve_id_;  // the copies' directory name on every node
   std::chrono::milliseconds wait_;
+  std::chrono::milliseconds hold_;
   std::map<std::string, std::string> sources_;  // node -> its parent's server URL (node-stable: pointers)
   std::map<std::string, bool> pending_;         // node -> its parent's server is on its way
   std::map<std::string, bool> serves_;          // node -> it runs a server (or tries to)

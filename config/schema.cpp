@@ -410,6 +410,8 @@ const std::vector<key_spec>& table() {
                                                      "nodes each node of a fan-out hands layers on to"),
       key<&S::nodes, &nodes_settings::fanout_wait>("nodes.fanout_wait", R"("30s")",
                                                    "how long a node waits for a shard its parent has not got yet"),
+      key<&S::nodes, &nodes_settings::fanout_hold>("nodes.fanout_hold", R"("1500ms")",
+                                                   "how long a node waits for its parent's server before storage"),
       key<&S::nodes, &nodes_settings::registry_lock_timeout>("nodes.registry_lock_timeout", R"("10s")",
           "how long to wait while another ferry command updates the node registry"),
       // ssh

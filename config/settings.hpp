@@ -77,6 +77,7 @@ struct nodes_settings {
   int fanout_seeds = 0;
   int fanout_degree = 0;
   duration fanout_wait{};
+  duration fanout_hold{};  // how long a child holds its layers back for a parent's server to listen
 
   // ---- the local and ssh providers, and the node registry ----
   // One existing machine the ssh provider hands out (nodes.ssh_hosts). Empty user and identity_file

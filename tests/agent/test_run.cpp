@@ -254,6 +254,7 @@ TEST_F(run_cli, a_job_of_many_nodes_hands_its_layers_on_and_storage_serves_each_
   o.env["FERRY_NODES_FANOUT_MIN"] = "2";
   o.env["FERRY_NODES_FANOUT_SEEDS"] = "1";
   o.env["FERRY_NODES_FANOUT_DEGREE"] = "2";  // a tree: node 1 feeds 2 and 3, node 2 feeds 4 and 5
+  o.env["FERRY_NODES_FANOUT_HOLD"] = "60s";   // however busy the machine, children wait for their parents
   const auto trace1 = home_ / "fan1.jsonl";
   const auto first = run_ferry({"--trace", trace1.string(), "run", "--", "sh", "-c", "python3 main.py"}, o);
   ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
