@@ -459,7 +459,7 @@ asio::awaitable<void> read_lazy_plan(line_source& next, arrivals& in, shared_sta
     if (!parsed) co_return stop(parsed.error());
     if (took_peer(s, lazy.act, *parsed)) continue;
     if (std::holds_alternative<plan_work_done>(*parsed)) co_return lazy.finish(in, s);
-    if (in.plan.stopping()) continue;  // a layer failed: the rest is not fetched
+    if (in.plan.stopping()) continue;  // the plan stopped short: the rest is not fetched
     auto taken = in.plan.take(std::move(*parsed), diag);
     if (!taken) {
       lazy.stopped(describe(taken.error(), diag));
@@ -541,6 +541,7 @@ asio::awaitable<result<materialised>> materialise_lazily(tracing::action& act, s
                                                          line_source& next, const std::function<void()>& stop_reading,
                                                          diagnostics& diag) {
   lazy_start lazy(act, cache);
+  in.plan.keep_going_after_failures();
   auto hook = install_import_hook(cache.dir(), diag);
   if (!hook) co_return hook.error();
   lazy.hook_dir = std::move(*hook);

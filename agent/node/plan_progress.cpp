@@ -99,7 +99,7 @@ bool plan_progress::prefer(const std::string& id) {
 }
 
 void plan_progress::finished(const layer_source& layer, result<layer_result> got, const diagnostics& diag) {
-  if (!got) stopping_ = true;
+  if (!got && !keep_going_) stopping_ = true;
   finished_.insert(layer.id);
   outcomes_.push_back({layer.id, std::move(got), diag});
 }

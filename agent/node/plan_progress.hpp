@@ -3,7 +3,8 @@
 // they come (each layer queued the first time its id arrives, its places in the plan kept), which layer a
 // free worker takes next (the largest waiting: the longest ones start first, the small ones fill the gaps
 // at the end), how each layer ended, and, once nothing runs, the outcome: the layers' directories in plan
-// order, or the failure that matters. The first failure stops the plan: no layer is handed out after it.
+// order, or the failure that matters. The first failure stops the plan: no layer is handed out after it
+// (a lazy start's plan goes on: keep_going_after_failures).
 // materialise_layers.hpp drives it; its tests script every step, a failure and a cancellation at each.
 #include "agent/node/plan.hpp"
 
@@ -55,8 +56,12 @@ class plan_progress {
   // An import waits for this layer: it goes before every other still waiting, or, when its line has not
   // come yet, as soon as it comes. False when it was handed out already.
   bool prefer(const std::string& id);
-  // How a layer's work ended; a failure stops the plan.
+  // How a layer's work ended; a failure stops the plan, unless each failure is the failed layer's alone.
   void finished(const layer_source& layer, result<layer_result> got, const diagnostics& diag);
+  // A lazy start's plan: the command runs while the layers arrive and may never import the one that
+  // failed, so that layer's failure is its own (its imports raise it) and the others, the workspace the
+  // command needs to start above all, still come. The failure is still the outcome once nothing runs.
+  void keep_going_after_failures() { keep_going_ = true; }
 
   bool stopping() const { return stopping_; }
   bool ended() const { return end_.has_value(); }
@@ -99,6 +104,7 @@ class plan_progress {
   std::optional<error_code> reading_error_;
   diagnostics reading_diag_;
   bool stopping_ = false;
+  bool keep_going_ = false;
 };
 
 }  // namespace ferry::agent::node

@@ -218,8 +218,11 @@ TEST_F(lazy_start, a_layer_that_fails_raises_an_import_error_naming_it) {
              "except ImportError as e:\n"
              "    print('ImportError:', e)\n"
              "    sys.exit(3)\n");
+  // A workspace that takes a while behind the proxy: the broken layer fails before it lands, and the
+  // command starts all the same, once it has.
+  write_file(project() / "data.bin", random_bytes(2 << 20, 7));
   corrupt_layer("brokenpkg");
-  auto o = env();
+  auto o = env(slow_storage(2 << 20).endpoint());
   o.env["FERRY_NET_RETRY_MAX_ATTEMPTS"] = "1";
   const auto trace = home_ / "run.jsonl";
   const auto r = run_ferry({"--trace", trace.string(), "run", "--", "python3", "main.py"}, o);
@@ -229,6 +232,11 @@ TEST_F(lazy_start, a_layer_that_fails_raises_an_import_error_naming_it) {
   // The node program's own reason (a digest or zip check), not the hook's fallback.
   EXPECT_FALSE(contains(r.out, "the node program stopped")) << r.out;
   EXPECT_TRUE(contains(r.err, "the node program failed while the command ran")) << r.err;
+  const auto spans = layer_spans(node_lines(trace));
+  ASSERT_TRUE(spans.contains("brokenpkg") && spans.contains("workspace"));
+  EXPECT_EQ(spans.at("brokenpkg").status, "failed");
+  EXPECT_EQ(spans.at("workspace").status, "succeeded");
+  EXPECT_LT(spans.at("brokenpkg").ended, spans.at("workspace").ended) << "the workspace landed first";
 }
 
 TEST_F(lazy_start, a_workspace_that_cannot_land_fails_the_node_and_nothing_waits_for_it) {

@@ -321,5 +321,38 @@ TEST(plan_progress, while_an_asked_for_layer_is_on_its_way_the_others_wait_for_i
   EXPECT_EQ(plan.next()->id, "aa");
 }
 
+TEST(plan_progress, a_lazy_plan_goes_on_past_a_failed_layer_and_reports_it_at_the_end) {
+  plan_progress plan;
+  plan.keep_going_after_failures();
+  diagnostics diag;
+  ASSERT_TRUE(plan.take(line_of(0, "ws", 10), diag));
+  ASSERT_TRUE(plan.take(line_of(1, "broken", 30), diag));
+  const auto* broken = plan.next();
+  ASSERT_NE(broken, nullptr);
+  EXPECT_EQ(broken->id, "broken");
+  const auto* ws = plan.next();
+  ASSERT_NE(ws, nullptr);
+  diagnostics failed_diag;
+  failed_diag.set("layer layer-broken has the wrong SHA-256");
+  plan.finished(*broken, make_error_code(errc::digest_mismatch), failed_diag);
+  // The layer in progress, and those still to come, are not stopped by it.
+  EXPECT_FALSE(plan.stopping());
+  ASSERT_TRUE(plan.take(line_of(2, "later", 20), diag));
+  const auto* later = plan.next();
+  ASSERT_NE(later, nullptr);
+  EXPECT_EQ(later->id, "later");
+  plan.finished(*ws, layer_result{false, 100}, diag);
+  plan.finished(*later, layer_result{true, 0}, diag);
+  ASSERT_TRUE(plan.take(plan_end{3, 0}, diag));
+  diagnostics out;
+  const auto failure = plan.failure(out);
+  ASSERT_TRUE(failure);
+  EXPECT_EQ(*failure, errc::digest_mismatch);
+  EXPECT_EQ(out.message, "layer layer-broken has the wrong SHA-256");
+  const auto counts = plan.counts();
+  EXPECT_EQ(counts.layers_fetched, 1u);
+  EXPECT_EQ(counts.layers_cached, 1u);
+}
+
 }  // namespace
 }  // namespace ferry::agent::node
