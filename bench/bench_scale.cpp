@@ -99,6 +99,7 @@ struct usage {
   double children_cpu = 0;  // the children it waited for
   long max_rss_kib = 0;     // wait4's ru_maxrss: the largest of the process and those children
   double machine_cpu = 0;   // every core's busy time meanwhile (/proc/stat), in CPU seconds
+  std::string load_before, load_after;  // the 1-minute load average as it started and ended
   double cpu() const { return own_cpu + children_cpu; }
 };
 
@@ -114,6 +115,14 @@ double machine_busy() {
     if (i == 3 || i == 4) idle += v;
   }
   return (total - idle) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+// The 1-minute load average.
+std::string load_1m() {
+  std::ifstream in("/proc/loadavg");
+  std::string l;
+  in >> l;
+  return l;
 }
 
 // utime + stime, and cutime + cstime, of a process from /proc/PID/stat, in seconds.
@@ -137,6 +146,7 @@ std::pair<double, double> stat_cpu(pid_t pid) {
 usage measure(const std::string& command, const fs::path& cwd = {}, const std::map<std::string, std::string>& env = {},
               const fs::path& log = {}) {
   usage u;
+  u.load_before = load_1m();
   const double busy = machine_busy();
   const auto start = std::chrono::steady_clock::now();
   const pid_t pid = ::fork();
@@ -152,6 +162,7 @@ usage measure(const std::string& command, const fs::path& cwd = {}, const std::m
   ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT);
   u.wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   u.machine_cpu = machine_busy() - busy;
+  u.load_after = load_1m();
   const auto [own, children] = stat_cpu(pid);
   u.own_cpu = own;
   u.children_cpu = children;
@@ -325,8 +336,9 @@ std::string load() { return first_line(output_of("uptime")); }
 
 void print_usage(const char* what, const usage& u) {
   fmt::print("  {:<44} wall {:6.2f} s, CPU {:5.2f} s (own {:5.2f} + children {:5.2f}), peak RSS {:7} KiB; "
-             "machine busy {:5.2f} CPU s\n",
-             what, u.wall, u.cpu(), u.own_cpu, u.children_cpu, u.max_rss_kib, u.machine_cpu);
+             "machine busy {:5.2f} CPU s; load {} -> {}\n",
+             what, u.wall, u.cpu(), u.own_cpu, u.children_cpu, u.max_rss_kib, u.machine_cpu, u.load_before,
+             u.load_after);
 }
 
 int run(world& w) {
