@@ -36,6 +36,9 @@ inline constexpr std::string_view kill = "ssh:kill";
 inline constexpr std::string_view kill_group = "ssh:kill_group";  // message {pgid, grace_ms}
 inline constexpr std::string_view upload = "ssh:upload";          // {node, path, bytes} -> sha256
 inline constexpr std::string_view download = "ssh:download";      // {node, path} -> bytes, sha256
+// One forwarded connection (net/ssh_forward.hpp) {node, to, from}: a workstation port reaching `to` as the
+// node sees it -> to_node, from_node (bytes)
+inline constexpr std::string_view forward = "ssh:forward";
 }  // namespace ssh
 
 // net/s3: the S3 client and its transfers.

@@ -1,0 +1,51 @@
+#include "net/task_group.hpp"
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <cstdlib>
+#include <exception>
+
+namespace ferry::net {
+
+namespace asio = boost::asio;
+
+task_group::task_group(asio::any_io_executor io) : io_(io), ended_(io) {
+  ended_.expires_at(asio::steady_timer::time_point::max());
+}
+
+task_group::~task_group() {
+  if (!signals_.empty()) std::abort();
+}
+
+void task_group::spawn(asio::awaitable<void> work) {
+  auto it = signals_.emplace(signals_.end());
+  asio::co_spawn(io_, std::move(work), asio::bind_cancellation_slot(it->slot(), [this, it](std::exception_ptr e) {
+                   if (e) std::rethrow_exception(e);
+                   // Later, not here: this may run inside cancel()'s loop over the signals.
+                   asio::post(io_, [this, it] {
+                     signals_.erase(it);
+                     ended_.cancel();
+                   });
+                 }));
+  if (cancelled_) it->emit(asio::cancellation_type::total);
+}
+
+void task_group::cancel() {
+  cancelled_ = true;
+  for (auto& s : signals_) s.emit(asio::cancellation_type::total);
+}
+
+asio::awaitable<void> task_group::wait() {
+  // A cancelled wait only waits again: the members must end first.
+  while (!signals_.empty()) {
+    boost::system::error_code ec;
+    ended_.expires_at(asio::steady_timer::time_point::max());
+    co_await ended_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+}
+
+}  // namespace ferry::net

@@ -1,0 +1,40 @@
+#pragma once
+// Coroutines started while their owner runs (a connection per accept, a worker per node that joins), each
+// with a cancellation slot of its own. The owner ends them: cancel() asks each to stop (total
+// cancellation), and wait() returns once every one has ended, so none outlives the frame it refers to.
+// Everything here runs on one executor (ferry's I/O thread).
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <cstddef>
+#include <list>
+
+namespace ferry::net {
+
+class task_group {
+ public:
+  explicit task_group(boost::asio::any_io_executor io);
+  task_group(const task_group&) = delete;
+  task_group& operator=(const task_group&) = delete;
+  // Running members are a bug here: their frames would refer to a group that is gone.
+  ~task_group();
+
+  // Starts `work` (which should begin with accept_cancellation()). An exception it throws is a bug: it
+  // ends the program, as an unowned one would.
+  void spawn(boost::asio::awaitable<void> work);
+  // Every running member is asked to stop; later spawns are cancelled at once.
+  void cancel();
+  std::size_t running() const { return signals_.size(); }
+  // Until every member has ended. Not cancellable: the members refer to the caller's frame.
+  boost::asio::awaitable<void> wait();
+
+ private:
+  boost::asio::any_io_executor io_;
+  std::list<boost::asio::cancellation_signal> signals_;
+  boost::asio::steady_timer ended_;  // never expires: cancelled when a member ends
+  bool cancelled_ = false;
+};
+
+}  // namespace ferry::net

@@ -1,0 +1,67 @@
+// net/task_group.hpp: members end by themselves or when the group cancels them, wait() returns only once
+// every one has ended (a cancelled waiter too), and a member spawned after cancel() is cancelled at once.
+#include "net/cancellation.hpp"
+#include "net/task_group.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+namespace ferry::net {
+namespace {
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+
+// Sleeps `d` unless cancelled; records how it ended.
+asio::awaitable<void> sleeper(std::chrono::milliseconds d, std::vector<std::string>& ends, std::string name) {
+  co_await accept_cancellation();
+  auto ex_t = co_await asio::this_coro::executor;
+  asio::steady_timer t(ex_t);
+  t.expires_after(d);
+  boost::system::error_code ec;
+  co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  ends.push_back(name + (ec ? ":cancelled" : ":done"));
+}
+
+asio::awaitable<void> owner(std::vector<std::string>& ends, std::size_t& running_after_short) {
+  task_group group(co_await asio::this_coro::executor);
+  group.spawn(sleeper(10ms, ends, "short"));
+  group.spawn(sleeper(1h, ends, "long-a"));
+  group.spawn(sleeper(1h, ends, "long-b"));
+  auto ex_t = co_await asio::this_coro::executor;
+  asio::steady_timer t(ex_t);
+  t.expires_after(100ms);
+  co_await t.async_wait(asio::use_awaitable);
+  running_after_short = group.running();
+  group.cancel();
+  group.spawn(sleeper(1h, ends, "late"));
+  co_await group.wait();
+  EXPECT_EQ(group.running(), 0u);
+}
+
+TEST(task_group, members_end_by_themselves_or_when_cancelled_and_wait_sees_them_all_end) {
+  asio::io_context io;
+  std::vector<std::string> ends;
+  std::size_t running_after_short = 0;
+  asio::co_spawn(io, owner(ends, running_after_short), asio::detached);
+  io.run();  // returns once everything ended: the long sleepers were cancelled, not waited out
+  EXPECT_EQ(running_after_short, 2u);
+  ASSERT_EQ(ends.size(), 4u);
+  EXPECT_EQ(ends[0], "short:done");
+  std::sort(ends.begin() + 1, ends.end());
+  EXPECT_EQ(ends[1], "late:cancelled");
+  EXPECT_EQ(ends[2], "long-a:cancelled");
+  EXPECT_EQ(ends[3], "long-b:cancelled");
+}
+
+}  // namespace
+}  // namespace ferry::net
