@@ -89,18 +89,24 @@ class child {
 };
 
 error_code child::start(const child_request& request) {
-  int out[2], err[2];
-  if (::pipe2(out, O_CLOEXEC) != 0) return {errno, sys::system_category()};
-  if (::pipe2(err, O_CLOEXEC) != 0) {
-    const int e = errno;
-    ::close(out[0]), ::close(out[1]);
-    return {e, sys::system_category()};
-  }
+  int out[2] = {-1, -1}, err[2] = {-1, -1};
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, err[1], 2);
+  if (!request.inherit_stdio) {
+    if (::pipe2(out, O_CLOEXEC) != 0) {
+      posix_spawn_file_actions_destroy(&actions);
+      return {errno, sys::system_category()};
+    }
+    if (::pipe2(err, O_CLOEXEC) != 0) {
+      const int e = errno;
+      ::close(out[0]), ::close(out[1]);
+      posix_spawn_file_actions_destroy(&actions);
+      return {e, sys::system_category()};
+    }
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+    posix_spawn_file_actions_adddup2(&actions, err[1], 2);
+  }
   if (request.working_dir) posix_spawn_file_actions_addchdir_np(&actions, request.working_dir->c_str());
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
@@ -125,15 +131,16 @@ error_code child::start(const child_request& request) {
   const int rc = ::posix_spawnp(&pid_, program, &actions, &attr, argp.data(), env ? envp.data() : environ);
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
-  ::close(out[1]);
-  ::close(err[1]);
+  if (!request.inherit_stdio) ::close(out[1]), ::close(err[1]);
   if (rc != 0) {
     pid_ = -1;
-    ::close(out[0]), ::close(err[0]);
+    if (!request.inherit_stdio) ::close(out[0]), ::close(err[0]);
     return {rc, sys::system_category()};
   }
-  out_.assign(out[0]);
-  err_.assign(err[0]);
+  if (!request.inherit_stdio) {
+    out_.assign(out[0]);
+    err_.assign(err[0]);
+  }
   // The pid cannot be reused before it is reaped, so the pidfd surely names our child. A raw syscall:
   // glibc 2.36's <sys/pidfd.h> declares pidfd_open without C linkage for C++.
   if (const auto fd = ::syscall(SYS_pidfd_open, pid_, 0); fd >= 0) pidfd_.assign(static_cast<int>(fd));
@@ -214,11 +221,13 @@ void set_exit(child_result& got, int status) {
 // Both streams to their end, then the exit. Returns early without an exit code when cancelled.
 asio::awaitable<void> collect(child& c, const child_request& request, child_result& got, error_code& failure) {
   co_await accept_cancellation();
-  error_code out_error, err_error;
-  co_await (read_all(c.out(), got.out, request.out_limit, out_error) &&
-            read_all(c.err(), got.err, request.err_limit, err_error));
-  failure = out_error ? out_error : err_error;
-  if (failure) co_return;
+  if (!request.inherit_stdio) {
+    error_code out_error, err_error;
+    co_await (read_all(c.out(), got.out, request.out_limit, out_error) &&
+              read_all(c.err(), got.err, request.err_limit, err_error));
+    failure = out_error ? out_error : err_error;
+    if (failure) co_return;
+  }
   failure = co_await c.exited(true);
   if (failure) co_return;
   set_exit(got, c.reap(request.after_exit));
@@ -251,7 +260,11 @@ asio::awaitable<result<child_result>> run_child(const child_request& request, di
   }
   child_result got;
   error_code failure;
-  const bool finished = co_await with_deadline(collect(c, request, got, failure), request.timeout);
+  bool finished = true;
+  if (request.timeout == config::duration::zero())
+    co_await collect(c, request, got, failure);
+  else
+    finished = co_await with_deadline(collect(c, request, got, failure), request.timeout);
   co_await c.kill_and_reap();  // a no-op when collect() reaped it
   if (co_await cancelled()) co_return make_error_code(asio::error::operation_aborted);
   if (!finished) {

@@ -2,7 +2,7 @@
 // Running a local program to its end: a helper such as `ip`, `ssh-keygen` or OpenSSH's `ssh`, a launcher
 // shell for a detached process, or the Python interpreter that packaging asks about sys.path. The child
 // runs in a process group of its own (a launcher script's children with it) with stdin from /dev/null;
-// both output streams are collected; its exit is awaited through a pidfd (no SIGCHLD handler, nothing
+// both output streams are collected (or, for a user's program, ferry's own are inherited); its exit is awaited through a pidfd (no SIGCHLD handler, nothing
 // process-wide). At the deadline, or when the caller is cancelled, the whole group is killed with SIGKILL
 // and reaped before the call returns: nothing is left behind, not even a zombie. So is what the child left
 // in its group when it exits, unless the caller asks to keep it (see leftovers).
@@ -37,10 +37,14 @@ struct child_request {
   std::optional<std::filesystem::path> executable;      // ...this is given: then it runs as it is
   std::optional<std::vector<std::string>> environment;  // "NAME=value" each; none: ferry's own environment
   std::optional<std::filesystem::path> working_dir;     // none: ferry's own
-  config::duration timeout{};                           // from the caller's config
+  config::duration timeout{};                           // from the caller's config; zero: none (a user's program)
   leftovers after_exit = leftovers::kill;
   output_limit out_limit;
   output_limit err_limit;
+  // A user's program run on the workstation (`ferry cluster run`): it gets ferry's own stdin, stdout and
+  // stderr, and nothing is collected. Its own process group all the same: Ctrl-C reaches ferry, which
+  // cancels, and the cancellation ends the group.
+  bool inherit_stdio = false;
 };
 
 struct child_result {
