@@ -164,6 +164,7 @@ int run_cli(int argc, char** argv) {
   add_run_command(app, selected);
   add_map_command(app, selected);
   add_warmup_command(app, selected);
+  add_cluster_commands(app, selected);
   // The user's command after `--` is set aside before parsing: CLI11 would read its options as ours.
   int ours = 1;
   while (ours < argc && std::string_view(argv[ours]) != "--") ++ours;

@@ -18,6 +18,9 @@ class category_impl final : public boost::system::error_category {
       case errc::watchdog_failed: return "the node's idle watchdog could not be set up";
       case errc::bad_stage: return "bad staging request";
       case errc::stage_failed: return "staging failed on the node";
+      case errc::bad_cluster_record: return "a cluster's state file cannot be read";
+      case errc::cluster_failed: return "the cluster failed";
+      case errc::no_such_cluster: return "no such cluster";
     }
     return "unknown agent error";
   }

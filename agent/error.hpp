@@ -24,6 +24,11 @@ enum class errc {
   // Data staging (agent/stage.hpp).
   bad_stage,             // a --stage or --stage-window that cannot work (bad spec, empty prefix, window too small)
   stage_failed,          // a node could not stage the data (diagnostics name the object and why)
+
+  // Clusters (agent/cluster/).
+  bad_cluster_record,    // a cluster's state file cannot be read or parsed
+  cluster_failed,        // the scheduler or the workers did not start, or the cluster ended (diagnostics say why)
+  no_such_cluster,       // `cluster down NAME` of a name no cluster has
 };
 
 const boost::system::error_category& category();

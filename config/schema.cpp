@@ -455,6 +455,8 @@ const std::vector<key_spec>& table() {
       key<&S::agent, &agent_settings::lazy_start>("agent.lazy_start", "true",
           "run and map start a Python command once the workspace is on the node; each import waits for its "
           "own layer"),
+      key<&S::agent, &agent_settings::cluster_start_timeout>("agent.cluster_start_timeout", R"("2m")",
+          "ferry cluster: how long the scheduler and the workers have to start and register on ready nodes"),
       // ec2
       key<&S::ec2, &ec2_settings::region>("ec2.region", R"("")",
           "EC2 region; empty: AWS_REGION, AWS_DEFAULT_REGION, the profile, then us-east-1"),

@@ -125,6 +125,9 @@ struct agent_settings {
   // `run` and `map` of a Python command start it once the workspace is on the node, and an import hook
   // holds each import until its layer has landed (agent/node/import_gate.hpp).
   bool lazy_start = true;
+  // `ferry cluster` (agent/cluster/): how long the scheduler and every worker have to start and register
+  // once their nodes are ready.
+  duration cluster_start_timeout{};
 };
 
 // The ec2 node provider. A node_spec's unset fields (0, false, no type) fall back to these.

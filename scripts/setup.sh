@@ -10,7 +10,7 @@ packages=(
   libcli11-dev libtomlplusplus-dev libpugixml-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
-  python3-eliot
+  python3-eliot python3-distributed
   openssh-server openssh-client iproute2 procps psmisc curl zip unzip rsync ca-certificates
   pssh parallel chromium awscli debootstrap
 )

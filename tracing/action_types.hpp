@@ -291,6 +291,29 @@ inline constexpr std::string_view tasks = "ferry:map:tasks";  // message {tasks,
 inline constexpr std::string_view node_lost = "ferry:map:node_lost";
 }  // namespace map
 
+// agent/commands: `ferry cluster`, and the holder of each cluster (agent/cluster/).
+namespace cluster {
+inline constexpr std::string_view up = "ferry:cluster:up";      // root of `cluster up` {name, nodes} -> reused
+inline constexpr std::string_view down = "ferry:cluster:down";  // root of `cluster down`; per cluster {name}
+inline constexpr std::string_view ls = "ferry:cluster:ls";      // root of `cluster ls`
+inline constexpr std::string_view run = "ferry:cluster:run";    // root of `cluster run` {name, command} -> exit_code
+inline constexpr std::string_view hold = "ferry:cluster:hold";  // root of the holder process {name, nodes}
+// The scheduler process on its node {node} (ends when it ends); message scheduler_at {address, dashboard}
+inline constexpr std::string_view scheduler = "ferry:cluster:scheduler";
+inline constexpr std::string_view scheduler_at = "ferry:cluster:scheduler_at";
+// A worker process on its node {node, scheduler}; message registered {node} once the scheduler has it
+inline constexpr std::string_view worker = "ferry:cluster:worker";
+inline constexpr std::string_view registered = "ferry:cluster:registered";
+// A workstation port forwarded to the scheduler's node {what, listen, to}; each connection is an ssh:forward
+inline constexpr std::string_view forwarding = "ferry:cluster:forwarding";
+inline constexpr std::string_view ready = "ferry:cluster:ready";  // message {workers, seconds}
+// Message {node, reason}: a worker's node was lost; then an action replace {node} -> the new node's work
+inline constexpr std::string_view worker_lost = "ferry:cluster:worker_lost";
+inline constexpr std::string_view replace = "ferry:cluster:replace";
+inline constexpr std::string_view idle = "ferry:cluster:idle";  // message {idle_s}: the cluster ends for idleness
+inline constexpr std::string_view client = "ferry:cluster:client";  // `cluster run`'s program {command} -> exit_code
+}  // namespace cluster
+
 // agent/commands: `ferry exec`.
 namespace exec {
 // The root of `ferry exec`, and its step {command} -> nodes.

@@ -5,11 +5,16 @@
 #include "provision/local/network.hpp"
 #include "tracing/sink.hpp"
 
+#include "support/process.hpp"
+#include "support/temp_dir.hpp"
+
 #include <boost/json.hpp>
 
 #include "../provision/io_runner.hpp"
 
 #include <gtest/gtest.h>
+
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -44,6 +49,23 @@ inline std::vector<boost::json::object> node_lines(const std::filesystem::path& 
     std::ifstream in(e.path());
     for (std::string line; std::getline(in, line);)
       if (!line.empty()) out.push_back(boost::json::parse(line).as_object());
+  }
+  return out;
+}
+
+// Live processes (zombies are dead: PID 1 here reaps no orphans) whose command line names `part`.
+inline std::vector<std::string> processes_naming(const std::string& part) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    const auto pid_text = e.path().filename().string();
+    if (pid_text.find_first_not_of("0123456789") != std::string::npos) continue;
+    const int pid = std::stoi(pid_text);
+    if (pid == ::getpid()) continue;
+    auto cmdline = read_file(e.path() / "cmdline");
+    for (auto& c : cmdline)
+      if (c == '\0') c = ' ';
+    if (cmdline.find(part) != std::string::npos && !dead_or_zombie(pid)) out.push_back(pid_text + ": " + cmdline);
   }
   return out;
 }

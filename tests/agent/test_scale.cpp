@@ -83,23 +83,6 @@ double since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// Live processes (zombies are dead: PID 1 here reaps no orphans) whose command line names `part`.
-std::vector<std::string> processes_naming(const std::string& part) {
-  std::vector<std::string> out;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator("/proc", ec)) {
-    const auto pid_text = e.path().filename().string();
-    if (pid_text.find_first_not_of("0123456789") != std::string::npos) continue;
-    const int pid = std::stoi(pid_text);
-    if (pid == ::getpid()) continue;
-    auto cmdline = read_file(e.path() / "cmdline");
-    for (auto& c : cmdline)
-      if (c == '\0') c = ' ';
-    if (cmdline.find(part) != std::string::npos && !dead_or_zombie(pid)) out.push_back(pid_text + ": " + cmdline);
-  }
-  return out;
-}
-
 class scale_cli : public ::testing::Test {
  protected:
   void SetUp() override {
