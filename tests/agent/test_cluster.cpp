@@ -6,6 +6,7 @@
 //
 // The project's venv holds distributed and what it imports (links into Debian's dist-packages, as a venv
 // with dask installed would hold copies), so the nodes run Dask from the shipped layers.
+#include "support/dask_venv.hpp"
 #include "support/moto.hpp"
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
@@ -33,25 +34,6 @@ namespace json = boost::json;
 
 // Σ (x² + 1) for x in 0..n-1.
 long long expected_sum(long long n) { return (n - 1) * n * (2 * n - 1) / 6 + n; }
-
-// The top-level names under Debian's dist-packages that importing distributed's scheduler and worker
-// loads, and their metadata directories.
-const char* closure_script = R"(
-import sys, os
-import distributed, distributed.cli.dask_scheduler, distributed.cli.dask_worker, distributed.nanny
-root = '/usr/lib/python3/dist-packages/'
-names = set()
-for m in list(sys.modules.values()):
-    f = getattr(m, '__file__', None) or ''
-    if f.startswith(root):
-        names.add(f[len(root):].split('/')[0])
-norm = lambda s: s.lower().replace('_', '-')
-tops = {norm(n.split('.')[0]) for n in names}
-for entry in os.listdir(root):
-    if entry.endswith(('.dist-info', '.egg-info')) and norm(entry.split('-')[0]) in tops:
-        names.add(entry)
-print('\n'.join(sorted(names)))
-)";
 
 class cluster_cli : public ::testing::Test {
  protected:
@@ -93,16 +75,9 @@ class cluster_cli : public ::testing::Test {
                            "import sysconfig; print(sysconfig.get_paths()['purelib'])"});
     ASSERT_EQ(site.exit_code, 0) << site.err;
     const fs::path site_dir = site.out.substr(0, site.out.find('\n'));
-    const auto closure = run({"/usr/bin/python3", "-c", closure_script});
+    const auto closure = run({"/usr/bin/python3", "-c", dask_closure_script});
     ASSERT_EQ(closure.exit_code, 0) << "python3-distributed is needed (scripts/setup.sh installs it): " << closure.err;
-    std::istringstream names(closure.out);
-    int linked = 0;
-    for (std::string name; std::getline(names, name);) {
-      if (name.empty()) continue;
-      fs::create_symlink(fs::path("/usr/lib/python3/dist-packages") / name, site_dir / name);
-      ++linked;
-    }
-    ASSERT_GT(linked, 5) << closure.out;
+    ASSERT_GT(link_dask_closure(closure.out, site_dir), 5) << closure.out;
   }
 
   fs::path project() const { return home_ / "project"; }
