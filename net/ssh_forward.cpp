@@ -7,6 +7,7 @@
 #include "tracing/action_types.hpp"
 
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <fmt/format.h>
@@ -35,26 +36,18 @@ class forward_channel {
       channel_.reset();
       session_->note_io();  // the close libssh queued must be sent
     }
-    if (holds_slot_) session_->channel_closed();
   }
 
   ssh_session& session() { return *session_; }
   ssh_channel native() { return channel_.get(); }
   std::string what() const { return fmt::format("a forward to {}:{}", target_.host, target_.port); }
 
+  // A direct-tcpip channel is not a session: OpenSSH's MaxSessions does not count it, so it takes none of
+  // the session's command slots.
   asio::awaitable<error_code> open(std::uint16_t local_port, diagnostics& diag) {
     const auto deadline = clock::now() + session_->settings().connect_timeout;
-    while (!session_->channel_available(false)) {
-      const auto ec = co_await session_->wait_for_activity_until(deadline, diag);
-      if (ec == make_error_code(errc::timeout))
-        diag.set(fmt::format("no channel came free on {} for {} within ssh.connect_timeout",
-                             session_->peer().describe(), what()));
-      if (ec) co_return ec;
-    }
     channel_.reset(ssh_channel_new(session_->native()));
     if (!channel_) co_return session_->libssh_failure("creating a channel", diag);
-    session_->channel_opened();
-    holds_slot_ = true;
     ssh_channel ch = channel_.get();
     for (;;) {
       const int rc = session_->call(
@@ -81,7 +74,6 @@ class forward_channel {
   ssh_session::busy_scope busy_;  // before the channel: the session counts as busy until it is freed
   forward_target target_;
   libssh::channel_ptr channel_;
-  bool holds_slot_ = false;
 };
 
 struct forward_link {
@@ -112,6 +104,11 @@ asio::awaitable<result<void>> to_node(forward_link& link, diagnostics& diag) {
     while (!pending.empty()) {
       const auto size = session.output_backlog() ? 0 : std::min<std::size_t>(pending.size(), ssh_channel_window_size(ch));
       if (size == 0) {
+        // No window, and none will come from a peer that closed: what is left of the upload is moot.
+        if (ssh_channel_is_closed(ch) != 0) {
+          diag.set(fmt::format("{} closed while the workstation's side still sent", link.channel.what()));
+          co_return make_error_code(errc::connection_lost);
+        }
         if (auto waited = co_await session.wait_for_activity(diag); waited) co_return waited;
         continue;
       }
@@ -194,7 +191,15 @@ asio::awaitable<void> serve_forwarding(tracing::action& parent, std::shared_ptr<
     error_code ec;
     auto socket = co_await listener.async_accept(asio::redirect_error(asio::use_awaitable, ec));
     if (ec == asio::error::operation_aborted || !listener.is_open()) break;
-    if (ec) continue;  // a connection that failed before it was accepted is the client's business
+    if (ec) {
+      // A connection that failed before it was accepted is the client's business; out of descriptors, the
+      // next accept would fail at once as well: a pause, not a spin.
+      asio::steady_timer pause(listener.get_executor(), std::chrono::milliseconds(100));
+      error_code ignored;
+      co_await pause.async_wait(asio::redirect_error(asio::use_awaitable, ignored));
+      if (co_await cancelled()) break;
+      continue;
+    }
     error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
     connections.spawn(forward_one(parent, session, std::move(socket), target));

@@ -37,7 +37,7 @@ asio::awaitable<result<forward_counts>> forward_connection(std::shared_ptr<ssh_s
                                                            asio::ip::tcp::socket socket, forward_target target,
                                                            diagnostics& diag);
 
-// Accepts on `listener` until cancelled or the session is gone, forwarding each connection beside the
+// Accepts on `listener` until cancelled (a session that is gone fails each new connection at once), forwarding each connection beside the
 // others (each a `ssh:forward` action under `parent`, with its byte counts); every one has ended when
 // this returns. The listener is closed on the way out.
 asio::awaitable<void> serve_forwarding(tracing::action& parent, std::shared_ptr<ssh_session> session,

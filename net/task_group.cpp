@@ -4,6 +4,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include <cstdlib>
@@ -40,11 +41,18 @@ void task_group::cancel() {
 }
 
 asio::awaitable<void> task_group::wait() {
-  // A cancelled wait only waits again: the members must end first.
+  // A cancelled wait only waits again: the members must end first. A caller cut off (terminal
+  // cancellation: the grace after Ctrl-C is over) cuts them off too, so that none outlives it.
+  bool cut_off = false;
   while (!signals_.empty()) {
     boost::system::error_code ec;
     ended_.expires_at(asio::steady_timer::time_point::max());
     co_await ended_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    const auto state = co_await asio::this_coro::cancellation_state;
+    if (!cut_off && (state.cancelled() & asio::cancellation_type::terminal) != asio::cancellation_type::none) {
+      cut_off = true;
+      for (auto& s : signals_) s.emit(asio::cancellation_type::terminal);
+    }
   }
 }
 

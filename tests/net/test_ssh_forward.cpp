@@ -181,21 +181,15 @@ asio::awaitable<void> stuck_client(std::uint16_t port, bool& ended) {
   ended = true;  // the forward closed the connection
 }
 
-asio::awaitable<void> stop_after(std::chrono::milliseconds d, asio::cancellation_signal& stop) {
-  co_await accept_cancellation();
-  auto ex_timer = co_await asio::this_coro::executor;
-  asio::steady_timer timer(ex_timer);
-  timer.expires_after(d);
-  error_code ec;
-  co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-  stop.emit(asio::cancellation_type::total);
-}
-
-// The target accepts and then says nothing.
-asio::awaitable<void> silent_server(tcp::acceptor& a, tcp::socket& kept) {
+// The target accepts, reads the client's first byte and then says nothing; the forwarding is stopped once
+// that byte has come through it.
+asio::awaitable<void> silent_server(tcp::acceptor& a, tcp::socket& kept, asio::cancellation_signal& stop) {
   co_await accept_cancellation();
   error_code ec;
   kept = co_await a.async_accept(asio::redirect_error(asio::use_awaitable, ec));
+  char byte = 0;
+  if (!ec) co_await asio::async_read(kept, asio::buffer(&byte, 1), asio::redirect_error(asio::use_awaitable, ec));
+  stop.emit(asio::cancellation_type::total);
 }
 
 asio::awaitable<result<void>> cancel_mid_connection(ssh_forward& t, bool& client_ended, diagnostics& diag) {
@@ -206,10 +200,9 @@ asio::awaitable<result<void>> cancel_mid_connection(ssh_forward& t, bool& client
   tcp::socket kept(t.io);
   asio::cancellation_signal stop;
   std::vector<asio::awaitable<void>> all;
-  all.push_back(silent_server(target, kept));
+  all.push_back(silent_server(target, kept, stop));
   all.push_back(serve_until(t.trace.root(), *session, listener, {"127.0.0.1", target.local_endpoint().port()}, stop));
   all.push_back(stuck_client(listener.local_endpoint().port(), client_ended));
-  all.push_back(stop_after(std::chrono::milliseconds(500), stop));
   co_await run_all(std::move(all));
   co_return result<void>{};
 }
