@@ -22,6 +22,8 @@
 #include <spawn.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <pthread.h>
+#include <unistd.h>
 #include <unistd.h>
 
 extern char** environ;
@@ -64,6 +66,7 @@ class child {
     ::kill(-pid_, SIGKILL);
     while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
     }
+    take_terminal_back();
   }
 
   error_code start(const child_request& request);
@@ -82,9 +85,11 @@ class child {
 
  private:
   bool has_exited() const;
+  void take_terminal_back();
 
   pid_t pid_ = -1;
   bool reaped_ = false;
+  bool gave_terminal_ = false;  // the program's group has the terminal (inherit_stdio on a terminal)
   descriptor out_, err_, pidfd_;
 };
 
@@ -106,6 +111,11 @@ error_code child::start(const child_request& request) {
     posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_adddup2(&actions, out[1], 1);
     posix_spawn_file_actions_adddup2(&actions, err[1], 2);
+  } else if (::isatty(STDIN_FILENO) == 1 && ::tcgetpgrp(STDIN_FILENO) == ::getpgrp()) {
+    // The terminal is ferry's: the program's group gets it before it runs, so that it may read it (input(), a
+    // debugger) and Ctrl-C reaches it as it would without ferry. ferry takes it back once the program ended.
+    posix_spawn_file_actions_addtcsetpgrp_np(&actions, STDIN_FILENO);
+    gave_terminal_ = true;
   }
   if (request.working_dir) posix_spawn_file_actions_addchdir_np(&actions, request.working_dir->c_str());
   posix_spawnattr_t attr;
@@ -179,7 +189,20 @@ int child::reap(leftovers rest) {
   while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
   }
   reaped_ = true;
+  take_terminal_back();
   return status;
+}
+
+void child::take_terminal_back() {
+  if (!gave_terminal_) return;
+  gave_terminal_ = false;
+  // ferry is in the background now: without blocking SIGTTOU, asking for the terminal would stop it.
+  sigset_t ttou, old;
+  sigemptyset(&ttou);
+  sigaddset(&ttou, SIGTTOU);
+  ::pthread_sigmask(SIG_BLOCK, &ttou, &old);
+  ::tcsetpgrp(STDIN_FILENO, ::getpgrp());
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
 asio::awaitable<void> child::kill_and_reap() {
