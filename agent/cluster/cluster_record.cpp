@@ -122,7 +122,12 @@ std::vector<cluster_record> list_records(const fs::path& dir) {
   return out;
 }
 
-void remove_record(const fs::path& dir, const std::string& name) {
+void remove_record(const fs::path& dir, const std::string& name, int pid) {
+  if (pid != 0) {
+    diagnostics ignored;
+    auto r = read_record(dir, name, ignored);
+    if (r && *r && (*r)->pid != pid) return;  // a newer holder's
+  }
   std::error_code ec;
   fs::remove(record_path(dir, name), ec);
 }
@@ -138,6 +143,8 @@ std::uint64_t process_start(int pid) {
   std::istringstream rest(stat.substr(close + 2));
   std::string field;
   for (int i = 3; i <= 22 && rest >> field; ++i) {
+    // A zombie (or a dead task) has ended: where PID 1 does not reap, it keeps its pid and start time.
+    if (i == 3 && (field == "Z" || field == "X")) return 0;
     if (i == 22) return std::strtoull(field.c_str(), nullptr, 10);
   }
   return 0;

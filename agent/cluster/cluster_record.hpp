@@ -16,7 +16,7 @@ namespace ferry::agent {
 struct cluster_record {
   std::string name;
   std::string engine = "dask";
-  std::string status;             // starting, ready, failed or stopping
+  std::string status;             // starting, ready, stopping, stopped (by `down`) or failed
   int pid = 0;                    // the holder (`ferry cluster hold`)
   std::uint64_t pid_start = 0;    // its start time in clock ticks since boot (/proc/PID/stat field 22)
   std::string scheduler;          // as the workstation reaches it: tcp://127.0.0.1:PORT
@@ -42,9 +42,11 @@ result<std::optional<cluster_record>> read_record(const std::filesystem::path& d
                                                   diagnostics& diag);
 // Every readable record, by name; an unreadable one is skipped.
 std::vector<cluster_record> list_records(const std::filesystem::path& dir);
-void remove_record(const std::filesystem::path& dir, const std::string& name);
+// Removes the record; with a pid, only while the record is still that holder's (a new `up` may have
+// written its own meanwhile).
+void remove_record(const std::filesystem::path& dir, const std::string& name, int pid = 0);
 
-// The kernel's start time of a process (0: no such process).
+// The kernel's start time of a process (0: no such process, or one that has ended and is a zombie).
 std::uint64_t process_start(int pid);
 // Whether the record's holder still runs: its pid names the process that started then.
 bool holder_alive(const cluster_record& r);

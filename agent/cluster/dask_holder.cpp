@@ -28,6 +28,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <sstream>
 
 namespace ferry::agent {
 namespace {
@@ -77,7 +78,8 @@ struct holder_state {
   std::optional<std::string> scheduler_ended;  // why
   std::set<std::string> workers;               // nodes whose worker registered and still runs
   std::set<std::string> created;               // nodes made for the cluster, not taken warm
-  std::size_t lost = 0;                        // workers lost, for replacement
+  std::size_t lost = 0;                        // workers lost and not yet replaced
+  std::string last_lost;                       // why the last one went
   std::size_t clients = 0;
   bool job_over = false;
   bool stopping = false;
@@ -107,22 +109,32 @@ class dask_output final : public net::output_sink {
   std::uint64_t seen_ = 0;
 };
 
-std::vector<std::string> scheduler_argv(const provision::node& n) {
-  std::vector<std::string> argv{"python3", "-m", "distributed.cli.dask_scheduler", "--port", "0"};
-  if (is_ip(n.host)) {
-    // Only the node's private address: the workers reach it there, the workstation through SSH.
-    argv.insert(argv.end(), {"--host", n.host, "--dashboard-address", n.host + ":0"});
-  } else {
-    argv.insert(argv.end(), {"--dashboard-address", ":0"});
+// The address a node's SSH connection arrived on (SSH_CONNECTION's third field): the node's own address on
+// the network ferry reaches it by (the private one behind a NAT), whatever name the node goes by. The Dask
+// processes listen there only. Empty when the node will not say: they then listen on every address.
+asio::awaitable<std::string> own_address(tracing::action& act, job_node& jn) {
+  diagnostics diag;
+  auto said = co_await net::run_command(act, *jn.ready.session, "echo $SSH_CONNECTION", diag);
+  if (said && said->exit.success()) {
+    std::istringstream fields(said->out);
+    std::string client, client_port, server;
+    if (fields >> client >> client_port >> server && is_ip(server)) co_return server;
   }
+  co_return is_ip(jn.ready.node.host) ? jn.ready.node.host : std::string();
+}
+
+std::vector<std::string> scheduler_argv(const std::string& bind) {
+  std::vector<std::string> argv{"python3", "-m", "distributed.cli.dask_scheduler", "--port", "0",
+                                "--dashboard-address", bind + ":0"};
+  if (!bind.empty()) argv.insert(argv.end(), {"--host", bind});
   return argv;
 }
 
-std::vector<std::string> worker_argv(const provision::node& n, const dask_address& scheduler) {
+std::vector<std::string> worker_argv(const provision::node& n, const dask_address& scheduler, const std::string& bind) {
   std::vector<std::string> argv{"python3", "-m", "distributed.cli.dask_worker",
                                 fmt::format("tcp://{}:{}", scheduler.host, scheduler.port),
                                 "--name", n.id, "--nworkers", "1", "--no-dashboard"};
-  if (is_ip(n.host)) argv.insert(argv.end(), {"--host", n.host});
+  if (!bind.empty()) argv.insert(argv.end(), {"--host", bind});
   return argv;
 }
 
@@ -145,7 +157,7 @@ std::string ended_because(const result<net::exit_info>& done, const diagnostics&
   return tail.empty() ? why : fmt::format("{}; its last lines:\n{}", why, tail);
 }
 
-asio::awaitable<void> run_scheduler(tracing::action& act, job_node& jn, holder_state& st) {
+asio::awaitable<void> run_scheduler(tracing::action& act, job_node& jn, holder_state& st, std::string bind) {
   co_await net::accept_cancellation();
   const auto& n = jn.ready.node;
   auto task = act.child(at::scheduler, {{"node", n.id}});
@@ -153,7 +165,7 @@ asio::awaitable<void> run_scheduler(tracing::action& act, job_node& jn, holder_s
     st.clients = log.clients();
     if (!st.scheduler && log.scheduler()) {
       auto where = *log.scheduler();
-      if (where.host.empty() || where.host == "0.0.0.0") where.host = n.host;
+      if (where.host.empty() || where.host == "0.0.0.0") where.host = bind.empty() ? n.host : bind;
       st.scheduler = where;
       st.scheduler_node = n.id;
       st.scheduler_session = jn.ready.session;
@@ -161,13 +173,13 @@ asio::awaitable<void> run_scheduler(tracing::action& act, job_node& jn, holder_s
     }
     if (!st.dashboard && log.dashboard()) {
       auto where = *log.dashboard();
-      if (where.host.empty() || where.host == "0.0.0.0") where.host = n.host;
+      if (where.host.empty() || where.host == "0.0.0.0") where.host = bind.empty() ? n.host : bind;
       st.dashboard = where;
     }
     st.changes.notify();
   });
   diagnostics diag;
-  auto done = co_await run_dask(task, jn, scheduler_argv(n), out, diag);
+  auto done = co_await run_dask(task, jn, scheduler_argv(bind), out, diag);
   if (!st.stopping) st.scheduler_ended = fmt::format("the scheduler on {} ended: {}", n.name, ended_because(done, diag, out.log()));
   st.changes.notify();
   if (!done) {
@@ -177,7 +189,7 @@ asio::awaitable<void> run_scheduler(tracing::action& act, job_node& jn, holder_s
   }
 }
 
-asio::awaitable<void> run_worker(tracing::action& act, job_node& jn, holder_state& st) {
+asio::awaitable<void> run_worker(tracing::action& act, job_node& jn, holder_state& st, std::string bind) {
   co_await net::accept_cancellation();
   const auto& n = jn.ready.node;
   for (;;) {  // until the scheduler's address is known
@@ -198,13 +210,14 @@ asio::awaitable<void> run_worker(tracing::action& act, job_node& jn, holder_stat
     st.changes.notify();
   });
   diagnostics diag;
-  auto done = co_await run_dask(task, jn, worker_argv(n, scheduler), out, diag);
+  auto done = co_await run_dask(task, jn, worker_argv(n, scheduler, bind), out, diag);
   st.workers.erase(n.id);
   bool stopped = st.stopping;  // not `a || co_await b`: GCC 12 miscompiles co_await in a short-circuit operand
   if (!stopped) stopped = co_await net::cancelled();
   if (!stopped) {
     ++st.lost;
-    act.log(at::worker_lost, {{"node", n.id}, {"reason", ended_because(done, diag, out.log())}});
+    st.last_lost = fmt::format("the worker on {} ended: {}", n.name, ended_because(done, diag, out.log()));
+    act.log(at::worker_lost, {{"node", n.id}, {"reason", st.last_lost}});
   }
   st.changes.notify();
   if (!done) task.fail(done.error(), diag);
@@ -214,15 +227,20 @@ asio::awaitable<void> run_worker(tracing::action& act, job_node& jn, holder_stat
 
 // A node's part: the first node ready runs the scheduler beside its worker.
 asio::awaitable<void> cluster_node(tracing::action& act, job_node& jn, holder_state& st) {
-  if (!jn.ready.warm) st.created.insert(jn.ready.node.id);
-  if (st.scheduler_claimed) {
-    co_await run_worker(act, jn, st);
+  if (!jn.ready.warm) {
+    st.created.insert(jn.ready.node.id);
+    st.changes.notify();  // the record names it at once: `cluster down` ends it
+  }
+  const bool scheduler_here = !st.scheduler_claimed;
+  st.scheduler_claimed = true;
+  const auto bind = co_await own_address(act, jn);
+  if (!scheduler_here) {
+    co_await run_worker(act, jn, st, bind);
     co_return;
   }
-  st.scheduler_claimed = true;
   std::vector<asio::awaitable<void>> both;
-  both.push_back(run_scheduler(act, jn, st));
-  both.push_back(run_worker(act, jn, st));
+  both.push_back(run_scheduler(act, jn, st, bind));
+  both.push_back(run_worker(act, jn, st, bind));
   co_await net::run_all(std::move(both));
 }
 
@@ -234,11 +252,24 @@ asio::awaitable<void> run_job(job& j, tracing::action& act, holder_state& st, st
   st.changes.notify();
 }
 
-asio::awaitable<void> replace_worker(job& j, tracing::action& act) {
+// One new node for a lost worker. One that could not be had is lost again: the supervisor tries once more
+// while nodes.max_nodes allows.
+asio::awaitable<void> replace_worker(job& j, tracing::action& act, holder_state& st) {
   co_await net::accept_cancellation();
   auto step = act.child(at::replace);
+  const auto failures = j.failures().size();
+  const auto working = j.nodes_working();
   co_await j.add_nodes(1);
-  step.succeed();
+  if (j.nodes_working() > working) {
+    step.succeed();
+    co_return;
+  }
+  if (!st.stopping) {
+    ++st.lost;
+    st.changes.notify();
+  }
+  const auto why = j.failures().size() > failures ? j.failures().back() : std::string("no node came");
+  step.fail_exception("no_node", why);
 }
 
 // One workstation port, forwarded to `target` on the scheduler's node until cancelled.
@@ -275,7 +306,6 @@ struct supervisor {
   net::task_group& work;
   cluster_record& record;
   clock::time_point begin = clock::now();
-  std::size_t replacements = 0;
 
   error_code fail(errc e, std::string text, diagnostics& diag) {
     diag.set(std::move(text));
@@ -289,7 +319,9 @@ struct supervisor {
                                          diagnostics& diag) {
     for (;;) {
       auto next = st.changes.next();
+      note_nodes();
       if (st.scheduler_ended) co_return fail(errc::cluster_failed, *st.scheduler_ended, diag);
+      if (st.lost > 0) co_return fail(errc::cluster_failed, st.last_lost, diag);
       if (ready()) co_return error_code{};
       if (st.job_over) {
         if (!job_result) {
@@ -300,10 +332,13 @@ struct supervisor {
       }
       if (!co_await wait_for(next, deadline)) {
         if (co_await net::cancelled()) co_return asio::error::operation_aborted;
+        std::string failures;
+        for (const auto& f : j.failures()) failures += "\n  " + f;
         co_return fail(errc::cluster_failed,
-                       fmt::format("no {} within {} s (nodes.ready_timeout + agent.cluster_start_timeout)",
-                                   waiting_for, std::chrono::duration_cast<std::chrono::seconds>(
-                                                    deadline - begin).count()),
+                       fmt::format("no {} within {} s (nodes.ready_timeout + agent.cluster_start_timeout){}",
+                                   waiting_for,
+                                   std::chrono::duration_cast<std::chrono::seconds>(deadline - begin).count(),
+                                   failures),
                        diag);
       }
     }
@@ -339,10 +374,10 @@ struct supervisor {
     for (;;) {
       auto next = st.changes.next();
       if (st.scheduler_ended) co_return fail(errc::cluster_failed, *st.scheduler_ended, diag);
-      while (st.lost > replacements && (max_nodes == 0 || started < max_nodes)) {
-        ++replacements;
+      while (st.lost > 0 && (max_nodes == 0 || started < max_nodes)) {
+        --st.lost;
         ++started;
-        work.spawn(replace_worker(j, act));
+        work.spawn(replace_worker(j, act, st));
       }
       note_nodes();
       const auto now = clock::now();
@@ -387,14 +422,22 @@ struct supervisor {
   }
 };
 
-// The record goes when the holder does, unless it says why the cluster failed (`cluster up` reads that).
+// The record goes when the holder does, unless it says why the cluster failed (`cluster up` reads that) or
+// which nodes were made for it (`cluster down`, which stopped it, reads that).
 struct record_guard {
   const hold_options& options;
   cluster_record& record;
   ~record_guard() {
-    if (record.status != "failed") remove_record(options.dir, options.name);
+    if (record.status != "failed" && record.status != "stopped") remove_record(options.dir, options.name, record.pid);
   }
 };
+
+// Before anything stops: a concurrent `up` must not take a cluster that is going away.
+void say_stopping(const hold_options& options, cluster_record& record) {
+  record.status = "stopping";
+  diagnostics ignored;
+  (void)write_record(options.dir, record, ignored);
+}
 
 }  // namespace
 
@@ -425,16 +468,21 @@ asio::awaitable<int> hold_dask_cluster(const command_context& ctx, const hold_op
     failed = co_await s.run(job_result, job_diag, diag);
   }
   st.stopping = true;
+  say_stopping(options, record);
   work.cancel();
   co_await work.wait();
-  if (!failed) {
+  record.created.assign(st.created.begin(), st.created.end());
+  diagnostics ignored;
+  if (!failed) {  // idle: the nodes go back to the warm pool
     act.succeed();
     co_return exit_code::success;
   }
-  if (failed != asio::error::operation_aborted) {
+  if (failed == asio::error::operation_aborted) {  // `cluster down`: it ends the nodes made for the cluster
+    record.status = "stopped";
+    (void)write_record(options.dir, record, ignored);
+  } else {
     record.status = "failed";
     record.error = describe(failed, diag);
-    diagnostics ignored;
     (void)write_record(options.dir, record, ignored);
   }
   co_return report(act, failed, diag);

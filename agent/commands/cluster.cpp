@@ -151,14 +151,17 @@ asio::awaitable<result<cluster_record>> await_ready(const command_context& ctx, 
       if ((*r)->status == "ready") co_return std::move(**r);
       if ((*r)->status == "failed") {
         diag.set(fmt::format("cluster {}: {}", args.name, (*r)->error));
-        remove_record(dir, args.name);
+        // It is winding down: its remote processes are stopped before this says it failed.
+        const auto limit = clock::now() + stop_limit(ctx);
+        while (holder_alive(launched) && clock::now() < limit) co_await pause(timer, std::chrono::milliseconds(50));
+        remove_record(dir, args.name, launched.pid);
         co_return make_error_code(errc::cluster_failed);
       }
     }
     if (!holder_alive(launched)) {
       diag.set(fmt::format("cluster {}: its holder ended before the cluster was ready; its log ({}):\n{}", args.name,
                            launched.log, log_tail(launched.log)));
-      remove_record(dir, args.name);
+      remove_record(dir, args.name, launched.pid);
       co_return make_error_code(errc::cluster_failed);
     }
     if (clock::now() >= deadline) {
@@ -195,12 +198,21 @@ asio::awaitable<result<cluster_record>> bring_up(const command_context& ctx, tra
     if (!lock) co_return lock.error();
     auto existing = read_record(dir, args.name, diag);
     if (!existing) co_return existing.error();
+    // One that is going away is waited for, then replaced by a new one.
+    if (*existing && holder_alive(**existing) && ((*existing)->status == "stopping" || (*existing)->status == "stopped")) {
+      if (!co_await stop_holder(ctx, **existing)) {
+        diag.set(fmt::format("cluster {}: the holder that was stopping (pid {}) had to be killed", args.name,
+                             (*existing)->pid));
+        co_return make_error_code(errc::cluster_failed);
+      }
+      *existing = std::nullopt;
+    }
     if (*existing && holder_alive(**existing) && (*existing)->status != "failed") {
       launched = std::move(**existing);
       reused = launched.status == "ready";
       if (reused) co_return launched;
     } else {
-      if (*existing) remove_record(dir, args.name);
+      if (*existing) remove_record(dir, args.name, (*existing)->pid);
       const auto nodes = node_count(ctx, args);
       launched.name = args.name;
       launched.status = "starting";
@@ -290,12 +302,17 @@ asio::awaitable<result<void>> end_created_nodes(command_context& ctx, tracing::a
 asio::awaitable<bool> end_cluster(command_context& ctx, tracing::action& act, const cluster_record& r) {
   auto step = act.child(at::down, {{"name", r.name}, {"pid", r.pid}});
   const bool clean = co_await stop_holder(ctx, r);
-  remove_record(dir_of(ctx), r.name);
+  // The holder's last word: it names every node it made, those of a replacement still under way too.
+  diagnostics ignored;
+  auto last = read_record(dir_of(ctx), r.name, ignored);
+  const bool has_last = last && *last && (*last)->pid == r.pid;
+  const cluster_record& final_record = has_last ? **last : r;
+  remove_record(dir_of(ctx), r.name, r.pid);
   if (!clean)
     fmt::print(stderr, "ferry: cluster {}: its holder did not stop in time and was killed; its remote processes "
                "end with their nodes\n", r.name);
   diagnostics d;
-  auto ended = co_await end_created_nodes(ctx, step, r, d);
+  auto ended = co_await end_created_nodes(ctx, step, final_record, d);
   if (!ended)
     fmt::print(stderr, "ferry: cluster {}: its nodes could not all be ended: {}\n", r.name, describe(ended.error(), d));
   if (clean && ended) {

@@ -206,13 +206,16 @@ TEST_F(cluster_cli, a_client_maps_over_the_cluster_through_a_node_loss_then_reus
 
 TEST_F(cluster_cli, a_cluster_without_clients_for_the_idle_timeout_ends_and_its_remote_processes_with_it) {
   auto o = env();
-  o.env["FERRY_NODES_IDLE_TIMEOUT"] = "4s";
+  o.env["FERRY_NODES_IDLE_TIMEOUT"] = "10s";
   const auto up = run_ferry({"cluster", "up", "--nodes", "1"}, o);
   ASSERT_EQ(up.exit_code, 0) << up.err;
   const auto pid = record().at("pid").as_int64();
-  // A client's connection keeps it alive; once it is gone the idle clock starts.
-  const auto client = run_ferry({"cluster", "run", "--", "/usr/bin/python3", "client.py", "5", "0", "0"}, o);
+  // A client's connection keeps it alive past the idle timeout; once it is gone the idle clock starts.
+  const auto client =
+      run_ferry({"cluster", "run", "--", "/usr/bin/python3", "client.py", "40", "0.6", "0"}, o);  // 12 s or more
   EXPECT_EQ(client.exit_code, 0) << client.err;
+  EXPECT_TRUE(contains(client.err, "(reused)")) << client.err;  // the cluster was still there for it
+  EXPECT_FALSE(dead_or_zombie(static_cast<pid_t>(pid))) << "the cluster ended while a client was connected";
   for (int i = 0; i < 600 && !dead_or_zombie(static_cast<pid_t>(pid)); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   ASSERT_TRUE(dead_or_zombie(static_cast<pid_t>(pid))) << "the idle cluster's holder still runs";
