@@ -161,21 +161,21 @@ asio::awaitable<void> run_scheduler(tracing::action& act, job_node& jn, holder_s
   co_await net::accept_cancellation();
   const auto& n = jn.ready.node;
   auto task = act.child(at::scheduler, {{"node", n.id}});
+  // An address Dask printed as every address of its node is reached at the one it was told to listen on.
+  const auto reachable = [&](dask_address a) {
+    if (a.host.empty() || a.host == "0.0.0.0") a.host = bind.empty() ? n.host : bind;
+    return a;
+  };
   dask_output out(n.name + " scheduler | ", [&](const dask_log& log) {
     st.clients = log.clients();
     if (!st.scheduler && log.scheduler()) {
-      auto where = *log.scheduler();
-      if (where.host.empty() || where.host == "0.0.0.0") where.host = bind.empty() ? n.host : bind;
+      const auto where = reachable(*log.scheduler());
       st.scheduler = where;
       st.scheduler_node = n.id;
       st.scheduler_session = jn.ready.session;
       task.log(at::scheduler_at, {{"address", fmt::format("tcp://{}:{}", where.host, where.port)}});
     }
-    if (!st.dashboard && log.dashboard()) {
-      auto where = *log.dashboard();
-      if (where.host.empty() || where.host == "0.0.0.0") where.host = bind.empty() ? n.host : bind;
-      st.dashboard = where;
-    }
+    if (!st.dashboard && log.dashboard()) st.dashboard = reachable(*log.dashboard());
     st.changes.notify();
   });
   diagnostics diag;
