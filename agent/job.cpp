@@ -261,6 +261,7 @@ asio::awaitable<void> job::steps_then_flag(ready_node& node, const fanout_role* 
   co_await net::accept_cancellation();
   co_await node_steps(node, fan);
   over = true;
+  if (fanout_) fanout_->steps_ended(node.node.id);
 }
 
 asio::awaitable<void> job::steps_and_serve(ready_node& node) {

@@ -69,17 +69,25 @@ void job_fanout::listening(const provision::node& n, unsigned port) {
   for (const auto& child : plan_.children_of(n.id)) {
     sources_[child] = url;
     pending_[child] = false;
+    end_hold(child);
   }
   feed_.poke();
+}
+
+void job_fanout::end_hold(const std::string& node) {
+  if (auto it = holds_.find(node); it != holds_.end()) it->second->cancel();
 }
 
 boost::asio::awaitable<void> job_fanout::stop_holding_after_limit(const std::string& node) {
   co_await net::accept_cancellation();
   auto& pending = pending_[node];
   if (!pending) co_return;
-  boost::asio::steady_timer timer(co_await boost::asio::this_coro::executor, hold_);
+  const auto executor = co_await boost::asio::this_coro::executor;
+  boost::asio::steady_timer timer(executor, hold_);
+  holds_[node] = &timer;
   boost::system::error_code ec;
   co_await timer.async_wait(boost::asio::redirect_error(boost::asio::use_awaitable, ec));
+  holds_.erase(node);
   if (pending) {
     pending = false;
     feed_.poke();
@@ -89,7 +97,10 @@ boost::asio::awaitable<void> job_fanout::stop_holding_after_limit(const std::str
 void job_fanout::stopped_serving(const std::string& node) {
   serves_[node] = false;
   plan_.serving(node, "");  // children that come later go to storage
-  for (const auto& child : plan_.children_of(node)) pending_[child] = false;
+  for (const auto& child : plan_.children_of(node)) {
+    pending_[child] = false;
+    end_hold(child);
+  }
   feed_.poke();
 }
 

@@ -13,6 +13,7 @@
 #include "tracing/action.hpp"
 
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include <chrono>
 #include <map>
@@ -38,7 +39,9 @@ class job_fanout {
   // A child whose parent's server is not listening yet holds its layers back at most nodes.fanout_hold,
   // then goes to storage (it takes the peer for later layers if the server comes): a parent that must
   // first receive the node program would otherwise delay every level of the tree below it.
+  // It ends as soon as the node holds back no more (the server listens or is gone), or its steps end.
   boost::asio::awaitable<void> stop_holding_after_limit(const std::string& node);
+  void steps_ended(const std::string& node) { end_hold(node); }
 
   // The node's server, until `steps_over` and its children settled (or the wait after that passed).
   boost::asio::awaitable<void> serve(tracing::action& act, ready_node& node, const materialise_options& options,
@@ -48,6 +51,9 @@ class job_fanout {
   void listening(const provision::node& n, unsigned port);
   // The node's server ended (or never listened): its children wait for it no more.
   void stopped_serving(const std::string& node);
+  // The node's hold is over: its timer, if one runs, ends now rather than at nodes.fanout_hold (the job
+  // waits for every part of a node, and a hold of minutes would hold up the job's end).
+  void end_hold(const std::string& node);
 
   fanout_plan plan_;
   layer_feed& feed_;
@@ -58,6 +64,7 @@ class job_fanout {
   std::map<std::string, std::string> sources_;  // node -> its parent's server URL (node-stable: pointers)
   std::map<std::string, bool> pending_;         // node -> its parent's server is on its way
   std::map<std::string, bool> serves_;          // node -> it runs a server (or tries to)
+  std::map<std::string, boost::asio::steady_timer*> holds_;  // node -> the timer of its running hold
 };
 
 }  // namespace ferry::agent
