@@ -165,6 +165,7 @@ int run_cli(int argc, char** argv) {
   add_map_command(app, selected);
   add_warmup_command(app, selected);
   add_cluster_commands(app, selected);
+  add_doctor_command(app, selected);
   // The user's command after `--` is set aside before parsing: CLI11 would read its options as ours.
   int ours = 1;
   while (ours < argc && std::string_view(argv[ours]) != "--") ++ours;

@@ -331,6 +331,15 @@ inline constexpr std::string_view down = "ferry:nodes:down";  // {all} -> ended
 inline constexpr std::string_view watch = "ferry:nodes:watch";
 }  // namespace nodes
 
+// agent/commands: `ferry doctor`.
+namespace doctor {
+inline constexpr std::string_view command = "ferry:doctor";  // the root
+// One check {check} -> detail; a failed one ends with its fix, a skipped one with skipped.
+inline constexpr std::string_view check = "ferry:doctor:check";
+// Message in a check {operation, status}: one request it made to storage, and the HTTP status it got.
+inline constexpr std::string_view request = "ferry:doctor:request";
+}  // namespace doctor
+
 // agent/commands: `ferry trace`, whose roots are their names. stats and html also name their step.
 namespace trace {
 inline constexpr std::string_view tree = "ferry:trace:tree";

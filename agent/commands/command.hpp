@@ -31,5 +31,6 @@ void add_run_command(CLI::App& app, selected_command& selected);
 void add_map_command(CLI::App& app, selected_command& selected);
 void add_warmup_command(CLI::App& app, selected_command& selected);
 void add_cluster_commands(CLI::App& app, selected_command& selected);
+void add_doctor_command(CLI::App& app, selected_command& selected);
 
 }  // namespace ferry::agent

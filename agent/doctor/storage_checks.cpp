@@ -1,0 +1,243 @@
+#include "agent/doctor/storage_checks.hpp"
+
+#include "agent/doctor/bucket_checks.hpp"
+#include "agent/doctor/storage_link.hpp"
+#include "net/aws_profile.hpp"
+#include "net/cancellation.hpp"
+#include "net/credentials.hpp"
+#include "net/error.hpp"
+#include "net/run_all.hpp"
+#include "net/s3_url.hpp"
+#include "net/tls_context.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdlib>
+
+namespace ferry::agent::doctor {
+namespace {
+
+namespace asio = boost::asio;
+using std::chrono::milliseconds;
+
+// SigV4 requests are refused beyond this difference between the signer's clock and storage's.
+constexpr std::chrono::minutes max_skew{15};
+
+struct found_credentials {
+  check_result result;
+  std::optional<net::aws_profile> profile;
+  std::optional<net::credentials> creds;
+};
+
+std::string profile_fix(const error_code& ec) {
+  if (ec == net::errc::profile_not_found)
+    return "set AWS_PROFILE to a profile your AWS config or credentials file defines, or unset it";
+  return "repair or make readable the AWS file named above (AWS_SHARED_CREDENTIALS_FILE, AWS_CONFIG_FILE)";
+}
+
+std::string credentials_fix(const error_code& ec) {
+  if (ec == net::errc::incomplete_credentials)
+    return "set the missing half of the key pair next to the other (both AWS_ACCESS_KEY_ID and "
+           "AWS_SECRET_ACCESS_KEY, or both aws_access_key_id and aws_secret_access_key in the profile)";
+  return "export AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or put aws_access_key_id and aws_secret_access_key "
+         "in the profile's section of ~/.aws/credentials (`aws configure`)";
+}
+
+// Found the way every command finds them (net::resolve_credentials); shown as where, and the key id masked.
+found_credentials check_credentials(tracing::action& parent, const net::environment& env) {
+  constexpr std::string_view name = "credentials";
+  auto act = open_check(parent, name);
+  found_credentials out;
+  diagnostics diag;
+  auto profile = net::load_aws_profile(env, diag);
+  if (!profile) {
+    out.result = close_check(act, failed(std::string(name), diag.message, profile_fix(profile.error()), profile.error()));
+    return out;
+  }
+  auto creds = net::resolve_credentials(env, *profile, diag);
+  out.profile = std::move(*profile);
+  if (!creds) {
+    out.result = close_check(act, failed(std::string(name), diag.message, credentials_fix(creds.error()), creds.error()));
+    return out;
+  }
+  out.result = close_check(act, passed(std::string(name),
+                                       fmt::format("access key {} from {}{}", mask_key_id(creds->access_key_id),
+                                                   creds->source,
+                                                   creds->session_token.empty() ? "" : ", with a session token")));
+  out.creds = std::move(*creds);
+  return out;
+}
+
+std::string endpoint_fix(const error_code& ec, const storage_place& place) {
+  const auto where = place.at.origin();
+  // AWS's own endpoint is not mistyped: the network is in the way, or storage is not AWS.
+  const auto change = place.setting.empty() ? std::string("set storage.endpoint (or AWS_ENDPOINT_URL) if storage is "
+                                                          "not AWS S3")
+                                            : fmt::format("correct {}", place.setting);
+  if (ec == net::errc::timeout)
+    return fmt::format("check that storage runs at {} and that this machine can reach it (firewall, VPN, proxy), "
+                       "or raise net.connect_timeout if it is only slow", where);
+  if (ec == net::errc::name_resolution_failed)
+    return fmt::format("{}, or check this machine's DNS", change);
+  if (ec == net::errc::tls_failed)
+    return "name the CA that signed the endpoint's certificate in storage.ca_bundle, or use the endpoint's "
+           "right host name";
+  return fmt::format("start storage at {}, or {}", where, change);
+}
+
+asio::awaitable<check_result> check_endpoint(tracing::action& parent, storage_link& link) {
+  constexpr std::string_view name = "endpoint";
+  auto act = open_check(parent, name);
+  const auto& place = link.place();
+  diagnostics diag;
+  auto reply = co_await link.ping(diag);
+  if (!reply)
+    co_return close_check(act, failed(std::string(name),
+                                      fmt::format("{} ({}) does not answer: {}", place.at.origin(), place.source,
+                                                  describe(reply.error(), diag)),
+                                      endpoint_fix(reply.error(), place), reply.error()));
+  co_return close_check(act, passed(std::string(name),
+                                    fmt::format("{} ({}; region {}) answered HTTP {} in {} ms", place.at.origin(),
+                                                place.source, place.region, reply->status, reply->took.count())));
+}
+
+// "4.2 s", "20 min 3 s".
+std::string span_text(milliseconds d) {
+  const auto ms = std::llabs(d.count());
+  if (ms < 60'000) return fmt::format("{:.1f} s", static_cast<double>(ms) / 1000.0);
+  return fmt::format("{} min {} s", ms / 60'000, ms % 60'000 / 1000);
+}
+
+asio::awaitable<check_result> check_clock(tracing::action& parent, storage_link& link,
+                                          const storage_options& options) {
+  constexpr std::string_view name = "clock";
+  auto act = open_check(parent, name);
+  diagnostics diag;
+  auto reply = co_await link.ping(diag);
+  if (!reply)
+    co_return close_check(act, failed(std::string(name), "cannot read storage's time: " + describe(reply.error(), diag),
+                                      endpoint_fix(reply.error(), link.place()), reply.error()));
+  if (!reply->server_seconds)
+    co_return close_check(act, skipped(std::string(name), "storage's reply has no Date header to compare with"));
+  // The Date header counts whole seconds: storage's time was somewhere in the second it names.
+  const auto server = std::chrono::system_clock::time_point(std::chrono::seconds(*reply->server_seconds)) +
+                      milliseconds(500);
+  const auto skew = std::chrono::duration_cast<milliseconds>(reply->local_mid - server);
+  const auto shifted = options.clock_offset_text.empty()
+                           ? std::string()
+                           : fmt::format(" (with --clock-offset {})", options.clock_offset_text);
+  const auto text = fmt::format("ferry's clock{} is {} {} storage's (its Date header)", shifted, span_text(skew),
+                                skew.count() >= 0 ? "ahead of" : "behind");
+  if (std::chrono::abs(skew) >= max_skew)
+    co_return close_check(act, failed(std::string(name), text + ": SigV4 requests fail beyond 15 minutes",
+                                      "set this machine's clock right, e.g. `timedatectl set-ntp true` (or chrony, "
+                                      "ntpd)"));
+  co_return close_check(act, passed(std::string(name), text + "; SigV4 allows 15 minutes"));
+}
+
+// storage.url as the bucket checks need it, or the failed check that says why not.
+result<bucket_target> bucket_of(const command_context& ctx, const net::credentials& creds, check_result& problem) {
+  const auto& url = ctx.config.values.storage.url;
+  if (url.empty()) {
+    problem = failed("storage.list", "storage.url is not set: ferry does not know which bucket to use",
+                     "set FERRY_STORAGE_URL=s3://BUCKET/PREFIX, or url = \"s3://BUCKET/PREFIX\" under [storage] in "
+                     "ferry.toml");
+    return make_error_code(net::errc::bad_endpoint);
+  }
+  diagnostics diag;
+  auto parsed = net::parse_s3_url(url, diag);
+  if (!parsed) {
+    const auto it = ctx.config.origin.find("storage.url");
+    problem = failed("storage.list", fmt::format("storage.url ({}): {}", it == ctx.config.origin.end() ? "?" : it->second,
+                                                 diag.message),
+                     "write storage.url as s3://BUCKET/PREFIX", parsed.error());
+    return parsed.error();
+  }
+  return bucket_target{std::move(*parsed), mask_key_id(creds.access_key_id), creds.source};
+}
+
+asio::awaitable<void> check_bucket(tracing::action& parent, const command_context& ctx, storage_link& link,
+                                   const net::credentials& creds, storage_report& out) {
+  co_await net::accept_cancellation();
+  check_result problem;
+  auto target = bucket_of(ctx, creds, problem);
+  if (!target) {
+    auto act = open_check(parent, "storage.list");
+    out.list = close_check(act, std::move(problem));
+    out.write = skip_check(parent, "storage.write", "skipped: storage.url is not usable");
+    co_return;
+  }
+  out.list = co_await check_list(parent, link, *target);
+  if (!out.list.passed()) {
+    out.write = skip_check(parent, "storage.write", "skipped: the listing did not pass");
+    co_return;
+  }
+  out.write = co_await check_write(parent, link, *target);
+}
+
+asio::awaitable<void> run_clock(tracing::action& parent, storage_link& link, const storage_options& options,
+                                check_result& out) {
+  co_await net::accept_cancellation();
+  out = co_await check_clock(parent, link, options);
+}
+
+// The TLS context an https endpoint needs; a failure is the endpoint's.
+result<std::shared_ptr<asio::ssl::context>> tls_for(const command_context& ctx, const storage_place& place,
+                                                    diagnostics& diag) {
+  if (place.at.scheme != "https") return std::shared_ptr<asio::ssl::context>();
+  return net::make_tls_context(ctx.config.values.storage.ca_bundle, diag);
+}
+
+void skip_after_endpoint(tracing::action& parent, storage_report& out, std::string_view why) {
+  out.clock = skip_check(parent, "clock", fmt::format("skipped: {}", why));
+  out.list = skip_check(parent, "storage.list", fmt::format("skipped: {}", why));
+  out.write = skip_check(parent, "storage.write", fmt::format("skipped: {}", why));
+}
+
+}  // namespace
+
+asio::awaitable<void> check_storage(tracing::action& parent, const command_context& ctx,
+                                    const storage_options& options, storage_report& out) {
+  const auto env = net::process_environment();
+  auto found = check_credentials(parent, env);
+  out.credentials = found.result;
+  if (!found.profile) {
+    out.endpoint = skip_check(parent, "endpoint", "skipped: the AWS profile that may name it cannot be read");
+    skip_after_endpoint(parent, out, "the endpoint is unknown");
+    co_return;
+  }
+  diagnostics diag;
+  auto place = locate_storage(ctx.config, env, *found.profile, diag);
+  std::shared_ptr<asio::ssl::context> tls;
+  if (place) {
+    auto made = tls_for(ctx, *place, diag);
+    if (made) tls = *made; else place = made.error();
+  }
+  if (!place) {
+    auto act = open_check(parent, "endpoint");
+    out.endpoint = close_check(act, failed("endpoint", diag.message,
+                                           "correct the endpoint URL (storage.endpoint, AWS_ENDPOINT_URL_S3, "
+                                           "AWS_ENDPOINT_URL or the profile's endpoint_url) and storage.ca_bundle",
+                                           place.error()));
+    skip_after_endpoint(parent, out, "the endpoint is not usable");
+    co_return;
+  }
+  storage_link link(ctx.io, ctx.config.values, std::move(*place), tls, found.creds, options.clock_offset);
+  out.endpoint = co_await check_endpoint(parent, link);
+  if (!out.endpoint.passed()) {
+    skip_after_endpoint(parent, out, "the endpoint does not answer");
+    co_return;
+  }
+  std::vector<asio::awaitable<void>> tasks;
+  tasks.push_back(run_clock(parent, link, options, out.clock));
+  if (found.creds) {
+    tasks.push_back(check_bucket(parent, ctx, link, *found.creds, out));
+  } else {
+    out.list = skip_check(parent, "storage.list", "skipped: no credentials to sign with");
+    out.write = skip_check(parent, "storage.write", "skipped: no credentials to sign with");
+  }
+  co_await net::run_all(std::move(tasks));
+}
+
+}  // namespace ferry::agent::doctor

@@ -1,0 +1,88 @@
+// `ferry doctor --nodes` against a real local node (sshd in its own network namespace): the node passes, and
+// once ferry's known_hosts holds another key for it, it fails naming the host key and the file.
+#include "support/moto.hpp"
+#include "support/process.hpp"
+#include "support/temp_dir.hpp"
+
+#include "../provision/local_node_guard.hpp"
+
+#include <boost/json.hpp>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+namespace ferry::test {
+namespace {
+
+namespace fs = std::filesystem;
+namespace json = boost::json;
+
+bool contains(const std::string& text, std::string_view part) { return text.find(part) != std::string::npos; }
+
+class doctor_nodes_cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "local nodes in network namespaces need root (CI runs as root)";
+    moto_.make_bucket("doctor-nodes");
+    options_ = moto_.process_env();
+    options_.cwd = home_.path();
+    options_.env["HOME"] = home_.path().string();
+    options_.env["XDG_CONFIG_HOME"] = (home_ / "config").string();
+    options_.env["XDG_STATE_HOME"] = (home_ / "state").string();
+    options_.env["XDG_CACHE_HOME"] = (home_ / "cache").string();
+    options_.env["FERRY_STORAGE_URL"] = "s3://doctor-nodes";
+    options_.env["FERRY_NODES_READY_TIMEOUT"] = "60s";
+    for (const auto* name : {"FERRY_TASK_ID", "SSH_AUTH_SOCK", "FERRY_SSH_IDENTITY_FILE", "FERRY_STORAGE_ENDPOINT"})
+      options_.unset_env.push_back(name);
+  }
+
+  // The node check's entry of `ferry doctor --nodes --json`.
+  json::object node_check(const std::string& id, int& exit_code) const {
+    const auto r = run_ferry({"doctor", "--nodes", "--json"}, options_);
+    exit_code = r.exit_code;
+    const auto doc = json::parse(r.out).as_object();
+    for (const auto& c : doc.at("checks").as_array())
+      if (c.at("name").as_string() == "node:" + id) return c.as_object();
+    ADD_FAILURE() << "no check of node " << id << " in " << r.out;
+    return {};
+  }
+
+  moto_server moto_;
+  temp_dir home_;
+  local_node_guard guard_{home_ / "state" / "ferry" / "local"};
+  process_options options_;
+};
+
+TEST_F(doctor_nodes_cli, a_node_passes_until_its_host_key_changes) {
+  const auto up = run_ferry({"nodes", "up", "1"}, options_);
+  ASSERT_EQ(up.exit_code, 0) << up.out << up.err;
+  const auto registry = json::parse(read_file(home_ / "state" / "ferry" / "nodes.json"));
+  const auto& nodes = registry.is_array() ? registry.as_array() : registry.at("nodes").as_array();
+  ASSERT_EQ(nodes.size(), 1u);
+  const std::string id(nodes.at(0).at("id").as_string());
+
+  int code = -1;
+  const auto good = node_check(id, code);
+  EXPECT_EQ(code, 0) << json::serialize(good);
+  EXPECT_EQ(good.at("status").as_string(), "passed") << json::serialize(good);
+  EXPECT_TRUE(contains(std::string(good.at("detail").as_string()), "like ferry-node")) << json::serialize(good);
+
+  // known_hosts now holds ferry's own public key for the node: the node's real host key no longer matches.
+  const auto known_hosts = home_ / "config" / "ferry" / "known_hosts";
+  std::istringstream pub(read_file(home_ / "config" / "ferry" / "id_ed25519.pub"));
+  std::string type, blob;
+  pub >> type >> blob;
+  home_.write("config/ferry/known_hosts", fmt::format("{} {} {}\n", id, type, blob));
+  fs::permissions(known_hosts, fs::perms::owner_read | fs::perms::owner_write);
+  const auto bad = node_check(id, code);
+  EXPECT_NE(code, 0);
+  EXPECT_EQ(bad.at("status").as_string(), "failed") << json::serialize(bad);
+  EXPECT_TRUE(contains(std::string(bad.at("detail").as_string()), "different host key")) << json::serialize(bad);
+  EXPECT_TRUE(contains(std::string(bad.at("fix").as_string()), known_hosts.string())) << json::serialize(bad);
+
+  EXPECT_EQ(run_ferry({"nodes", "down", "--all"}, options_).exit_code, 0);
+}
+
+}  // namespace
+}  // namespace ferry::test
