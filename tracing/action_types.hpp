@@ -340,12 +340,13 @@ inline constexpr std::string_view check = "ferry:doctor:check";
 inline constexpr std::string_view request = "ferry:doctor:request";
 }  // namespace doctor
 
-// agent/commands: `ferry trace`, whose roots are their names. stats and html also name their step.
+// agent/commands: `ferry trace`, whose roots are their names. stats, html and otlp also name their step.
 namespace trace {
 inline constexpr std::string_view tree = "ferry:trace:tree";
 inline constexpr std::string_view chrome = "ferry:trace:chrome";
 inline constexpr std::string_view stats = "ferry:trace:stats";  // the step -> jobs
 inline constexpr std::string_view html = "ferry:trace:html";    // the step -> bytes
+inline constexpr std::string_view otlp = "ferry:trace:otlp";    // the step -> spans, events, lines
 inline constexpr std::string_view read = "ferry:trace:read";    // {files} -> messages, skipped_lines
 }  // namespace trace
 

@@ -4,6 +4,7 @@
 
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
@@ -62,12 +63,24 @@ boost::json::value render_chrome(const trace_set& traces, const std::vector<task
     events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", id(f)},
                       {"args", {{"name", traces.files[f].filename().string()}}}});
   std::map<std::size_t, lanes> per_file;
+  std::map<std::pair<std::size_t, std::size_t>, std::string_view> lane_names;  // (file, lane) -> its first action
   for (const auto& s : spans) {
     auto args = args_of(*s.node);
     if (s.incomplete) args["incomplete"] = true;
+    const auto lane = per_file[s.file].place(s.begin, s.end).lane;
+    lane_names.try_emplace({s.file, lane}, s.node->type());
     events.push_back({{"ph", "X"}, {"name", s.node->type()}, {"cat", s.node->status()}, {"pid", id(s.file)},
-                      {"tid", id(per_file[s.file].place(s.begin, s.end).lane)}, {"ts", micros(s.begin)},
+                      {"tid", id(lane)}, {"ts", micros(s.begin)},
                       {"dur", std::max<std::int64_t>(0, micros(s.end) - micros(s.begin))}, {"args", std::move(args)}});
+  }
+  // Perfetto labels each track by its thread's name: the lane's number and the action that opened it.
+  for (const auto* m : marks) lane_names.try_emplace({m->message->file, 0}, "messages");
+  for (const auto& [at, first] : lane_names) {
+    const auto& [file, lane] = at;
+    events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", id(file)}, {"tid", id(lane)},
+                      {"args", {{"name", fmt::format("lane {}: {}", lane + 1, first)}}}});
+    events.push_back({{"ph", "M"}, {"name", "thread_sort_index"}, {"pid", id(file)}, {"tid", id(lane)},
+                      {"args", {{"sort_index", id(lane)}}}});
   }
   for (const auto* m : marks) {
     boost::json::object args;

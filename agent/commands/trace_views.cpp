@@ -5,6 +5,7 @@
 #include "tracing/action_types.hpp"
 #include "tracing/chrome_view.hpp"
 #include "tracing/html_view.hpp"
+#include "tracing/otlp_view.hpp"
 #include "tracing/stats_view.hpp"
 #include "tracing/tree_view.hpp"
 
@@ -95,6 +96,23 @@ boost::asio::awaitable<int> html(command_context& ctx, const trace_args& args) {
   co_return write_output(args.output, page) ? exit_code::success : exit_code::failure;
 }
 
+// One ExportTraceServiceRequest per line (tracing/otlp_view.hpp says how the lines are cut).
+boost::asio::awaitable<int> otlp(command_context& ctx, const trace_args& args) {
+  diagnostics diag;
+  auto set = co_await read_on_pool(ctx, args, diag);
+  if (!set) co_return exit_code::failure;
+  auto act = ctx.trace.child(action_types::trace::otlp);
+  const auto out =
+      co_await net::offload(ctx.cpu, [&] { return tracing::render_otlp(*set, tracing::build_task_trees(*set)); });
+  act.succeed({{"spans", static_cast<std::uint64_t>(out.spans)},
+               {"events", static_cast<std::uint64_t>(out.events)},
+               {"lines", static_cast<std::uint64_t>(out.lines.size())},
+               {"left_out_messages", static_cast<std::uint64_t>(out.left_out_messages)}});
+  std::string text;
+  for (const auto& line : out.lines) (text += line) += '\n';
+  co_return write_output(args.output, text) ? exit_code::success : exit_code::failure;
+}
+
 }  // namespace
 
 void add_trace_commands(CLI::App& app, selected_command& selected) {
@@ -137,6 +155,16 @@ void add_trace_commands(CLI::App& app, selected_command& selected) {
   html_cmd->callback([&selected, args] {
     selected.action_type = action_types::trace::html;
     selected.run = [args](command_context& ctx) { return html(ctx, *args); };
+  });
+
+  auto* otlp_cmd = trace->add_subcommand(
+      "otlp", "Write OTLP/JSON, one ExportTraceServiceRequest per line (for an OpenTelemetry collector)");
+  otlp_cmd->fallthrough();
+  otlp_cmd->add_option("files", args->files, "trace files (JSON lines) or directories of them")->required();
+  otlp_cmd->add_option("-o,--output", args->output, "the JSON-lines file to write")->required();
+  otlp_cmd->callback([&selected, args] {
+    selected.action_type = action_types::trace::otlp;
+    selected.run = [args](command_context& ctx) { return otlp(ctx, *args); };
   });
 }
 

@@ -113,7 +113,8 @@ TEST(trace_file, a_timestamp_out_of_range_is_a_problem_and_every_view_takes_the_
   EXPECT_EQ(set->problems[1], file.string() + ":2: timestamp out of range");
   const auto tasks = build_task_trees(*set);
   const auto chrome = render_chrome(*set, tasks);
-  EXPECT_EQ(chrome.at("traceEvents").as_array().size(), 2u);  // the process name and action b
+  // The process name, action b, and its lane's name and sort index.
+  EXPECT_EQ(chrome.at("traceEvents").as_array().size(), 4u);
 }
 
 }  // namespace
