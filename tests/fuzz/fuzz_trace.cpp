@@ -1,8 +1,9 @@
 // `ferry trace` on hostile files: a trace may come from a node that was cut off, a different version, or
-// someone else. The reader and every view (tree, statistics, Chrome, HTML) must take any bytes: a bad
+// someone else. The reader and every view (tree, statistics, Chrome, HTML, OTLP) must take any bytes: a bad
 // line is a reported problem, never a crash.
 #include "tracing/chrome_view.hpp"
 #include "tracing/html_view.hpp"
+#include "tracing/otlp_view.hpp"
 #include "tracing/stats_view.hpp"
 #include "tracing/task_tree.hpp"
 #include "tracing/trace_file.hpp"
@@ -44,5 +45,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   (void)tracing::stats_to_json(stats);
   (void)tracing::render_chrome(*set, tasks);
   (void)tracing::render_html(*set, tasks, stats);
+  (void)tracing::render_otlp(*set, tasks);
   return 0;
 }
