@@ -1,0 +1,1 @@
+// The target that compiles cmake/precompiled.hpp once for every ferry target (see CMakeLists.txt).
