@@ -1,14 +1,29 @@
 #!/usr/bin/env bash
-# Installs what is missing, then configures and builds ferry. Usage: scripts/build.sh [release|asan]
+# Installs what is missing, then configures and builds ferry.
+#
+#   scripts/build.sh demo      build/: ferry and its node program only, optimised (what scripts/demo.sh runs)
+#   scripts/build.sh release   build/: ferry, the tests and the benchmarks, optimised
+#   scripts/build.sh asan      build-asan/: ferry and the tests with AddressSanitizer and UBSan (scripts/test.sh)
+#
+# Extra arguments name the targets to build (default: all that the kind configures).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/setup.sh
 
 kind=${1:-release}
+[ $# -gt 0 ] && shift
+targets=("$@")
 case "$kind" in
-  release) dir=build; flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo) ;;
-  asan) dir=build-asan; flags=(-DCMAKE_BUILD_TYPE=Debug -DFERRY_SANITIZE=ON -DFERRY_BUILD_BENCH=OFF) ;;
-  *) echo "usage: $0 [release|asan]" >&2; exit 2 ;;
+  demo) profile=demo; dir=build; targets=(ferry)
+        flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DFERRY_BUILD_TESTS=OFF -DFERRY_BUILD_BENCH=OFF) ;;
+  release) profile=bench; dir=build; flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DFERRY_BUILD_TESTS=ON -DFERRY_BUILD_BENCH=ON) ;;
+  asan) profile=test; dir=build-asan
+        flags=(-DCMAKE_BUILD_TYPE=Debug -DFERRY_SANITIZE=ON -DFERRY_BUILD_TESTS=ON -DFERRY_BUILD_BENCH=OFF) ;;
+  *) echo "usage: $0 [demo|release|asan] [TARGET...]" >&2; exit 2 ;;
 esac
+./scripts/setup.sh "$profile"
 cmake -S . -B "$dir" -G Ninja "${flags[@]}" >/dev/null
-cmake --build "$dir" -j "$(nproc)"
+if [ ${#targets[@]} -gt 0 ]; then
+  cmake --build "$dir" -j "$(nproc)" --target "${targets[@]}"
+else
+  cmake --build "$dir" -j "$(nproc)"
+fi

@@ -8,7 +8,7 @@
 #  5. `ferry trace tree` shows the run as one tree across processes; everything is torn down.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/build.sh release >/dev/null
+./scripts/build.sh demo >/dev/null
 ./scripts/example_env.sh
 ferry=$PWD/build/agent/ferry
 project=$PWD/examples/project

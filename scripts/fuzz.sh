@@ -31,7 +31,7 @@ for t in "${targets[@]}"; do
   [ -d "tests/fuzz/corpus/$t" ] || { echo "fuzz.sh: no target '$t' (one of: ${all[*]})" >&2; exit 2; }
 done
 
-./scripts/setup.sh
+./scripts/setup.sh test
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Debug -DFERRY_FUZZ=ON >/dev/null
 cmake --build build-fuzz -j "$(nproc)"
 

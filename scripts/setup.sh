@@ -1,19 +1,33 @@
 #!/usr/bin/env bash
-# Installs everything ferry needs to build, test and run its demo on Debian 12 (as root).
+# Installs what one of ferry's commands needs on Debian 12 (as root), and nothing more:
+#
+#   scripts/setup.sh demo    to build ferry and run scripts/demo.sh (local nodes, moto_server, python3-eliot)
+#   scripts/setup.sh test    to build and run the tests and fuzzers: the demo's needs, and every test peer
+#   scripts/setup.sh bench   to build and run the benchmarks: the tests' needs, and Google Benchmark
+#
 # Idempotent: packages already present are skipped by apt-get, and the update runs once a day at most.
 set -euo pipefail
 
-packages=(
+profile=${1:-test}
+build=(
   build-essential cmake ninja-build pkg-config git
   libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev
   libssh-dev libarchive-dev libssl-dev libfmt-dev
   libcli11-dev libtomlplusplus-dev libpugixml-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
-  clang libclang-rt-14-dev
-  python3-eliot python3-distributed
-  openssh-server openssh-client iproute2 procps psmisc curl zip unzip rsync ca-certificates
-  pssh parallel chromium awscli debootstrap
 )
+# Local nodes (sshd in network namespaces), the example's venv and trace, moto_server's client.
+demo=(openssh-server openssh-client iproute2 procps psmisc curl ca-certificates python3-eliot awscli)
+# The test framework, the fuzzers' clang, and the peers the tests compare against.
+test=(libgtest-dev libgmock-dev clang libclang-rt-14-dev python3-distributed
+      zip unzip rsync pssh parallel chromium debootstrap)
+bench=(libbenchmark-dev)
+
+case "$profile" in
+  demo) packages=("${build[@]}" "${demo[@]}") ;;
+  test) packages=("${build[@]}" "${demo[@]}" "${test[@]}") ;;
+  bench) packages=("${build[@]}" "${demo[@]}" "${test[@]}" "${bench[@]}") ;;
+  *) echo "usage: $0 [demo|test|bench]" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do
@@ -29,6 +43,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# moto_server (and for the tests, the aws CLI) are the peers for S3 and EC2; they come with the machine's Python.
+for tool in moto_server aws; do
+  command -v "$tool" >/dev/null || { echo "setup: '$tool' is not on PATH (needed as a peer)" >&2; exit 1; }
+done
+
+[ "$profile" = demo ] && exit 0
+
 # An older distribution for the node program's test (tests/agent/test_node_chroot.cpp): Debian 11, whose glibc
 # is older than this machine's. Made once, from the Debian mirror apt already uses, and kept.
 old_root=/var/cache/ferry/debian-11
@@ -41,8 +62,3 @@ if [ ! -f "$old_root/etc/debian_version" ]; then
     { echo "setup: debootstrap of Debian 11 failed; see $old_root.log" >&2; exit 1; }
   mv "$old_root.tmp" "$old_root"
 fi
-
-# moto_server and the aws CLI are the test peers for S3 and EC2; they come with the machine's Python.
-for tool in moto_server aws; do
-  command -v "$tool" >/dev/null || { echo "setup: '$tool' is not on PATH (needed as a test peer)" >&2; exit 1; }
-done
