@@ -22,6 +22,10 @@ test=(libgtest-dev libgmock-dev clang libclang-rt-14-dev python3-distributed
       zip unzip rsync pssh parallel chromium debootstrap)
 bench=(libbenchmark-dev)
 
+# The OTLP export's independent decoder (tests/peers/otlp_decode) runs on Node.js, with protobufjs from npm:
+# Debian's, unless the machine has its own.
+command -v node >/dev/null && command -v npm >/dev/null || test+=(nodejs npm)
+
 case "$profile" in
   demo) packages=("${build[@]}" "${demo[@]}") ;;
   test) packages=("${build[@]}" "${demo[@]}" "${test[@]}") ;;
