@@ -9,7 +9,7 @@
 // It listens on `bind`, the node's address as the other nodes reach it, on a port the kernel picks, and
 // says which in a `ferry:serve:listening {port}` message. It serves until its input ends (ferry closes
 // it once the node's children have their layers, or ferry stops), then removes the copies.
-#include "agent/node/plan.hpp"
+#include "agent/node/serve_request.hpp"
 #include "tracing/action.hpp"
 
 #include <boost/asio/awaitable.hpp>
@@ -21,26 +21,10 @@
 
 namespace ferry::agent::node {
 
-struct serve_request {
-  std::string task_id;   // the eliot task its actions continue
-  node_limits limits;    // read_timeout_ms bounds one request's reads and writes
-  std::string cache_dir; // as the plan's header has it
-  std::string serve_id;  // the copies' directory under <cache>/serve
-  std::string token;     // 64 hex digits
-  std::string bind;      // an IPv4 or IPv6 address of this node
-  std::int64_t wait_ms = 30'000;  // how long a request waits for a shard still on its way
-};
-
 struct serve_outcome {
   std::uint64_t requests = 0, served = 0, refused = 0;
   std::uint64_t bytes = 0;
 };
-
-std::string serve_request_line(const serve_request& r);
-result<serve_request> parse_serve_request(std::string_view line, diagnostics& diag);
-
-// <cache dir>/serve/<serve_id>, made (with its parent) if missing; the caller checked serve_id is hex.
-std::string serve_dir_of(const std::string& cache_dir, const std::string& serve_id);
 
 // Serves until `input_ended` completes (stdin's end), then closes every connection.
 using input_watch = std::function<boost::asio::awaitable<void>()>;
