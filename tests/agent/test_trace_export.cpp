@@ -299,10 +299,11 @@ TEST_F(trace_export, chrome_of_a_map_on_four_nodes_has_no_overlap_on_any_track) 
     std::vector<const chrome_event*> open;
     for (const auto& e : events) {
       while (!open.empty() && open.back()->end <= e.begin) open.pop_back();
-      if (!open.empty())
+      if (!open.empty()) {
         EXPECT_LE(e.end, open.back()->end) << e.name << " [" << e.begin << ", " << e.end << ") overlaps "
                                            << open.back()->name << " [" << open.back()->begin << ", "
                                            << open.back()->end << ") on track " << track.first << "/" << track.second;
+      }
       open.push_back(&e);
     }
   }

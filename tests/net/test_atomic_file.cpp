@@ -68,7 +68,7 @@ TEST(atomic_file, a_failed_write_names_the_file_keeps_the_old_version_and_leaves
   EXPECT_NE(diag.message.find(blocked.string()), std::string::npos) << diag.message;
   EXPECT_EQ(read_file(file), "old\n");
   std::size_t entries = 0;
-  for (const auto& e : fs::directory_iterator(dir.path())) entries += 1;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir.path())) entries += 1;
   EXPECT_EQ(entries, 2u) << "only keep.txt and blocked/";
   // A missing directory is made unless the caller says not to.
   EXPECT_FALSE(net::write_file_atomically(dir / "a" / "b.txt", "x", diag, {.mode = 0600, .make_parent = false}));

@@ -69,7 +69,9 @@ TEST(with_deadline, a_total_cancellation_of_the_caller_reaches_the_operation_at_
   // Whichever side ended first, the caller is answered long before either 20 s deadline or 30 s sleep.
   EXPECT_LT(clock::now() - start, 10s);
   EXPECT_TRUE(seen) << "the operation never heard the cancellation";
-  if (r) EXPECT_EQ(*r, -1);
+  if (r) {
+    EXPECT_EQ(*r, -1);
+  }
 }
 
 asio::awaitable<bool> raced_void(clock::duration op, clock::duration limit) {
