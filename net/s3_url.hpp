@@ -14,7 +14,8 @@ struct s3_url {
   std::string text() const { return "s3://" + bucket + "/" + key; }
 };
 
-// errc::bad_endpoint when the text is not s3://BUCKET[/KEY].
+// errc::bad_endpoint when the text is not s3://BUCKET[/KEY] with a valid S3 bucket name; errors never show
+// user info (s3://ID:SECRET@bucket).
 result<s3_url> parse_s3_url(std::string_view text, diagnostics& diag);
 
 }  // namespace ferry::net
