@@ -16,6 +16,9 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <memory>
 #include <optional>
 
@@ -64,6 +67,14 @@ std::vector<doctor::check_result> in_order(doctor::storage_report& s, ssh_report
   return all;
 }
 
+bool write_report(const std::string& text) {
+  const bool written = std::fwrite(text.data(), 1, text.size(), stdout) == text.size();
+  if (written && std::fflush(stdout) == 0) return true;
+  const int err = errno;
+  fmt::print(stderr, "ferry: error: cannot write the report to stdout: {}\n", std::strerror(err));
+  return false;
+}
+
 asio::awaitable<int> doctor_command(command_context& ctx, const doctor_args& args) {
   doctor::storage_options options;
   if (!args.clock_offset.empty()) {
@@ -84,7 +95,11 @@ asio::awaitable<int> doctor_command(command_context& ctx, const doctor_args& arg
   halves.push_back(check_ssh(ctx.trace, ctx, args.nodes, ssh));
   co_await net::run_all(std::move(halves));
   const auto checks = in_order(storage, ssh);
-  fmt::print("{}", args.json ? doctor::render_json(checks) : doctor::render_text(checks));
+  // A report nobody could read is no report: a full disk or a closed pipe fails the command.
+  if (!write_report(args.json ? doctor::render_json(checks) : doctor::render_text(checks))) {
+    ctx.trace.fail_exception("io", "cannot write the report to stdout");
+    co_return exit_code::failure;
+  }
   if (co_await net::cancelled()) co_return exit_code::interrupted;
   co_return doctor::all_passed(checks) ? exit_code::success : exit_code::failure;
 }

@@ -21,11 +21,30 @@ std::string key_prefix(std::string key) {
   return key;
 }
 
-// A key no other doctor (nor anything of ferry's) uses: .ferry-doctor-<16 hex digits>.
-std::string probe_key(const net::s3_url& url) {
-  std::random_device rd;
-  const auto bits = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
-  return fmt::format("{}.ferry-doctor-{:016x}", key_prefix(url.key), bits);
+
+std::string header_value(const net::http_response& r, std::string_view name) {
+  const auto it = r.headers.find(name);
+  return it == r.headers.end() ? std::string() : std::string(it->value());
+}
+
+// What to change when the endpoint is not storage: the setting that named it.
+std::string endpoint_setting_fix(const storage_link& link) {
+  const auto& setting = link.place().setting;
+  if (setting.empty())
+    return "set storage.endpoint (or AWS_ENDPOINT_URL) to your S3 storage's endpoint";
+  return fmt::format("point {} at your S3 storage's endpoint (not a web page, proxy or portal)", setting);
+}
+
+// An answer that does not come from S3 (a captive portal, a web server, a proxy's error page): naming an S3
+// meaning for it would send the user after the wrong fix.
+check_result not_s3(std::string_view name, const net::http_response& r, const storage_link& link,
+                    std::string_view why) {
+  auto type = header_value(r, "Content-Type");
+  if (type.empty()) type = "no Content-Type";
+  return failed(std::string(name),
+                fmt::format("the endpoint {} answered HTTP {} but not as S3 ({}, {} bytes: {})",
+                            link.place().at.origin(), r.status, type, r.body.size(), why),
+                endpoint_setting_fix(link), make_error_code(net::errc::bad_response));
 }
 
 // What storage's refusal of `c` means, and what to do about it.
@@ -38,7 +57,13 @@ check_result refused(std::string_view name, const storage_call& c, const net::ht
   const std::string code = parsed ? parsed->code : "";
   const auto& bucket = t.url.bucket;
   const auto n = std::string(name);
-  if (code == "NoSuchBucket" || (!parsed && r.status == 404 && c.key.empty()))
+  // Only S3's own error code gives a status its S3 meaning (a 404 NoSuchBucket, a 503 SlowDown).
+  if (!parsed)
+    return failed(n,
+                  fmt::format("{} got HTTP {} without an S3 error code from {}: is this an S3 endpoint?", c.operation,
+                              r.status, endpoint),
+                  endpoint_setting_fix(link), ec);
+  if (code == "NoSuchBucket")
     return failed(n, fmt::format("bucket '{}' does not exist at {} (NoSuchBucket)", bucket, endpoint),
                   fmt::format("create it (`aws s3 mb s3://{}`), or set storage.url (FERRY_STORAGE_URL) to a bucket "
                               "that exists",
@@ -81,6 +106,7 @@ check_result refused(std::string_view name, const storage_call& c, const net::ht
 
 // A request that got no answer: the endpoint check says more.
 check_result unanswered(std::string_view name, const error_code& ec, const diagnostics& diag) {
+  if (is_interruption(ec)) return interrupted(std::string(name), describe(ec, diag), ec);
   return failed(std::string(name), describe(ec, diag),
                 "check that storage answers (the endpoint check), or raise net.read_timeout if it is only slow", ec);
 }
@@ -89,9 +115,26 @@ bool ok(const net::http_response& r) { return r.status / 100 == 2; }
 
 }  // namespace
 
+// Bytes of the text at `pos` that continue a UTF-8 sequence (10xxxxxx): no cut falls between them.
+bool continues(std::string_view text, std::size_t pos) {
+  return pos < text.size() && (static_cast<unsigned char>(text[pos]) & 0xC0) == 0x80;
+}
+
 std::string mask_key_id(std::string_view id) {
   const std::size_t shown = std::min<std::size_t>(4, id.size() / 4);
-  return fmt::format("{}…{}", id.substr(0, shown), id.substr(id.size() - shown));
+  // Cut on character boundaries: a key id with multi-byte characters (a typo, a paste) stays valid UTF-8.
+  std::size_t head = shown, tail = id.size() - shown;
+  while (head > 0 && continues(id, head)) --head;
+  while (tail < id.size() && continues(id, tail)) ++tail;
+  std::string out;
+  for (const char c : fmt::format("{}…{}", id.substr(0, head), id.substr(tail))) {
+    // Control characters would move the terminal's cursor or break a line of the report.
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+      out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
+    else
+      out.push_back(c);
+  }
+  return out;
 }
 
 asio::awaitable<check_result> check_list(tracing::action& parent, storage_link& link, const bucket_target& t) {
@@ -104,20 +147,43 @@ asio::awaitable<check_result> check_list(tracing::action& parent, storage_link& 
   auto r = co_await link.send(act, c, diag);
   if (!r) co_return close_check(act, unanswered(list_check, r.error(), diag));
   if (!ok(*r)) co_return close_check(act, refused(list_check, c, *r, link, t));
+  diagnostics xml;
+  if (auto page = net::parse_list_objects_v2(r->body, xml); !page)
+    co_return close_check(act, not_s3(list_check, *r, link, "no ListBucketResult"));
   co_return close_check(act, passed(std::string(list_check),
                                     fmt::format("s3://{}/{} can be listed (access key {})", t.url.bucket, prefix,
                                                 t.key_id)));
 }
 
-asio::awaitable<check_result> check_write(tracing::action& parent, storage_link& link, const bucket_target& t) {
+std::string probe_key(const net::s3_url& url) {
+  std::random_device rd;
+  const auto bits = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+  return fmt::format("{}.ferry-doctor-{:016x}", key_prefix(url.key), bits);
+}
+
+// A PUT that may have landed and was not deleted leaves the probe behind: the report names it, with the
+// command that removes it (an AWS CLI one: ferry has no command for a single key).
+check_result left_behind(check_result out, std::string_view bucket, std::string_view key, std::string_view how) {
+  const auto where = fmt::format("s3://{}/{}", bucket, key);
+  out.detail = fmt::format("{} {}: {}", where, how, out.detail);
+  out.fix += fmt::format("; then remove it: `aws s3 rm {}`", where);
+  return out;
+}
+
+asio::awaitable<check_result> check_write(tracing::action& parent, storage_link& link, const bucket_target& t,
+                                          std::string key) {
   auto act = open_check(parent, write_check);
   storage_call put{.operation = "PutObject", .method = net::http::verb::put, .bucket = t.url.bucket,
-                   .key = probe_key(t.url)};
+                   .key = std::move(key)};
   put.body = "written by `ferry doctor`, which deletes it again\n";
   diagnostics diag;
   auto r = co_await link.send(act, put, diag);
-  if (!r) co_return close_check(act, unanswered(write_check, r.error(), diag));
+  if (!r)
+    co_return close_check(act, left_behind(unanswered(write_check, r.error(), diag), put.bucket, put.key, "may have been written"));
   if (!ok(*r)) co_return close_check(act, refused(write_check, put, *r, link, t));
+  // S3 answers every PUT with the object's ETag; a 2xx without one did not come from S3.
+  if (header_value(*r, "ETag").empty())
+    co_return close_check(act, left_behind(not_s3(write_check, *r, link, "no ETag"), put.bucket, put.key, "may have been written"));
 
   const auto where = fmt::format("s3://{}/{}", put.bucket, put.key);
   storage_call del{.operation = "DeleteObject", .method = net::http::verb::delete_, .bucket = put.bucket,
@@ -128,11 +194,8 @@ asio::awaitable<check_result> check_write(tracing::action& parent, storage_link&
     out = unanswered(write_check, gone.error(), diag);
   else if (!ok(*gone))
     out = refused(write_check, del, *gone, link, t);
-  if (out.status == check_status::failed) {
-    out.detail = fmt::format("{} was written but not deleted: {}", where, out.detail);
-    out.fix += fmt::format("; then remove it: `ferry storage rm {}`", where);
-    co_return close_check(act, std::move(out));
-  }
+  if (out.status == check_status::failed)
+    co_return close_check(act, left_behind(std::move(out), put.bucket, put.key, "was written but not deleted"));
   co_return close_check(act, passed(std::string(write_check),
                                     fmt::format("wrote and deleted {} ({} bytes)", where, put.body.size())));
 }

@@ -2,6 +2,11 @@
 
 #include "tracing/action_types.hpp"
 
+#include <boost/asio/error.hpp>
+#include <fmt/format.h>
+
+#include <sys/stat.h>
+
 namespace ferry::agent::doctor {
 namespace {
 
@@ -34,6 +39,27 @@ check_result failed(std::string name, std::string detail, std::string fix, error
 
 check_result skipped(std::string name, std::string why) {
   return {std::move(name), check_status::skipped, std::move(why), {}, {}};
+}
+
+bool is_interruption(const error_code& ec) { return ec == boost::asio::error::operation_aborted; }
+
+check_result interrupted(std::string name, std::string detail, error_code cause) {
+  return failed(std::move(name), std::move(detail), "run `ferry doctor` again to finish the check", cause);
+}
+
+std::optional<std::string> unreadable_kind(const std::filesystem::path& file, std::uintmax_t cap) {
+  struct stat st {};
+  if (::stat(file.c_str(), &st) != 0) return std::nullopt;
+  const auto kind = S_ISDIR(st.st_mode)    ? "a directory"
+                    : S_ISFIFO(st.st_mode) ? "a FIFO"
+                    : S_ISCHR(st.st_mode)  ? "a character device"
+                    : S_ISBLK(st.st_mode)  ? "a block device"
+                    : S_ISSOCK(st.st_mode) ? "a socket"
+                                           : nullptr;
+  if (!S_ISREG(st.st_mode)) return fmt::format("{} is not a regular file ({})", file.string(), kind ? kind : "?");
+  if (static_cast<std::uintmax_t>(st.st_size) > cap)
+    return fmt::format("{} is {} bytes, more than the {} such a file can be", file.string(), st.st_size, cap);
+  return std::nullopt;
 }
 
 std::string_view to_string(check_status s) {

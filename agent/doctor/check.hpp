@@ -5,6 +5,9 @@
 #include "tracing/action.hpp"
 #include "tracing/diagnostics.hpp"
 
+#include <cstdint>
+#include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -25,6 +28,15 @@ struct check_result {
 check_result passed(std::string name, std::string detail);
 check_result failed(std::string name, std::string detail, std::string fix, error_code cause = {});
 check_result skipped(std::string name, std::string why);
+
+// Ctrl-C stopped the check before it knew: it failed, and says so rather than blame storage or the network.
+bool is_interruption(const error_code& ec);
+check_result interrupted(std::string name, std::string detail, error_code cause);
+
+// Why the doctor must not read `file` (checked before it reads one itself): what it is when it is not a
+// regular file (a directory, a FIFO that would block, a device that never ends), or that it is larger than
+// `cap`; nullopt when it may be read, or when it does not exist (the caller says what that means).
+std::optional<std::string> unreadable_kind(const std::filesystem::path& file, std::uintmax_t cap);
 
 std::string_view to_string(check_status s);  // "passed", "failed", "skipped"
 

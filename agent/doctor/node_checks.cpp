@@ -1,6 +1,7 @@
 #include "agent/doctor/node_checks.hpp"
 
 #include "agent/doctor/ssh_checks.hpp"
+#include "agent/error.hpp"
 #include "agent/node_access.hpp"
 #include "agent/node_program.hpp"
 #include "net/deadline.hpp"
@@ -178,6 +179,9 @@ asio::awaitable<void> check_node(tracing::action& parent, const node_context& c,
   job.result = close_check(act, std::move(probed));
 }
 
+// A static ferry-node is a few MiB: anything near this is not one.
+constexpr std::uintmax_t max_program_bytes = 256u << 20;
+
 check_result program_result(const result<std::shared_ptr<const node_program>>& program, const diagnostics& diag) {
   const std::string name = "node.program";
   if (!program)
@@ -245,9 +249,17 @@ asio::awaitable<std::vector<check_result>> check_nodes(tracing::action& parent, 
     diagnostics program_diag;
     // A named callable: GCC 12 destroys a temporary lambda with a non-trivial capture twice across co_await.
     const auto load = [&path, &program_diag] { return shared_node_program(path, program_diag); };
-    auto loaded = co_await net::offload(ctx.cpu, load);
-    if (loaded) program = *loaded;
-    out.push_back(close_check(act, program_result(loaded, program_diag)));
+    // Looked at before it is read: a directory throws from the reader, a FIFO or device never ends.
+    if (auto problem = path.empty() ? std::nullopt : unreadable_kind(path, max_program_bytes)) {
+      out.push_back(close_check(act, failed("node.program", *problem,
+                                            "build ferry-node (`cmake --build BUILD --target ferry-node`) and name "
+                                            "the file in agent.node_program, or unset it to use the one beside ferry",
+                                            make_error_code(errc::node_lacks_tools))));
+    } else {
+      auto loaded = co_await net::offload(ctx.cpu, load);
+      if (loaded) program = *loaded;
+      out.push_back(close_check(act, program_result(loaded, program_diag)));
+    }
   }
   // Not open_node_access(): that makes ferry's own key when it is missing, and the doctor reports a missing key
   // rather than make one. The ssh.key check has seen the key ferry logs in with.

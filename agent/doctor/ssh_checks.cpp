@@ -18,6 +18,9 @@ namespace {
 constexpr std::string_view key_check = "ssh.key";
 constexpr std::string_view hosts_check = "ssh.known_hosts";
 
+// Larger than any key or known_hosts file ferry writes: beyond it the file is not one of them.
+constexpr std::uintmax_t max_file_bytes = 16u << 20;
+
 std::string mode_text(const struct stat& st) { return fmt::format("{:04o}", st.st_mode & 07777); }
 
 std::string missing_key_fix(const config::settings& s, const std::filesystem::path& file) {
@@ -48,8 +51,8 @@ check_result key_result(const config::settings& s, const std::filesystem::path& 
     return failed(name, fmt::format("cannot look at {} {}: {}", what, file.string(), std::strerror(errno)),
                   "make it and its directory readable by this user", make_error_code(net::errc::ssh_key_error));
   }
-  if (!S_ISREG(st.st_mode))
-    return failed(name, fmt::format("{} {} is not a file", what, file.string()), missing_key_fix(s, file),
+  if (auto problem = unreadable_kind(file, max_file_bytes))
+    return failed(name, fmt::format("{} {}", what, *problem), missing_key_fix(s, file),
                   make_error_code(net::errc::ssh_key_error));
   if ((st.st_mode & 077) != 0)
     return failed(name,
@@ -57,6 +60,12 @@ check_result key_result(const config::settings& s, const std::filesystem::path& 
                               "in to your nodes, and OpenSSH refuses such a key",
                               what, file.string(), mode_text(st)),
                   fmt::format("chmod 600 {}", file.string()), make_error_code(net::errc::ssh_key_error));
+  // A key this user cannot read is not a bad key: replacing it (the invalid key's fix) would lose it.
+  if (::access(file.c_str(), R_OK) != 0)
+    return failed(name, fmt::format("ferry cannot read {} {}: {}", what, file.string(), std::strerror(errno)),
+                  fmt::format("make it this user's and readable by its owner alone (chown $USER {0}; chmod 600 {0})",
+                              file.string()),
+                  make_error_code(net::errc::ssh_key_error));
   diagnostics diag;
   auto key = net::load_private_key(file, diag);
   if (!key)
@@ -81,6 +90,10 @@ check_result hosts_result(const std::filesystem::path& file) {
     return failed(name, fmt::format("cannot look at {}: {}", file.string(), std::strerror(errno)),
                   "make it and its directory readable by this user", make_error_code(net::errc::known_hosts_error));
   }
+  if (auto problem = unreadable_kind(file, max_file_bytes))
+    return failed(name, *problem, fmt::format("move it aside (`mv {0} {0}.old`): ferry records each node's host key anew on first connection",
+                              file.string()),
+                  make_error_code(net::errc::known_hosts_error));
   if ((st.st_mode & 022) != 0)
     return failed(name,
                   fmt::format("{} can be written by other users (mode {}): anyone on this machine could make ferry "

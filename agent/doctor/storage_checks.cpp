@@ -92,6 +92,10 @@ asio::awaitable<check_result> check_endpoint(tracing::action& parent, storage_li
   const auto& place = link.place();
   diagnostics diag;
   auto reply = co_await link.ping(diag);
+  if (!reply && is_interruption(reply.error()))
+    co_return close_check(act, interrupted(std::string(name), fmt::format("{} ({}): interrupted before it answered",
+                                                                          place.at.origin(), place.source),
+                                           reply.error()));
   if (!reply)
     co_return close_check(act, failed(std::string(name),
                                       fmt::format("{} ({}) does not answer: {}", place.at.origin(), place.source,
@@ -102,11 +106,19 @@ asio::awaitable<check_result> check_endpoint(tracing::action& parent, storage_li
                                                 place.source, place.region, reply->status, reply->took.count())));
 }
 
-// "4.2 s", "20 min 3 s".
-std::string span_text(milliseconds d) {
-  const auto ms = std::llabs(d.count());
-  if (ms < 60'000) return fmt::format("{:.1f} s", static_cast<double>(ms) / 1000.0);
-  return fmt::format("{} min {} s", ms / 60'000, ms % 60'000 / 1000);
+// "4.2 s", "14 min 59.9 s": tenths cut, never rounded, so a skew just under the limit never reads as the limit.
+std::string span_text(std::int64_t ms) {
+  ms = ms < 0 ? -ms : ms;
+  if (ms < 60'000) return fmt::format("{}.{} s", ms / 1000, ms % 1000 / 100);
+  return fmt::format("{} min {}.{} s", ms / 60'000, ms % 60'000 / 1000, ms % 1000 / 100);
+}
+
+// A Date further than this from ferry's clock is not a clock that drifted but a header that lies (or a
+// server whose clock was never set): reported as such, and never turned into chrono types that overflow.
+constexpr std::int64_t implausible_seconds = 366LL * 24 * 3600;
+
+std::int64_t unix_ms(std::chrono::system_clock::time_point t) {
+  return std::chrono::duration_cast<milliseconds>(t.time_since_epoch()).count();
 }
 
 asio::awaitable<check_result> check_clock(tracing::action& parent, storage_link& link,
@@ -115,21 +127,33 @@ asio::awaitable<check_result> check_clock(tracing::action& parent, storage_link&
   auto act = open_check(parent, name);
   diagnostics diag;
   auto reply = co_await link.ping(diag);
+  if (!reply && is_interruption(reply.error()))
+    co_return close_check(act, interrupted(std::string(name), "interrupted before storage answered", reply.error()));
   if (!reply)
     co_return close_check(act, failed(std::string(name), "cannot read storage's time: " + describe(reply.error(), diag),
                                       endpoint_fix(reply.error(), link.place()), reply.error()));
   if (!reply->server_seconds)
     co_return close_check(act, skipped(std::string(name), "storage's reply has no Date header to compare with"));
-  // The Date header counts whole seconds: storage's time was somewhere in the second it names.
-  const auto server = std::chrono::system_clock::time_point(std::chrono::seconds(*reply->server_seconds)) +
-                      milliseconds(500);
-  const auto skew = std::chrono::duration_cast<milliseconds>(reply->local_mid - server);
   const auto shifted = options.clock_offset_text.empty()
                            ? std::string()
                            : fmt::format(" (with --clock-offset {})", options.clock_offset_text);
+  // Plain int64 seconds first: a Date centuries away must not overflow anything.
+  const std::int64_t local_ms = unix_ms(reply->local_mid);
+  const std::int64_t server_s = *reply->server_seconds;
+  const std::int64_t local_s = local_ms / 1000;
+  if (server_s > local_s + implausible_seconds || server_s < local_s - implausible_seconds)
+    co_return close_check(
+        act, failed(std::string(name),
+                    fmt::format("storage's Date header is implausible: it is more than a year from ferry's clock{}",
+                                shifted),
+                    "set this machine's clock right, e.g. `timedatectl set-ntp true` (or chrony, ntpd), and check "
+                    "that the endpoint is the storage you mean"));
+  // The Date header counts whole seconds: storage's time was somewhere in the second it names.
+  const std::int64_t skew = local_ms - (server_s * 1000 + 500);
   const auto text = fmt::format("ferry's clock{} is {} {} storage's (its Date header)", shifted, span_text(skew),
-                                skew.count() >= 0 ? "ahead of" : "behind");
-  if (std::chrono::abs(skew) >= max_skew)
+                                skew >= 0 ? "ahead of" : "behind");
+  const std::int64_t limit = std::chrono::duration_cast<milliseconds>(max_skew).count();
+  if (skew >= limit || skew <= -limit)
     co_return close_check(act, failed(std::string(name), text + ": SigV4 requests fail beyond 15 minutes",
                                       "set this machine's clock right, e.g. `timedatectl set-ntp true` (or chrony, "
                                       "ntpd)"));
@@ -157,6 +181,24 @@ result<bucket_target> bucket_of(const command_context& ctx, const net::credentia
   return bucket_target{std::move(*parsed), mask_key_id(creds.access_key_id), creds.source};
 }
 
+// A check cut off by the shutdown's terminal cancellation, which net/'s HTTP requests throw from (they do
+// not all hear Ctrl-C's first, total, step): the check is reported as interrupted, so that the report is
+// still printed with what the other checks found.
+asio::awaitable<check_result> or_interrupted(asio::awaitable<check_result> op, check_result if_cut) {
+  std::optional<check_result> done;
+  try {
+    done = co_await std::move(op);
+  } catch (const boost::system::system_error& e) {
+    if (!is_interruption(e.code())) throw;
+  }
+  if (done) co_return std::move(*done);
+  co_return if_cut;
+}
+
+check_result cut(std::string name, std::string detail = "interrupted before it finished") {
+  return interrupted(std::move(name), std::move(detail), make_error_code(asio::error::operation_aborted));
+}
+
 asio::awaitable<void> check_bucket(tracing::action& parent, const command_context& ctx, storage_link& link,
                                    const net::credentials& creds, storage_report& out) {
   co_await net::accept_cancellation();
@@ -168,18 +210,20 @@ asio::awaitable<void> check_bucket(tracing::action& parent, const command_contex
     out.write = skip_check(parent, "storage.write", "skipped: storage.url is not usable");
     co_return;
   }
-  out.list = co_await check_list(parent, link, *target);
+  out.list = co_await or_interrupted(check_list(parent, link, *target), cut("storage.list"));
   if (!out.list.passed()) {
     out.write = skip_check(parent, "storage.write", "skipped: the listing did not pass");
     co_return;
   }
-  out.write = co_await check_write(parent, link, *target);
+  auto key = probe_key(target->url);
+  auto if_cut = left_behind(cut("storage.write"), target->url.bucket, key, "may have been written");
+  out.write = co_await or_interrupted(check_write(parent, link, *target, key), std::move(if_cut));
 }
 
 asio::awaitable<void> run_clock(tracing::action& parent, storage_link& link, const storage_options& options,
                                 check_result& out) {
   co_await net::accept_cancellation();
-  out = co_await check_clock(parent, link, options);
+  out = co_await or_interrupted(check_clock(parent, link, options), cut("clock"));
 }
 
 // The TLS context an https endpoint needs; a failure is the endpoint's.
@@ -199,6 +243,9 @@ void skip_after_endpoint(tracing::action& parent, storage_report& out, std::stri
 
 asio::awaitable<void> check_storage(tracing::action& parent, const command_context& ctx,
                                     const storage_options& options, storage_report& out) {
+  // run_all spawns this half: without this it would hear only terminal cancellation, and Ctrl-C would
+  // wait out every deadline (and the shutdown grace) before the report is printed.
+  co_await net::accept_cancellation();
   const auto env = net::process_environment();
   auto found = check_credentials(parent, env);
   out.credentials = found.result;
@@ -224,9 +271,9 @@ asio::awaitable<void> check_storage(tracing::action& parent, const command_conte
     co_return;
   }
   storage_link link(ctx.io, ctx.config.values, std::move(*place), tls, found.creds, options.clock_offset);
-  out.endpoint = co_await check_endpoint(parent, link);
+  out.endpoint = co_await or_interrupted(check_endpoint(parent, link), cut("endpoint"));
   if (!out.endpoint.passed()) {
-    skip_after_endpoint(parent, out, "the endpoint does not answer");
+    skip_after_endpoint(parent, out, is_interruption(out.endpoint.cause) ? "interrupted" : "the endpoint does not answer");
     co_return;
   }
   std::vector<asio::awaitable<void>> tasks;

@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include <ctime>
+
 namespace ferry::agent::doctor {
 namespace {
 
@@ -52,6 +54,32 @@ std::chrono::milliseconds since(clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - start);
 }
 
+// HTTP/1.1 allows three Date formats (RFC 9110 5.6.7): IMF-fixdate (net/ reads it), and the obsolete
+// RFC 850 and asctime ones, which a recipient must still accept.
+std::optional<std::int64_t> date_seconds(std::string_view header) {
+  if (auto s = net::unix_seconds_of_http_date(header)) return s;
+  const std::string text(header);
+  for (const char* format : {"%A, %d-%b-%y %H:%M:%S GMT", "%a %b %e %H:%M:%S %Y"}) {
+    std::tm utc{};
+    const char* end = ::strptime(text.c_str(), format, &utc);
+    if (end && *end == '\0') return static_cast<std::int64_t>(::timegm(&utc));
+  }
+  return std::nullopt;
+}
+
+// Ctrl-C, not the deadline: with_deadline answers a cancelled caller at once, as if it had timed out.
+error_code interrupted(std::string_view what, diagnostics& diag) {
+  diag.set(fmt::format("{}: interrupted", what));
+  return make_error_code(boost::asio::error::operation_aborted);
+}
+
+// net.connect_timeout = 0s means no limit, as it does for every other command.
+template <typename T>
+asio::awaitable<std::optional<T>> within(asio::awaitable<T> op, std::chrono::milliseconds limit) {
+  if (limit.count() > 0) co_return co_await net::with_deadline(std::move(op), limit);
+  co_return std::optional<T>(co_await std::move(op));
+}
+
 error_code timed_out(std::string_view what, const net::endpoint& at, std::chrono::milliseconds limit,
                      std::string_view setting, diagnostics& diag) {
   diag.set(fmt::format("{} {}: no answer within {} ({})", what, at.origin(), config::format_duration(limit), setting));
@@ -79,7 +107,9 @@ storage_link::storage_link(asio::any_io_executor io, const config::settings& s, 
                            std::shared_ptr<asio::ssl::context> tls, std::optional<net::credentials> creds,
                            std::chrono::milliseconds clock_offset)
     : io_(io), ping_timeouts_{s.net.connect_timeout, s.net.connect_timeout, s.net.connect_timeout},
-      request_deadline_(s.net.connect_timeout + s.net.read_timeout), place_(std::move(place)), tls_(std::move(tls)),
+      request_deadline_(s.net.connect_timeout.count() == 0 || s.net.read_timeout.count() == 0
+                            ? std::chrono::milliseconds(0)
+                            : s.net.connect_timeout + s.net.read_timeout), place_(std::move(place)), tls_(std::move(tls)),
       http_(std::make_unique<net::http_client>(io, net::http_settings(s.net), tls_)), clock_offset_(clock_offset) {
   if (creds) signer_.emplace(std::move(*creds), place_.region, "s3", net::sigv4::s3_rules());
 }
@@ -100,13 +130,16 @@ asio::awaitable<result<ping_reply>> storage_link::ping_once(diagnostics& diag) {
   reply.status = response->status;
   reply.took = since(start);
   reply.local_mid = sent_at + (now() - sent_at) / 2;
-  reply.server_seconds = net::unix_seconds_of_http_date(header_value(*response, "Date"));
+  reply.server_seconds = date_seconds(header_value(*response, "Date"));
   co_return reply;
 }
 
 asio::awaitable<result<ping_reply>> storage_link::ping(diagnostics& diag) {
   const auto limit = ping_timeouts_.connect;
-  auto done = co_await net::with_deadline(ping_once(diag), limit);
+  auto done = co_await within(ping_once(diag), limit);
+  // Ask first: a cancelled ping ends as the deadline would (net/deadline.hpp).
+  const bool stopped = co_await net::cancelled();
+  if (stopped) co_return interrupted(fmt::format("connecting to {}", place_.at.origin()), diag);
   if (!done) co_return timed_out("connecting to", place_.at, limit, "net.connect_timeout", diag);
   co_return std::move(*done);
 }
@@ -134,12 +167,21 @@ asio::awaitable<result<net::http_response>> storage_link::send(tracing::action& 
                                                                diagnostics& diag) {
   const auto request = sign(c);
   const auto to = origin_of(place_.at);
-  auto done = co_await net::with_deadline(http_->send(to, request, nullptr, diag), request_deadline_);
+  auto done = co_await within(http_->send(to, request, nullptr, diag), request_deadline_);
+  const bool stopped = co_await net::cancelled();
+  if (stopped) {
+    act.log(action_types::doctor::request, {{"operation", c.operation}, {"key", c.key}, {"status", "interrupted"}});
+    co_return interrupted(c.operation, diag);
+  }
   if (!done) {
-    act.log(action_types::doctor::request, {{"operation", c.operation}, {"status", "timeout"}});
+    act.log(action_types::doctor::request, {{"operation", c.operation}, {"key", c.key}, {"status", "timeout"}});
     co_return timed_out(c.operation, place_.at, request_deadline_, "net.connect_timeout + net.read_timeout", diag);
   }
-  if (*done) act.log(action_types::doctor::request, {{"operation", c.operation}, {"status", (*done)->status}});
+  // Logged however it ended: the key of a PUT that got no answer is in the trace too (it may have landed).
+  if (*done)
+    act.log(action_types::doctor::request, {{"operation", c.operation}, {"key", c.key}, {"status", (*done)->status}});
+  else
+    act.log(action_types::doctor::request, {{"operation", c.operation}, {"key", c.key}, {"status", "failed"}});
   co_return std::move(*done);
 }
 

@@ -10,9 +10,22 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <ctime>
 #include <filesystem>
+#include <functional>
 #include <map>
+#include <mutex>
 #include <sstream>
+#include <thread>
 
 namespace ferry::test {
 namespace {
@@ -50,6 +63,103 @@ std::map<std::string, report_line> lines_of(const std::string& out) {
   }
   return by_name;
 }
+
+// A tiny HTTP server for what moto cannot play: a captive portal, a far-off Date, a PUT that never answers.
+// Each request's first line goes to `answer`, which returns the whole response, or "" to never answer.
+class fake_http {
+ public:
+  using responder = std::function<std::string(const std::string& request_line)>;
+
+  explicit fake_http(responder answer) : answer_(std::move(answer)) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const int one = 1;
+    ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    ::listen(fd_, 16);
+    socklen_t len = sizeof addr;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~fake_http() {
+    stop_ = true;
+    thread_.join();
+    ::close(fd_);
+  }
+
+  std::string endpoint() const { return fmt::format("http://127.0.0.1:{}", port_); }
+  std::vector<std::string> requests() const {
+    std::lock_guard lock(mutex_);
+    return requests_;
+  }
+  bool saw(std::string_view method) const {
+    for (const auto& r : requests())
+      if (r.starts_with(method)) return true;
+    return false;
+  }
+
+  static std::string reply(int status, std::string_view headers, std::string_view body) {
+    return fmt::format("HTTP/1.1 {} X\r\n{}Content-Length: {}\r\nConnection: close\r\n\r\n{}", status, headers,
+                       body.size(), body);
+  }
+  static std::string now_date() {
+    char text[64];
+    const auto t = std::time(nullptr);
+    std::tm utc{};
+    ::gmtime_r(&t, &utc);
+    std::strftime(text, sizeof text, "%a, %d %b %Y %H:%M:%S GMT", &utc);
+    return text;
+  }
+
+ private:
+  bool readable(int fd) const {
+    pollfd p{fd, POLLIN, 0};
+    return ::poll(&p, 1, 50) > 0;
+  }
+
+  void serve() {
+    std::vector<int> silent;  // connections left unanswered, closed at the end
+    while (!stop_) {
+      if (!readable(fd_)) continue;
+      const int c = ::accept(fd_, nullptr, nullptr);
+      if (c < 0) continue;
+      std::string request;
+      char buf[4096];
+      // The head, then as much body as Content-Length says.
+      while (!stop_ && request.find("\r\n\r\n") == std::string::npos) {
+        if (!readable(c)) continue;
+        const auto n = ::recv(c, buf, sizeof buf, 0);
+        if (n <= 0) break;
+        request.append(buf, static_cast<std::size_t>(n));
+      }
+      const auto line = request.substr(0, request.find("\r\n"));
+      {
+        std::lock_guard lock(mutex_);
+        requests_.push_back(line);
+      }
+      const auto response = answer_(line);
+      if (response.empty()) {
+        silent.push_back(c);
+        continue;
+      }
+      ::send(c, response.data(), response.size(), MSG_NOSIGNAL);
+      ::shutdown(c, SHUT_WR);
+      ::close(c);
+    }
+    for (const int c : silent) ::close(c);
+  }
+
+  responder answer_;
+  int fd_ = -1;
+  std::uint16_t port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  mutable std::mutex mutex_;
+  std::vector<std::string> requests_;
+};
 
 const std::vector<std::string> storage_checks = {"credentials", "endpoint", "clock", "storage.list", "storage.write"};
 const std::vector<std::string> ssh_checks = {"ssh.key", "ssh.known_hosts"};
@@ -354,6 +464,211 @@ TEST_F(doctor_cli, nodes_of_the_registry_are_checked_each) {
   ASSERT_TRUE(keyless.contains("nodes"));
   EXPECT_EQ(keyless.at("nodes").mark, "—");
   EXPECT_FALSE(keyless.contains("node:elsewhere-1"));
+}
+
+// -------------------------------------------------------------------------------------------------
+// What the outside tester found (notes/doctor_attack.md), one test each.
+
+TEST_F(doctor_cli, a_date_centuries_away_is_implausible_not_a_crash) {
+  fake_http far([](const std::string&) {
+    return fake_http::reply(200, "Date: Mon, 01 Jan 2300 00:00:00 GMT\r\n", "");
+  });
+  options_.env["AWS_ENDPOINT_URL"] = far.endpoint();
+  const auto r = doctor();
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;  // a check failed; not UBSan's abort
+  EXPECT_FALSE(contains(r.err, "runtime error")) << r.err;
+  const auto lines = lines_of(r.out);
+  ASSERT_TRUE(lines.contains("clock")) << r.out;
+  EXPECT_EQ(lines.at("clock").mark, "✗") << r.out;
+  EXPECT_TRUE(contains(lines.at("clock").text, "Date header is implausible")) << r.out;
+}
+
+TEST_F(doctor_cli, a_date_in_rfc_850_or_asctime_format_is_read) {
+  for (const auto* format : {"%A, %d-%b-%y %H:%M:%S GMT", "%a %b %e %H:%M:%S %Y"}) {
+    fake_http old([format](const std::string&) {
+      char text[64];
+      const auto t = std::time(nullptr);
+      std::tm utc{};
+      ::gmtime_r(&t, &utc);
+      std::strftime(text, sizeof text, format, &utc);
+      return fake_http::reply(200, fmt::format("Date: {}\r\n", text), "");
+    });
+    options_.env["AWS_ENDPOINT_URL"] = old.endpoint();
+    const auto lines = lines_of(doctor().out);
+    ASSERT_TRUE(lines.contains("clock")) << format;
+    EXPECT_EQ(lines.at("clock").mark, "✓") << lines.at("clock").text;
+  }
+}
+
+TEST_F(doctor_cli, credentials_in_the_endpoint_url_are_never_shown) {
+  const auto port = pick_free_port();
+  for (const auto& [url, secret] : std::map<std::string, std::string>{
+           {fmt::format("http://usr:PASSWORDinURL@127.0.0.1:{}", port), "PASSWORDinURL"},
+           {fmt::format("http://:PASSONLY@127.0.0.1:{}", port), "PASSONLY"},
+           {fmt::format("http://127.0.0.1:{}/?X-Amz-Signature=QUERYSECRET", port), "QUERYSECRET"}}) {
+    options_.env["AWS_ENDPOINT_URL"] = url;
+    const auto r = doctor();
+    const auto j = doctor({"--json"});
+    const auto lines = lines_of(r.out);
+    ASSERT_TRUE(lines.contains("endpoint")) << r.out;
+    EXPECT_EQ(lines.at("endpoint").mark, "✗") << r.out;
+    for (const auto& text : {r.out, r.err, j.out, j.err, read_file(trace_file())})
+      EXPECT_FALSE(contains(text, secret)) << text;
+    const auto ls = run_ferry({"storage", "ls"}, options_);
+    EXPECT_NE(ls.exit_code, 0);
+    EXPECT_FALSE(contains(ls.out + ls.err, secret)) << ls.out << ls.err;
+  }
+}
+
+TEST_F(doctor_cli, credentials_in_the_storage_url_are_refused_and_never_shown) {
+  options_.env["FERRY_STORAGE_URL"] = "s3://AKIAX:STORAGEURLSECRET@doctor-ok/pre";
+  const auto r = doctor();
+  const auto j = doctor({"--json"});
+  EXPECT_NE(r.exit_code, 0) << r.out;
+  const auto lines = lines_of(r.out);
+  ASSERT_TRUE(lines.contains("storage.list")) << r.out;
+  EXPECT_EQ(lines.at("storage.list").mark, "✗") << r.out;
+  EXPECT_TRUE(contains(lines.at("storage.list").text, "not an S3 bucket name")) << r.out;
+  for (const auto& text : {r.out, r.err, j.out, j.err, read_file(trace_file())})
+    EXPECT_FALSE(contains(text, "STORAGEURLSECRET")) << text;
+}
+
+TEST_F(doctor_cli, a_web_page_answering_200_is_not_storage) {
+  fake_http portal([](const std::string&) {
+    return fake_http::reply(200, fmt::format("Date: {}\r\nContent-Type: text/html\r\n", fake_http::now_date()),
+                            "<html><body>Welcome to the hotel wifi</body></html>");
+  });
+  options_.env["AWS_ENDPOINT_URL"] = portal.endpoint();
+  const auto r = doctor();
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  const auto lines = lines_of(r.out);
+  expect_marks(lines, {"endpoint", "clock"}, "✓", r.out);
+  ASSERT_TRUE(lines.contains("storage.list")) << r.out;
+  EXPECT_EQ(lines.at("storage.list").mark, "✗") << r.out;
+  EXPECT_TRUE(contains(lines.at("storage.list").text, "answered HTTP 200 but not as S3 (text/html")) << r.out;
+  EXPECT_TRUE(contains(lines.at("storage.list").fix, "AWS_ENDPOINT_URL")) << r.out;
+  expect_marks(lines, {"storage.write"}, "—", r.out);
+}
+
+TEST_F(doctor_cli, a_put_answered_without_an_etag_is_not_storage_and_names_the_key) {
+  fake_http half([](const std::string& line) {
+    const auto date = fmt::format("Date: {}\r\n", fake_http::now_date());
+    if (line.starts_with("GET") && contains(line, "list-type=2"))
+      return fake_http::reply(200, date + "Content-Type: application/xml\r\n",
+                              "<?xml version=\"1.0\"?><ListBucketResult><Name>doctor-ok</Name>"
+                              "<IsTruncated>false</IsTruncated></ListBucketResult>");
+    return fake_http::reply(200, date, "");
+  });
+  options_.env["AWS_ENDPOINT_URL"] = half.endpoint();
+  const auto r = doctor();
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  const auto lines = lines_of(r.out);
+  expect_marks(lines, {"endpoint", "clock", "storage.list"}, "✓", r.out);
+  ASSERT_TRUE(lines.contains("storage.write")) << r.out;
+  EXPECT_EQ(lines.at("storage.write").mark, "✗") << r.out;
+  EXPECT_TRUE(contains(lines.at("storage.write").text, "not as S3")) << r.out;
+  EXPECT_TRUE(contains(lines.at("storage.write").text, "s3://doctor-ok/.ferry-doctor-")) << r.out;
+  EXPECT_TRUE(contains(lines.at("storage.write").fix, "aws s3 rm s3://doctor-ok/.ferry-doctor-")) << r.out;
+}
+
+TEST_F(doctor_cli, http_errors_without_an_s3_code_get_no_s3_meaning) {
+  for (const int status : {404, 503}) {
+    fake_http plain([status](const std::string& line) {
+      const auto date = fmt::format("Date: {}\r\nContent-Type: text/html\r\n", fake_http::now_date());
+      if (line.starts_with("GET / ")) return fake_http::reply(200, date, "");  // the endpoint's ping
+      return fake_http::reply(status, date, "<html>Not here</html>");
+    });
+    options_.env["AWS_ENDPOINT_URL"] = plain.endpoint();
+    const auto r = doctor();
+    const auto lines = lines_of(r.out);
+    ASSERT_TRUE(lines.contains("storage.list")) << r.out;
+    EXPECT_EQ(lines.at("storage.list").mark, "✗") << r.out;
+    EXPECT_TRUE(contains(lines.at("storage.list").text, fmt::format("HTTP {} without an S3 error code", status)))
+        << r.out;
+    EXPECT_FALSE(contains(lines.at("storage.list").text, "NoSuchBucket")) << r.out;
+    EXPECT_FALSE(contains(lines.at("storage.list").text, "does not exist")) << r.out;
+  }
+}
+
+// A PUT that gets no answer may still have landed: the report names the probe key and how to remove it.
+TEST_F(doctor_cli, a_put_without_an_answer_names_the_probe_it_may_leave) {
+  fake_http stuck([](const std::string& line) {
+    const auto date = fmt::format("Date: {}\r\n", fake_http::now_date());
+    if (line.starts_with("PUT")) return std::string();  // never answered
+    if (contains(line, "list-type=2"))
+      return fake_http::reply(200, date, "<ListBucketResult><IsTruncated>false</IsTruncated></ListBucketResult>");
+    return fake_http::reply(200, date, "");
+  });
+  options_.env["AWS_ENDPOINT_URL"] = stuck.endpoint();
+  options_.env["FERRY_NET_READ_TIMEOUT"] = "1s";
+  const auto r = doctor();
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  const auto lines = lines_of(r.out);
+  ASSERT_TRUE(lines.contains("storage.write")) << r.out;
+  EXPECT_EQ(lines.at("storage.write").mark, "✗") << r.out;
+  EXPECT_TRUE(contains(lines.at("storage.write").text, "s3://doctor-ok/.ferry-doctor-")) << r.out;
+  EXPECT_TRUE(contains(lines.at("storage.write").text, "may have been written")) << r.out;
+  EXPECT_TRUE(contains(lines.at("storage.write").fix, "aws s3 rm s3://doctor-ok/.ferry-doctor-")) << r.out;
+  bool keyed = false;
+  for (const auto& m : trace())
+    if (m.contains("message_type") && m.at("message_type").as_string() == action_types::doctor::request &&
+        m.at("operation").as_string() == "PutObject")
+      keyed = std::string(m.at("key").as_string()).starts_with(".ferry-doctor-");
+  EXPECT_TRUE(keyed);
+}
+
+// Disabled: an HTTP request in flight does not end on Ctrl-C (net/http_connection's beast reads do not
+// take cancellation, so with_deadline waits for them) and the shutdown's last step stops the io_context
+// before the report is printed. Enable once net/ ends a request on cancellation.
+TEST_F(doctor_cli, DISABLED_ctrl_c_reports_what_it_has_and_names_a_probe_that_may_be_left) {
+  fake_http stuck([](const std::string& line) {
+    const auto date = fmt::format("Date: {}\r\n", fake_http::now_date());
+    if (line.starts_with("PUT")) return std::string();  // never answered
+    if (contains(line, "list-type=2"))
+      return fake_http::reply(200, date, "<ListBucketResult><IsTruncated>false</IsTruncated></ListBucketResult>");
+    return fake_http::reply(200, date, "");
+  });
+  options_.env["AWS_ENDPOINT_URL"] = stuck.endpoint();
+  options_.env["FERRY_NET_READ_TIMEOUT"] = "1h";  // only Ctrl-C ends the PUT
+  const auto c = spawn_ferry({"--trace", trace_file().string(), "doctor"}, options_);
+  for (int i = 0; i < 1200 && !stuck.saw("PUT"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(stuck.saw("PUT"));
+  c->signal(SIGINT);
+  const auto r = c->wait();
+  EXPECT_EQ(r.exit_code, 130) << r.out << r.err;
+  const auto lines = lines_of(r.out);
+  ASSERT_TRUE(lines.contains("storage.write")) << r.out << r.err << read_file(trace_file());
+  EXPECT_EQ(lines.at("storage.write").mark, "✗") << r.out;
+  EXPECT_TRUE(contains(lines.at("storage.write").text, "interrupted")) << r.out;
+  EXPECT_FALSE(contains(lines.at("storage.write").text, "no answer within")) << r.out;
+  EXPECT_TRUE(contains(lines.at("storage.write").text, "s3://doctor-ok/.ferry-doctor-")) << r.out;
+  EXPECT_TRUE(contains(lines.at("storage.write").fix, "aws s3 rm s3://doctor-ok/.ferry-doctor-")) << r.out;
+  expect_marks(lines, {"ssh.key", "ssh.known_hosts"}, "✓", r.out);
+}
+
+TEST_F(doctor_cli, a_node_program_that_is_a_directory_fails_its_check) {
+  fs::create_directories(dir_ / "not-a-program");
+  options_.env["FERRY_AGENT_NODE_PROGRAM"] = (dir_ / "not-a-program").string();
+  const auto r = doctor({"--nodes"});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_FALSE(contains(r.err, "basic_filebuf")) << r.err;
+  const auto lines = lines_of(r.out);
+  ASSERT_TRUE(lines.contains("node.program")) << r.out << r.err;
+  EXPECT_EQ(lines.at("node.program").mark, "✗") << r.out;
+  EXPECT_TRUE(contains(lines.at("node.program").text, "is not a regular file (a directory)")) << r.out;
+  expect_marks(lines, storage_checks, "✓", r.out);
+}
+
+TEST_F(doctor_cli, a_known_hosts_that_is_a_directory_fails) {
+  fs::remove(ferry_config() / "known_hosts");
+  fs::create_directories(ferry_config() / "known_hosts");
+  fs::permissions(ferry_config() / "known_hosts", fs::perms::owner_all);
+  const auto r = doctor();
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  const auto lines = lines_of(r.out);
+  ASSERT_TRUE(lines.contains("ssh.known_hosts")) << r.out;
+  EXPECT_EQ(lines.at("ssh.known_hosts").mark, "✗") << r.out;
+  EXPECT_TRUE(contains(lines.at("ssh.known_hosts").text, "is not a regular file")) << r.out;
 }
 
 }  // namespace
