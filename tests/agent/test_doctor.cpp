@@ -590,15 +590,18 @@ TEST_F(doctor_cli, http_errors_without_an_s3_code_get_no_s3_meaning) {
   }
 }
 
+// Storage that answers everything but a PUT, which it never answers.
+std::string all_but_a_put(const std::string& line) {
+  const auto date = fmt::format("Date: {}\r\n", fake_http::now_date());
+  if (line.starts_with("PUT")) return std::string();
+  if (contains(line, "list-type=2"))
+    return fake_http::reply(200, date, "<ListBucketResult><IsTruncated>false</IsTruncated></ListBucketResult>");
+  return fake_http::reply(200, date, "");
+}
+
 // A PUT that gets no answer may still have landed: the report names the probe key and how to remove it.
 TEST_F(doctor_cli, a_put_without_an_answer_names_the_probe_it_may_leave) {
-  fake_http stuck([](const std::string& line) {
-    const auto date = fmt::format("Date: {}\r\n", fake_http::now_date());
-    if (line.starts_with("PUT")) return std::string();  // never answered
-    if (contains(line, "list-type=2"))
-      return fake_http::reply(200, date, "<ListBucketResult><IsTruncated>false</IsTruncated></ListBucketResult>");
-    return fake_http::reply(200, date, "");
-  });
+  fake_http stuck(all_but_a_put);
   options_.env["AWS_ENDPOINT_URL"] = stuck.endpoint();
   options_.env["FERRY_NET_READ_TIMEOUT"] = "1s";
   const auto r = doctor();
@@ -621,13 +624,7 @@ TEST_F(doctor_cli, a_put_without_an_answer_names_the_probe_it_may_leave) {
 // take cancellation, so with_deadline waits for them) and the shutdown's last step stops the io_context
 // before the report is printed. Enable once net/ ends a request on cancellation.
 TEST_F(doctor_cli, DISABLED_ctrl_c_reports_what_it_has_and_names_a_probe_that_may_be_left) {
-  fake_http stuck([](const std::string& line) {
-    const auto date = fmt::format("Date: {}\r\n", fake_http::now_date());
-    if (line.starts_with("PUT")) return std::string();  // never answered
-    if (contains(line, "list-type=2"))
-      return fake_http::reply(200, date, "<ListBucketResult><IsTruncated>false</IsTruncated></ListBucketResult>");
-    return fake_http::reply(200, date, "");
-  });
+  fake_http stuck(all_but_a_put);
   options_.env["AWS_ENDPOINT_URL"] = stuck.endpoint();
   options_.env["FERRY_NET_READ_TIMEOUT"] = "1h";  // only Ctrl-C ends the PUT
   const auto c = spawn_ferry({"--trace", trace_file().string(), "doctor"}, options_);
