@@ -9,11 +9,6 @@
 namespace ferry::net {
 namespace {
 
-std::optional<std::string> non_empty(std::optional<std::string> value) {
-  if (value && value->empty()) return std::nullopt;
-  return value;
-}
-
 std::optional<std::string_view> lookup(const ini_section& section, std::string_view key) {
   const auto it = section.find(key);
   if (it == section.end() || it->second.empty()) return std::nullopt;
@@ -45,8 +40,8 @@ std::optional<ini_section> config_section(const ini_document& config_file, std::
 }
 
 std::filesystem::path shared_file(const environment& env, std::string_view variable, std::string_view default_name) {
-  const auto home = non_empty(env("HOME"));
-  if (auto chosen = non_empty(env(variable))) {
+  const auto home = set_variable(env, "HOME");
+  if (auto chosen = set_variable(env, variable)) {
     if (home && (*chosen == "~" || chosen->starts_with("~/"))) return *home + chosen->substr(1);
     return *chosen;
   }
@@ -60,6 +55,12 @@ result<ini_document> load_if_named(const std::filesystem::path& path, diagnostic
 }
 
 }  // namespace
+
+std::optional<std::string> set_variable(const environment& env, std::string_view name) {
+  auto value = env(name);
+  if (value && value->empty()) return std::nullopt;
+  return value;
+}
 
 environment process_environment() {
   return [](std::string_view name) -> std::optional<std::string> {
@@ -100,8 +101,8 @@ result<aws_profile> select_profile(std::string_view name, bool chosen_explicitly
 }
 
 result<aws_profile> load_aws_profile(const environment& env, diagnostics& diag) {
-  auto name = non_empty(env("AWS_PROFILE"));
-  if (!name) name = non_empty(env("AWS_DEFAULT_PROFILE"));
+  auto name = set_variable(env, "AWS_PROFILE");
+  if (!name) name = set_variable(env, "AWS_DEFAULT_PROFILE");
   const bool chosen_explicitly = name.has_value();
 
   const auto credentials_path = shared_file(env, "AWS_SHARED_CREDENTIALS_FILE", "credentials");
@@ -123,8 +124,8 @@ result<aws_profile> load_aws_profile(const environment& env, diagnostics& diag) 
 }
 
 std::string resolve_region(const environment& env, const aws_profile& profile) {
-  if (auto region = non_empty(env("AWS_REGION"))) return *region;
-  if (auto region = non_empty(env("AWS_DEFAULT_REGION"))) return *region;
+  if (auto region = set_variable(env, "AWS_REGION")) return *region;
+  if (auto region = set_variable(env, "AWS_DEFAULT_REGION")) return *region;
   if (auto region = profile.config_setting("region")) return std::string(*region);
   return "us-east-1";
 }

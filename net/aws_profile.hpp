@@ -19,6 +19,8 @@ namespace ferry::net {
 using environment = std::function<std::optional<std::string>(std::string_view name)>;
 
 environment process_environment();
+// The variable's value, or nullopt when it is unset or empty (see above).
+std::optional<std::string> set_variable(const environment& env, std::string_view name);
 environment map_environment(std::map<std::string, std::string, std::less<>> variables);
 
 struct aws_profile {

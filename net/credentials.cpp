@@ -10,21 +10,16 @@
 namespace ferry::net {
 namespace {
 
-std::optional<std::string> non_empty(std::optional<std::string> value) {
-  if (value && value->empty()) return std::nullopt;
-  return value;
-}
-
 result<credentials> from_environment(const environment& env, diagnostics& diag) {
-  auto key_id = non_empty(env("AWS_ACCESS_KEY_ID"));
+  auto key_id = set_variable(env, "AWS_ACCESS_KEY_ID");
   if (!key_id) return make_error_code(errc::no_credentials);
-  auto secret = non_empty(env("AWS_SECRET_ACCESS_KEY"));
+  auto secret = set_variable(env, "AWS_SECRET_ACCESS_KEY");
   if (!secret) {
     diag.set("AWS_ACCESS_KEY_ID is set but AWS_SECRET_ACCESS_KEY is not");
     return make_error_code(errc::incomplete_credentials);
   }
-  auto token = non_empty(env("AWS_SESSION_TOKEN"));
-  if (!token) token = non_empty(env("AWS_SECURITY_TOKEN"));  // the name older tools export
+  auto token = set_variable(env, "AWS_SESSION_TOKEN");
+  if (!token) token = set_variable(env, "AWS_SECURITY_TOKEN");  // the name older tools export
   return credentials{std::move(*key_id), secret_string(std::move(*secret)), secret_string(token.value_or("")),
                      "environment"};
 }

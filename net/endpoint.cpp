@@ -21,11 +21,6 @@ std::string lowercase(std::string_view text) {
   return out;
 }
 
-std::optional<std::string> non_empty(std::optional<std::string> value) {
-  if (value && value->empty()) return std::nullopt;
-  return value;
-}
-
 std::uint16_t scheme_port(std::string_view scheme) { return scheme == "https" ? 443 : 80; }
 
 error_code bad_endpoint(diagnostics& diag, std::string_view url, std::string_view why) {
@@ -68,11 +63,11 @@ struct labelled_url {
 
 std::optional<labelled_url> configured_url(std::string_view service, const environment& env,
                                            const aws_profile& profile) {
-  const auto ignore = non_empty(env("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS"));
+  const auto ignore = set_variable(env, "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS");
   if (ignore && lowercase(*ignore) == "true") return std::nullopt;
   const auto specific = "AWS_ENDPOINT_URL_" + env_service_name(service);
-  if (auto url = non_empty(env(specific))) return labelled_url{*url, specific};
-  if (auto url = non_empty(env("AWS_ENDPOINT_URL"))) return labelled_url{*url, "AWS_ENDPOINT_URL"};
+  if (auto url = set_variable(env, specific)) return labelled_url{*url, specific};
+  if (auto url = set_variable(env, "AWS_ENDPOINT_URL")) return labelled_url{*url, "AWS_ENDPOINT_URL"};
   if (auto url = services_section_endpoint(profile, service)) {
     return labelled_url{std::string(*url), fmt::format("{} [services {}]", profile.config_path.string(),
                                                        *profile.config_setting("services"))};
