@@ -1,6 +1,7 @@
 #include "agent/node/idle_watchdog.hpp"
 
 #include "agent/node/error.hpp"
+#include "agent/node/make_dirs.hpp"
 #include "agent/node/plan_reader.hpp"
 
 #include <boost/json.hpp>
@@ -38,14 +39,6 @@ std::string default_state_dir() {
   if (xdg && *xdg) return std::string(xdg) + "/ferry";
   const char* home = std::getenv("HOME");
   return std::string(home && *home ? home : "/tmp") + "/.local/state/ferry";
-}
-
-bool make_dirs(const std::string& path) {
-  for (std::size_t slash = path.find('/', 1);; slash = path.find('/', slash + 1)) {
-    const auto part = path.substr(0, slash);
-    if (::mkdir(part.c_str(), 0777) != 0 && errno != EEXIST) return false;
-    if (slash == std::string::npos) return true;
-  }
 }
 
 std::string read_text(const std::string& path) {
@@ -248,7 +241,7 @@ result<watchdog_request> parse_watchdog_line(std::string_view line, diagnostics&
 
 result<std::string> set_watchdog(const watchdog_request& request, diagnostics& diag) {
   const auto dir = request.state_dir.empty() ? default_state_dir() : request.state_dir;
-  if (!make_dirs(dir + "/busy")) {
+  if (!make_dirs(dir + "/busy", 0777)) {
     diag.set(fmt::format("cannot create {}/busy: {}", dir, std::strerror(errno)));
     return make_error_code(errc::cache_failed);
   }

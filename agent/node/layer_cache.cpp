@@ -1,6 +1,7 @@
 #include "agent/node/layer_cache.hpp"
 
 #include "agent/node/error.hpp"
+#include "agent/node/make_dirs.hpp"
 
 #include <fmt/format.h>
 
@@ -21,15 +22,6 @@ namespace {
 error_code cache_error(diagnostics& diag, std::string text) {
   diag.set(std::move(text));
   return make_error_code(errc::cache_failed);
-}
-
-bool make_dirs(const std::string& path) {
-  for (std::size_t at = 1; at <= path.size(); ++at) {
-    if (at != path.size() && path[at] != '/') continue;
-    const auto part = path.substr(0, at);
-    if (::mkdir(part.c_str(), 0700) != 0 && errno != EEXIST) return false;
-  }
-  return true;
 }
 
 bool ends_with(std::string_view text, std::string_view suffix) {
@@ -71,7 +63,7 @@ result<layer_cache> layer_cache::open(std::string dir, diagnostics& diag) {
     }
   }
   layer_cache cache(std::move(dir));
-  if (!make_dirs(cache.layers_))
+  if (!make_dirs(cache.layers_, 0700))
     return cache_error(diag, fmt::format("cannot create the layer cache {}: {}", cache.layers_, std::strerror(errno)));
   return cache;
 }

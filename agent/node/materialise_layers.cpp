@@ -81,12 +81,6 @@ bool took_peer(shared_state& s, tracing::action& act, plan_line& line) {
   return true;
 }
 
-std::uint64_t content_of(const layer_source& layer) {
-  std::uint64_t total = 0;
-  for (const auto& s : layer.shards) total += s.content;
-  return total;
-}
-
 // Waits for the layer's lock, polling with a growing pause, up to the plan's lock timeout.
 asio::awaitable<result<packaging::unique_fd>> lock_layer(tracing::action& parent, shared_state& s,
                                                          const layer_source& layer, diagnostics& diag) {
@@ -129,7 +123,7 @@ result<void> check_space(const layer_cache& cache, const layer_source& layer, di
   const auto dir = cache.dir() + "/layers";
   if (::statvfs(dir.c_str(), &fs) != 0) return {};
   const auto free = std::uint64_t(fs.f_bavail) * fs.f_frsize;
-  const auto needed = content_of(layer);
+  const auto needed = content_bytes(layer);
   if (needed <= free) return {};
   diag.set(fmt::format("no space left in {}: layer {} needs {} bytes, {} are free", dir, layer.name, needed, free));
   return make_error_code(errc::disk_full);
@@ -198,7 +192,7 @@ asio::awaitable<result<std::uint64_t>> attempt_layer(tracing::action& act, share
     diag.set(fmt::format("cannot open {}: {}", *temp, std::strerror(errno)));
     co_return make_error_code(errc::cache_failed);
   }
-  const auto total = content_of(layer);
+  const auto total = content_bytes(layer);
   std::vector<std::unique_ptr<layer_writer>> writers;
   std::vector<diagnostics> diags(layer.shards.size());
   std::vector<error_code> errors(layer.shards.size());

@@ -93,6 +93,12 @@ std::string layer_line(std::size_t index, const layer_source& l) {
       json::object{{"layer", json::object{{"index", index}, {"id", l.id}, {"name", l.name}, {"shards", std::move(shards)}}}});
 }
 
+std::uint64_t content_bytes(const layer_source& layer) {
+  std::uint64_t total = 0;
+  for (const auto& s : layer.shards) total += s.content;
+  return total;
+}
+
 std::string catalogue_line(const plan_catalogue& c) {
   json::array layers;
   for (const auto& e : c.layers) {

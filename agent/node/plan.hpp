@@ -101,6 +101,8 @@ std::string catalogue_line(const plan_catalogue& catalogue);
 std::string work_done_line();
 std::string peer_line(const plan_peer& peer);
 std::string layer_line(std::size_t index, const layer_source& layer);
+// What the layer's shards unpack to, in bytes.
+std::uint64_t content_bytes(const layer_source& layer);
 std::string end_line(const plan_end& end);
 // One line (without its newline); errc::bad_plan naming what is wrong.
 result<plan_line> parse_plan_line(std::string_view line, diagnostics& diag);

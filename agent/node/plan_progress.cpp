@@ -8,12 +8,6 @@
 namespace ferry::agent::node {
 namespace {
 
-std::uint64_t content_of(const layer_source& layer) {
-  std::uint64_t total = 0;
-  for (const auto& s : layer.shards) total += s.content;
-  return total;
-}
-
 // With a catalogue, the rank orders the queue; a preferred layer goes above every rank.
 constexpr std::uint64_t ranked = std::uint64_t(1) << 62;
 constexpr std::uint64_t preferred = std::uint64_t(1) << 63;
@@ -44,7 +38,7 @@ result<plan_progress::taken> plan_progress::take(plan_line line, diagnostics& di
   places_[placed.index] = placed.layer.id;
   if (!seen_.insert(placed.layer.id).second) return taken::repeated;
   layers_.push_back(std::move(placed.layer));
-  std::uint64_t priority = content_of(layers_.back());
+  std::uint64_t priority = content_bytes(layers_.back());
   if (catalogue_) {
     const auto& entries = catalogue_->layers;
     const auto rank = placed.index < entries.size() ? entries[placed.index].rank : entries.size();

@@ -3,6 +3,7 @@
 #include "agent/node/entry_name.hpp"
 #include "agent/node/error.hpp"
 #include "agent/node/layer_writer.hpp"
+#include "agent/node/make_dirs.hpp"
 
 #include <fmt/format.h>
 
@@ -24,15 +25,6 @@ constexpr std::string_view complete_name = ".ferry-stage-complete";
 error_code failed(diagnostics& diag, std::string text) {
   diag.set(std::move(text));
   return make_error_code(errc::cache_failed);
-}
-
-// Creates the directories of `path` from `/` (as `mkdir -p`); the node directory is the user's choice.
-bool make_dirs(const std::string& path) {
-  for (std::size_t slash = path.find('/', 1);; slash = path.find('/', slash + 1)) {
-    const auto part = path.substr(0, slash);
-    if (::mkdir(part.c_str(), 0777) != 0 && errno != EEXIST) return false;
-    if (slash == std::string::npos) return true;
-  }
 }
 
 packaging::unique_fd open_dir_at(int parent, const char* name) {
@@ -96,7 +88,8 @@ result<staging_dir> staging_dir::open(const std::string& path, diagnostics& diag
   staging_dir d;
   d.path_ = path;
   d.file_mode_ = 0666 & ~process_umask();
-  if (!make_dirs(path)) return failed(diag, fmt::format("cannot create {}: {}", path, std::strerror(errno)));
+  // The node directory is the user's choice: made as `mkdir -p` would.
+  if (!make_dirs(path, 0777)) return failed(diag, fmt::format("cannot create {}: {}", path, std::strerror(errno)));
   d.dir_ = packaging::unique_fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (d.dir_.get() < 0) return failed(diag, fmt::format("cannot open {}: {}", path, std::strerror(errno)));
   const std::string meta(meta_name);
