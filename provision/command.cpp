@@ -9,4 +9,9 @@ boost::asio::awaitable<result<command_result>> run_command(const std::vector<std
   co_return co_await net::run_child(request, diag);
 }
 
+std::string trimmed(std::string_view text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ' || text.back() == '\r')) text.remove_suffix(1);
+  return std::string(text);
+}
+
 }  // namespace ferry::provision

@@ -10,6 +10,7 @@
 #include <boost/asio/awaitable.hpp>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ferry::provision {
@@ -23,6 +24,9 @@ using net::leftovers;
 boost::asio::awaitable<result<command_result>> run_command(const std::vector<std::string>& argv,
                                                            config::duration timeout, diagnostics& diag,
                                                            leftovers after_exit = leftovers::kill);
+
+// Output without its trailing newlines, carriage returns and blanks, for a one-line message.
+std::string trimmed(std::string_view text);
 
 // "cmd arg 'arg with space'", for diagnostics and logs.
 using net::command_line;

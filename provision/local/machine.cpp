@@ -53,11 +53,6 @@ std::uint64_t number_at(const json::object& o, std::string_view key) {
   return v && v->is_int64() && v->get_int64() > 0 ? static_cast<std::uint64_t>(v->get_int64()) : 0;
 }
 
-std::string trimmed(std::string_view text) {
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ' || text.back() == '\r')) text.remove_suffix(1);
-  return std::string(text);
-}
-
 // The process name /proc shows for the sshd binary: its file name, cut to 15 characters.
 std::string comm_of(const fs::path& exe) { return exe.filename().string().substr(0, 15); }
 

@@ -35,11 +35,6 @@ std::optional<std::uint32_t> parse_ipv4(std::string_view address) {
   return ntohl(a.s_addr);
 }
 
-std::string trimmed(std::string_view text) {
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
-  return std::string(text);
-}
-
 }  // namespace
 
 std::optional<std::uint16_t> node_index(std::string_view address) {
