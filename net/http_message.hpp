@@ -11,6 +11,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <variant>
 
 namespace ferry::net {
@@ -69,6 +70,12 @@ struct http_response {
   http::fields headers;
   std::string body;  // filled only when the request had no sink
   std::uint64_t body_bytes = 0;
+
+  // A header's value, or "" when the response has none.
+  std::string header(std::string_view name) const {
+    const auto it = headers.find(name);
+    return it == headers.end() ? std::string() : std::string(it->value());
+  }
 };
 
 }  // namespace ferry::net

@@ -18,13 +18,8 @@ namespace {
 
 origin origin_of(const endpoint& at) { return {at.scheme, at.host, at.port}; }
 
-std::string header_value(const http_response& r, std::string_view name) {
-  const auto it = r.headers.find(name);
-  return it == r.headers.end() ? std::string() : std::string(it->value());
-}
-
 std::optional<std::chrono::milliseconds> retry_after(const http_response& r) {
-  const auto text = header_value(r, "Retry-After");
+  const auto text = r.header("Retry-After");
   long long seconds = 0;
   const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), seconds);
   if (text.empty() || ec != std::errc{} || seconds < 0) return std::nullopt;
@@ -33,10 +28,10 @@ std::optional<std::chrono::milliseconds> retry_after(const http_response& r) {
 
 object_info info_of(const http_response& r) {
   object_info info;
-  const auto length = header_value(r, "Content-Length");
+  const auto length = r.header("Content-Length");
   std::from_chars(length.data(), length.data() + length.size(), info.size);
-  info.etag = header_value(r, "ETag");
-  info.last_modified = header_value(r, "Last-Modified");
+  info.etag = r.header("ETag");
+  info.last_modified = r.header("Last-Modified");
   return info;
 }
 
@@ -147,7 +142,7 @@ asio::awaitable<result<std::string>> s3_client::put_object(tracing::action& pare
   }
   auto r = co_await call(parent, c, diag);
   if (!r) co_return r.error();
-  co_return header_value(*r, "ETag");
+  co_return r->header("ETag");
 }
 
 asio::awaitable<result<object_info>> s3_client::get_object(tracing::action& parent, const std::string& bucket,
@@ -236,7 +231,7 @@ asio::awaitable<result<std::string>> s3_client::upload_part(tracing::action& par
   c.query = {{"partNumber", std::to_string(part_number)}, {"uploadId", upload_id}};
   auto r = co_await call(parent, c, diag);
   if (!r) co_return r.error();
-  co_return header_value(*r, "ETag");
+  co_return r->header("ETag");
 }
 
 asio::awaitable<result<std::string>> s3_client::complete_multipart_upload(tracing::action& parent,

@@ -22,11 +22,6 @@ std::string key_prefix(std::string key) {
 }
 
 
-std::string header_value(const net::http_response& r, std::string_view name) {
-  const auto it = r.headers.find(name);
-  return it == r.headers.end() ? std::string() : std::string(it->value());
-}
-
 // What to change when the endpoint is not storage: the setting that named it.
 std::string endpoint_setting_fix(const storage_link& link) {
   const auto& setting = link.place().setting;
@@ -39,7 +34,7 @@ std::string endpoint_setting_fix(const storage_link& link) {
 // meaning for it would send the user after the wrong fix.
 check_result not_s3(std::string_view name, const net::http_response& r, const storage_link& link,
                     std::string_view why) {
-  auto type = header_value(r, "Content-Type");
+  auto type = r.header("Content-Type");
   if (type.empty()) type = "no Content-Type";
   return failed(std::string(name),
                 fmt::format("the endpoint {} answered HTTP {} but not as S3 ({}, {} bytes: {})",
@@ -182,7 +177,7 @@ asio::awaitable<check_result> check_write(tracing::action& parent, storage_link&
     co_return close_check(act, left_behind(unanswered(write_check, r.error(), diag), put.bucket, put.key, "may have been written"));
   if (!ok(*r)) co_return close_check(act, refused(write_check, put, *r, link, t));
   // S3 answers every PUT with the object's ETag; a 2xx without one did not come from S3.
-  if (header_value(*r, "ETag").empty())
+  if (r->header("ETag").empty())
     co_return close_check(act, left_behind(not_s3(write_check, *r, link, "no ETag"), put.bucket, put.key, "may have been written"));
 
   const auto where = fmt::format("s3://{}/{}", put.bucket, put.key);

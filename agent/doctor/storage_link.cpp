@@ -45,11 +45,6 @@ void label_endpoint(storage_place& place, const config::loaded_config& cfg, cons
 
 net::origin origin_of(const net::endpoint& at) { return {at.scheme, at.host, at.port}; }
 
-std::string header_value(const net::http_response& r, std::string_view name) {
-  const auto it = r.headers.find(name);
-  return it == r.headers.end() ? std::string() : std::string(it->value());
-}
-
 std::chrono::milliseconds since(clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - start);
 }
@@ -130,7 +125,7 @@ asio::awaitable<result<ping_reply>> storage_link::ping_once(diagnostics& diag) {
   reply.status = response->status;
   reply.took = since(start);
   reply.local_mid = sent_at + (now() - sent_at) / 2;
-  reply.server_seconds = date_seconds(header_value(*response, "Date"));
+  reply.server_seconds = date_seconds(response->header("Date"));
   co_return reply;
 }
 
