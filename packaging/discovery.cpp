@@ -114,11 +114,6 @@ class field_reader {
 
 // ---- classification --------------------------------------------------------------------------------------
 
-fs::path absolute_in(const std::string& entry, const fs::path& base) {
-  if (entry.empty()) return base;
-  return (base / fs::path(entry)).lexically_normal();  // an absolute entry replaces the base
-}
-
 // Symlinks resolved where the path exists; for the part that does not, as written.
 fs::path real_path(const fs::path& p) {
   error_code ec;
@@ -272,6 +267,11 @@ std::vector<const discovery_entry*> discovery::shipped() const {
   for (const auto& e : entries)
     if (e.shipped()) out.push_back(&e);
   return out;
+}
+
+fs::path absolute_in(const std::string& entry, const fs::path& base) {
+  if (entry.empty()) return base;
+  return (base / fs::path(entry)).lexically_normal();  // an absolute entry replaces the base
 }
 
 result<discovery> classify(const probe_answer& answer, const fs::path& workspace, bool ship_site_packages,

@@ -81,6 +81,10 @@ struct discovery {
   std::vector<const discovery_entry*> shipped() const;
 };
 
+// A sys.path entry as a path: relative ones are under `base` (the directory Python ran in, where an empty
+// entry points), absolute ones stand; `.` and `..` resolved lexically.
+std::filesystem::path absolute_in(const std::string& entry, const std::filesystem::path& base);
+
 // Sorts the answer's sys.path entries. `workspace` is the project root, the directory the probe ran in.
 // Fails with not_a_directory only when the workspace is not a directory.
 result<discovery> classify(const probe_answer& answer, const std::filesystem::path& workspace,

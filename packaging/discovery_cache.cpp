@@ -50,10 +50,6 @@ class witness_list {
   std::vector<witness> list_;
 };
 
-fs::path absolute_in(const std::string& entry, const fs::path& base) {
-  return (base / fs::path(entry)).lexically_normal();
-}
-
 // A launcher script (a pyenv shim) rather than an interpreter: it starts with "#!".
 bool is_script(const fs::path& p) {
   char head[2] = {};
