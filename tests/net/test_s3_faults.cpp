@@ -8,6 +8,7 @@
 #include "support/fault_proxy.hpp"
 #include "support/moto.hpp"
 #include "support/process.hpp"
+#include "support/random_bytes.hpp"
 #include "support/settings.hpp"
 #include "support/temp_dir.hpp"
 #include "tracing/sink.hpp"
@@ -32,15 +33,9 @@ namespace ferry {
 namespace {
 
 using test::temp_dir;
+using test::write_random_file;
 using namespace net;
 namespace asio = boost::asio;
-
-void write_random_file(const std::filesystem::path& path, std::size_t size, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::string bytes(size, '\0');
-  for (auto& b : bytes) b = static_cast<char>(rng());
-  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
 
 class s3_faults : public ::testing::Test {
  protected:

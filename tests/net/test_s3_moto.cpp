@@ -3,6 +3,7 @@
 #include "support/eliot.hpp"
 #include "support/moto.hpp"
 #include "support/process.hpp"
+#include "support/random_bytes.hpp"
 #include "support/temp_dir.hpp"
 #include "tracing/action_types.hpp"
 
@@ -17,17 +18,7 @@ namespace ferry {
 namespace {
 
 using test::temp_dir;
-
-// Deterministic pseudo-random bytes: incompressible, and a wrong offset shows.
-void write_random_file(const std::filesystem::path& path, std::size_t size, unsigned seed) {
-  std::mt19937_64 rng(seed);
-  std::string bytes(size, '\0');
-  for (std::size_t i = 0; i < size; i += 8) {
-    const auto v = rng();
-    std::memcpy(bytes.data() + i, &v, std::min<std::size_t>(8, size - i));
-  }
-  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
+using test::write_random_file;
 
 class s3_moto : public ::testing::Test {
  protected:

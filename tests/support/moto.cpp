@@ -27,8 +27,8 @@ using namespace std::chrono_literals;
 
 // CreateUser, CreatePolicy, AttachUserPolicy, CreateAccessKey: see the header.
 constexpr int free_actions = 4;
-constexpr int start_attempts = 5;
-constexpr auto start_deadline = 60s;  // a loaded machine starts moto in a few seconds; this only ends a hang
+constexpr int moto_start_attempts = 5;
+constexpr auto moto_start_deadline = 60s;  // a loaded machine starts moto in a few seconds; this only ends a hang
 
 // The interpreter on PATH that carries moto, hence botocore (not system_python, which carries eliot).
 constexpr const char* moto_python = "python3";
@@ -113,13 +113,6 @@ std::vector<std::string> moto_environment(bool auth) {
   return env;
 }
 
-std::vector<char*> pointers(std::vector<std::string>& strings) {
-  std::vector<char*> out;
-  for (auto& s : strings) out.push_back(s.data());
-  out.push_back(nullptr);
-  return out;
-}
-
 // moto_server itself, or the same application with keep-alive (see moto_options), on host:port.
 std::vector<std::string> moto_command(const moto_options& o, std::uint16_t port) {
   std::vector<std::string> args{"moto_server"};
@@ -155,18 +148,14 @@ pid_t spawn_moto(const moto_options& o, std::uint16_t port, const std::filesyste
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
   auto args = moto_command(o, port);
   auto env = moto_environment(o.auth);
-  auto argp = pointers(args);
-  auto envp = pointers(env);
+  auto argp = c_pointers(args);
+  auto envp = c_pointers(env);
   pid_t pid = -1;
   const int rc = ::posix_spawnp(&pid, args[0].c_str(), &actions, &attr, argp.data(), envp.data());
   posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) throw std::runtime_error("cannot start " + args[0] + ": " + std::strerror(rc));
   return pid;
-}
-
-std::string tail(const std::string& text, std::size_t size = 2000) {
-  return text.size() <= size ? text : "..." + text.substr(text.size() - size);
 }
 
 }  // namespace
@@ -189,7 +178,7 @@ moto_server::moto_server(moto_options options) : options_(std::move(options)) {
   dir_.write("aws/credentials", "");
   try {
     bool started = false;
-    for (int attempt = 0; attempt < start_attempts && !started; ++attempt) started = start(pick_free_port(host()));
+    for (int attempt = 0; attempt < moto_start_attempts && !started; ++attempt) started = start(pick_free_port(host()));
     if (!started) throw std::runtime_error("moto_server: every free port was taken before moto could bind it");
     if (options_.auth) create_access_key();
   } catch (...) {
@@ -204,7 +193,7 @@ bool moto_server::start(std::uint16_t port) {
   const auto log_path = dir_ / "moto.log";
   pid_ = spawn_moto(options_, port, log_path);
   port_ = port;
-  const auto deadline = std::chrono::steady_clock::now() + start_deadline;
+  const auto deadline = std::chrono::steady_clock::now() + moto_start_deadline;
   for (;;) {
     int status = 0;
     if (::waitpid(pid_, &status, WNOHANG) == pid_) {
@@ -212,7 +201,7 @@ bool moto_server::start(std::uint16_t port) {
       const auto text = log();
       // Another process took the port between pick_free_port and moto's bind: try another one.
       if (text.find("Address already in use") != std::string::npos) return false;
-      throw std::runtime_error("moto_server exited before serving:\n" + tail(text));
+      throw std::runtime_error("moto_server exited before serving:\n" + last_bytes(text, 2000));
     }
     // Werkzeug logs "Running on" once it has bound the port itself, which tells our server from
     // another process that happens to answer on the same port.
@@ -220,7 +209,7 @@ bool moto_server::start(std::uint16_t port) {
         (tls() ? accepts_connections(host(), port) : answers_http(host(), port)))
       return true;
     if (std::chrono::steady_clock::now() > deadline)
-      throw std::runtime_error("moto_server did not answer on " + endpoint() + ":\n" + tail(log()));
+      throw std::runtime_error("moto_server did not answer on " + endpoint() + ":\n" + last_bytes(log(), 2000));
     std::this_thread::sleep_for(50ms);
   }
 }
@@ -243,7 +232,7 @@ void moto_server::create_access_key() {
   const auto r = run({moto_python, "-c", setup_script, endpoint()}, options);
   const auto newline = r.out.find('\n');
   if (r.exit_code != 0 || newline == std::string::npos)
-    throw std::runtime_error("moto_server: creating the IAM user failed:\n" + r.err + "\n" + tail(log()));
+    throw std::runtime_error("moto_server: creating the IAM user failed:\n" + r.err + "\n" + last_bytes(log(), 2000));
   access_key_id_ = r.out.substr(0, newline);
   secret_access_key_ = r.out.substr(newline + 1, r.out.find('\n', newline + 1) - newline - 1);
 }

@@ -30,13 +30,6 @@ std::vector<std::string> build_env(const process_options& options) {
   return out;
 }
 
-std::vector<char*> pointers(std::vector<std::string>& strings) {
-  std::vector<char*> out;
-  for (auto& s : strings) out.push_back(s.data());
-  out.push_back(nullptr);
-  return out;
-}
-
 // Drains stdout and stderr together, so that no pipe fills up and blocks the child.
 void pump(int out_fd, int err_fd, process_result& result) {
   char buf[65536];
@@ -73,8 +66,8 @@ std::unique_ptr<child> spawn(const std::vector<std::string>& argv, const process
   if (options.cwd) posix_spawn_file_actions_addchdir_np(&actions, options.cwd->c_str());
   auto args = argv;
   auto env = build_env(options);
-  auto argp = pointers(args);
-  auto envp = pointers(env);
+  auto argp = c_pointers(args);
+  auto envp = c_pointers(env);
   pid_t pid = 0;
   const int rc = ::posix_spawnp(&pid, argv.at(0).c_str(), &actions, nullptr, argp.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
@@ -151,6 +144,17 @@ bool dead_or_zombie(pid_t pid) {
   std::getline(stat, line);
   const auto close = line.rfind(')');
   return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z';
+}
+
+std::vector<char*> c_pointers(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (auto& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+std::string last_bytes(const std::string& text, std::size_t size) {
+  return text.size() <= size ? text : "..." + text.substr(text.size() - size);
 }
 
 }  // namespace ferry::test

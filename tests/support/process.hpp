@@ -56,6 +56,12 @@ pid_t read_pid(const std::filesystem::path& file);
 // Dead: no such process, or a zombie (then dead, and its parent's to reap: PID 1 here reaps no orphans).
 bool dead_or_zombie(pid_t pid);
 
+// For posix_spawn and exec: each string's data, then a null. The strings must outlive the result.
+std::vector<char*> c_pointers(std::vector<std::string>& strings);
+
+// The last `size` bytes of a log, after "..." when it was cut: for an exception's message.
+std::string last_bytes(const std::string& text, std::size_t size);
+
 // The python3 that ships Debian's python3-eliot.
 inline const char* system_python = "/usr/bin/python3";
 

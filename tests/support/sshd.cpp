@@ -27,8 +27,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr int start_attempts = 5;
-constexpr auto start_deadline = 20s;  // sshd starts in milliseconds; this only ends a hang
+constexpr int sshd_start_attempts = 5;
+constexpr auto sshd_start_deadline = 20s;  // sshd starts in milliseconds; this only ends a hang
 
 bool accepts_connections(std::uint16_t port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -74,10 +74,6 @@ std::vector<pid_t> all_pids() {
   return out;
 }
 
-std::string tail(const std::string& text, std::size_t size = 3000) {
-  return text.size() <= size ? text : "..." + text.substr(text.size() - size);
-}
-
 }  // namespace
 
 sshd_server::sshd_server(int max_sessions) : max_sessions_(max_sessions) {
@@ -85,7 +81,7 @@ sshd_server::sshd_server(int max_sessions) : max_sessions_(max_sessions) {
   std::filesystem::create_directories(home());
   dir_.write("authorized_keys", "");
   make_host_key();
-  for (int attempt = 0; attempt < start_attempts; ++attempt) {
+  for (int attempt = 0; attempt < sshd_start_attempts; ++attempt) {
     port_ = pick_free_port();
     if (start()) return;
   }
@@ -169,7 +165,7 @@ bool sshd_server::start() {
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) throw std::runtime_error(std::string("cannot start setpriv/unshare: ") + std::strerror(rc));
 
-  const auto deadline = std::chrono::steady_clock::now() + start_deadline;
+  const auto deadline = std::chrono::steady_clock::now() + sshd_start_deadline;
   const auto listening = fmt::format("Server listening on 127.0.0.1 port {}", port_);
   for (;;) {
     int status = 0;
@@ -177,10 +173,10 @@ bool sshd_server::start() {
       leader_ = -1;
       const auto text = log().substr(before);
       if (text.find("Address already in use") != std::string::npos) return false;
-      throw std::runtime_error("sshd exited before serving:\n" + tail(text));
+      throw std::runtime_error("sshd exited before serving:\n" + last_bytes(text, 3000));
     }
     if (log().find(listening, before) != std::string::npos && accepts_connections(port_)) break;
-    if (std::chrono::steady_clock::now() > deadline) throw std::runtime_error("sshd did not start:\n" + tail(log()));
+    if (std::chrono::steady_clock::now() > deadline) throw std::runtime_error("sshd did not start:\n" + last_bytes(log(), 3000));
     std::this_thread::sleep_for(10ms);
   }
   const pid_t init = namespace_init();
