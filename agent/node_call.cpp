@@ -24,9 +24,9 @@ constexpr std::size_t max_stderr = 16 << 10;
 
 // What the node program's stdout says as it arrives: each line goes to the node's trace file, and the
 // end of its root action is kept.
-class node_output final : public net::output_sink {
+class node_program_output final : public net::output_sink {
  public:
-  node_output(tracing::sink& out, const node_call& call, node_answer& answer)
+  node_program_output(tracing::sink& out, const node_call& call, node_answer& answer)
       : out_(out), root_type_(call.root_type), on_message_(call.on_message), answer_(answer) {}
 
   asio::awaitable<error_code> write(net::output_stream stream, std::span<const char> bytes) override {
@@ -144,7 +144,7 @@ asio::awaitable<result<node_answer>> call_node(tracing::action& act, net::ssh_se
     const auto task_id = act.serialize_task_id();
     auto in = input(task_id);
     node_answer answer;
-    node_output out(trace, call, answer);
+    node_program_output out(trace, call, answer);
     net::exec_request request{command, in.get(), &out};
     auto done = co_await net::exec(act, session, request, diag);
     if (!done) co_return done.error();

@@ -114,17 +114,17 @@ asio::awaitable<bool> wait_for_copy(server_state& s, const std::string& path) {
   }
 }
 
-using response = http::response<http::string_body>;
+using string_response = http::response<http::string_body>;
 
-response plain(http::status status, unsigned version, std::string text) {
-  response r{status, version};
+string_response plain(http::status status, unsigned version, std::string text) {
+  string_response r{status, version};
   r.set(http::field::content_type, "text/plain");
   r.body() = std::move(text);
   r.prepare_payload();
   return r;
 }
 
-asio::awaitable<response> answer(server_state& s, const http::request<http::empty_body>& req) {
+asio::awaitable<string_response> answer(server_state& s, const http::request<http::empty_body>& req) {
   const auto v = req.version();
   if (req.method() != http::verb::get) co_return plain(http::status::method_not_allowed, v, "GET only\n");
   const auto token = req["x-ferry-token"];
@@ -142,7 +142,7 @@ asio::awaitable<response> answer(server_state& s, const http::request<http::empt
   if (bad) co_return plain(http::status::range_not_satisfiable, v, "bad range\n");
   const auto first = range ? range->first : 0;
   const auto count = range ? range->last - range->first + 1 : size;
-  response r{range ? http::status::partial_content : http::status::ok, v};
+  string_response r{range ? http::status::partial_content : http::status::ok, v};
   if (!read_at(path, first, count, r.body())) co_return plain(http::status::not_found, v, "not here: ask storage\n");
   if (range) r.set(http::field::content_range, fmt::format("bytes {}-{}/{}", range->first, range->last, size));
   r.set(http::field::content_type, "application/zip");

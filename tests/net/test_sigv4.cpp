@@ -464,8 +464,8 @@ constexpr std::string_view session_token = "IQoJb3JpZ2luX2VjEXAMPLE//////////+to
 const auto compare_time = at(2024y / February / 29, 23h, 59min, 58s);
 constexpr std::string_view compare_stamp = "20240229T235958Z";
 
-json::object base_case(std::string_view kind, std::string_view region, std::string_view token) {
-  json::object c{{"kind", kind},
+json::object base_case(std::string_view case_kind, std::string_view region, std::string_view token) {
+  json::object c{{"kind", case_kind},
                  {"time", compare_stamp},
                  {"region", region},
                  {"access_key", access_key},

@@ -430,9 +430,9 @@ class tree_generator {
   }
 
   std::string line(const random_tree& tree, const std::string& dir) {
-    const auto kind = pick(100);
-    if (kind < 6) return one_of({"# comment", "#h", "#!n", "#"});
-    if (kind < 10) return one_of({"", "   ", "\t"});
+    const auto roll = pick(100);
+    if (roll < 6) return one_of({"# comment", "#h", "#!n", "#"});
+    if (roll < 10) return one_of({"", "   ", "\t"});
     std::string body = pattern_body(tree, dir);
     if (chance(20)) body += '/';
     if ((body.front() == '#' || body.front() == '!') && chance(70)) body = "\\" + body;

@@ -22,14 +22,14 @@ layer layer_of(std::string name, std::vector<std::string> paths, std::uint64_t b
 }
 
 TEST(import_names, packages_modules_extensions_and_distributions_are_read_off_the_paths) {
-  const auto names = import_names_of(layer_of(
+  const auto found = import_names_of(layer_of(
       "site", {"numpy/__init__.py", "numpy/core/x.so", "numpy-1.24.2.dist-info/RECORD", "numpy.libs/libz.so",
                "six.py", "_cffi_backend.cpython-311-x86_64-linux-gnu.so", "PyYAML-6.0.dist-info/METADATA",
                "__pycache__/six.cpython-311.pyc", "distutils-precedence.pth", "zope.interface-5.5.egg-info",
                "README.md", "nspkg/part.py", "2bad/x.py", "bad-name/x.py", "Ωmega/__init__.py", "\xff\xfe/x.py"}));
-  EXPECT_EQ(names.modules,
+  EXPECT_EQ(found.modules,
             (std::vector<std::string>{"_cffi_backend", "nspkg", "numpy", "six", "Ωmega"}));
-  EXPECT_EQ(names.dists, (std::vector<std::string>{"numpy", "pyyaml", "zope_interface"}));
+  EXPECT_EQ(found.dists, (std::vector<std::string>{"numpy", "pyyaml", "zope_interface"}));
   EXPECT_EQ(normalise_distribution("Foo.Bar--baz_"), "foo_bar_baz");
 }
 
