@@ -21,7 +21,8 @@ case "$kind" in
                -DFERRY_BUILD_BENCH=OFF) ;;
   release) profile=bench; dir=build; flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DFERRY_BUILD_TESTS=ON -DFERRY_BUILD_BENCH=ON) ;;
   asan) profile=test; dir=build-asan
-        flags=(-DCMAKE_BUILD_TYPE=Debug -DFERRY_SANITIZE=ON -DFERRY_BUILD_TESTS=ON -DFERRY_BUILD_BENCH=OFF) ;;
+        flags=(-DCMAKE_BUILD_TYPE=Debug -DFERRY_SANITIZE=ON -DFERRY_BUILD_TESTS=ON -DFERRY_BUILD_BENCH=OFF
+               -DFERRY_NODE_OPTIMIZE=-O1) ;;
   *) echo "usage: $0 [demo|release|asan] [TARGET...]" >&2; exit 2 ;;
 esac
 ./scripts/setup.sh "$profile"
