@@ -3,7 +3,8 @@
 #
 #   scripts/build.sh demo      build/: ferry (-O1) and its node program (-O2) only, no debug info (scripts/demo.sh)
 #   scripts/build.sh release   build/: ferry, the tests and the benchmarks, optimised
-#   scripts/build.sh asan      build-asan/: ferry and the tests with AddressSanitizer and UBSan (scripts/test.sh)
+#   scripts/build.sh asan      build-asan/: ferry and the tests with AddressSanitizer and UBSan, the node
+#                              program at -O1 (scripts/test.sh)
 #
 # Extra arguments name the targets to build (default: all that the kind configures).
 set -euo pipefail
