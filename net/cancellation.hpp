@@ -6,6 +6,7 @@
 // operations (a hash on the CPU pool) is not interrupted, so loops ask cancelled() before each new step.
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/error.hpp>
@@ -37,6 +38,39 @@ boost::asio::awaitable<T> shielded(boost::asio::awaitable<T> op) {
       ex, std::move(op),
       boost::asio::bind_cancellation_slot(boost::asio::cancellation_slot(), boost::asio::use_awaitable));
 }
+
+// Beast's composed operations, Asio's SSL stream and asio::async_write accept only terminal (or partial)
+// cancellation, so Ctrl-C's first step, which is total, does not reach them: they would run on to their
+// deadline. For an I/O object that is closed rather than reused after a cancelled operation (an HTTP
+// connection), a relay hands each operation bound through it any cancellation of the calling coroutine as
+// terminal. attach() takes the caller's slot (`(co_await this_coro::cancellation_state).slot()`); bind()
+// wraps one operation's token, at the moment it starts (another operation of the caller in between, a sink
+// or a timer, replaces the relay's handler on the slot with its own); detach() before the caller goes on.
+class terminal_relay {
+ public:
+  terminal_relay() = default;
+  explicit terminal_relay(boost::asio::cancellation_slot caller) { attach(caller); }
+  ~terminal_relay() { detach(); }
+  terminal_relay(const terminal_relay&) = delete;
+  terminal_relay& operator=(const terminal_relay&) = delete;
+
+  void attach(boost::asio::cancellation_slot caller) { caller_ = caller; }
+  void detach() {
+    if (caller_.is_connected()) caller_.clear();
+    caller_ = {};
+  }
+
+  template <typename Token>
+  auto bind(Token token) {
+    using boost::asio::cancellation_type;
+    if (caller_.is_connected()) caller_.assign([this](cancellation_type) { signal_.emit(cancellation_type::terminal); });
+    return boost::asio::bind_cancellation_slot(signal_.slot(), std::move(token));
+  }
+
+ private:
+  boost::asio::cancellation_slot caller_;
+  boost::asio::cancellation_signal signal_;
+};
 
 // Whether this coroutine thread has been asked to stop.
 inline boost::asio::awaitable<bool> cancelled() {

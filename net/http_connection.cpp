@@ -105,7 +105,9 @@ asio::awaitable<result<std::unique_ptr<http_connection>>> http_connection::open(
   beast::tcp_stream tcp_stream(ex);
   tcp_stream.expires_after(timeouts.connect);
   error_code ec;
-  co_await tcp_stream.async_connect(*endpoints, asio::redirect_error(asio::use_awaitable, ec));
+  const auto state = co_await asio::this_coro::cancellation_state;
+  terminal_relay relay(state.slot());
+  co_await tcp_stream.async_connect(*endpoints, relay.bind(asio::redirect_error(asio::use_awaitable, ec)));
   if (ec) co_return classify_transport_error(ec, "connecting to", to, diag);
   tcp_stream.socket().set_option(tcp::no_delay(true));
   if (!to.tls()) co_return std::unique_ptr<http_connection>(new http_connection(to, std::move(tcp_stream), timeouts));
@@ -125,7 +127,8 @@ asio::awaitable<result<std::unique_ptr<http_connection>>> http_connection::open(
     co_return make_error_code(errc::tls_failed);
   }
   beast::get_lowest_layer(stream).expires_after(timeouts.connect);
-  co_await stream.async_handshake(asio::ssl::stream_base::client, asio::redirect_error(asio::use_awaitable, ec));
+  co_await stream.async_handshake(asio::ssl::stream_base::client,
+                                  relay.bind(asio::redirect_error(asio::use_awaitable, ec)));
   if (const auto verdict = SSL_get_verify_result(stream.native_handle()); ec && verdict != X509_V_OK) {
     diag.set(fmt::format("TLS handshake with {}: the server's certificate could not be verified: {}", to.key(),
                          verify_failure(verdict)));
@@ -137,6 +140,13 @@ asio::awaitable<result<std::unique_ptr<http_connection>>> http_connection::open(
 
 asio::awaitable<result<http_response>> http_connection::exchange(const http_request& request, response_sink sink,
                                                                  std::size_t max_collected, diagnostics& diag) {
+  auto state = co_await asio::this_coro::cancellation_state;
+  if (state.cancelled() != asio::cancellation_type::none) co_return make_error_code(asio::error::operation_aborted);
+  relay_.attach(state.slot());
+  struct detach_relay {
+    terminal_relay& relay;
+    ~detach_relay() { relay.detach(); }
+  } detaching{relay_};
   reusable_ = false;
   got_response_ = false;
   if (auto* plain = std::get_if<beast::tcp_stream>(&stream_))
@@ -150,7 +160,7 @@ asio::awaitable<error_code> http_connection::send_body(Stream& stream, const req
   if (const auto* memory = std::get_if<std::span<const char>>(&body)) {
     tcp().expires_after(timeouts_.write);
     co_await asio::async_write(stream, asio::buffer(memory->data(), memory->size()),
-                               asio::redirect_error(asio::use_awaitable, ec));
+                               relay_.bind(asio::redirect_error(asio::use_awaitable, ec)));
     co_return ec;
   }
   if (const auto* chunked = std::get_if<aws_chunked_file>(&body)) co_return co_await send_aws_chunked(stream, chunked->region);
@@ -162,7 +172,7 @@ asio::awaitable<error_code> http_connection::send_body(Stream& stream, const req
       if (got <= 0) co_return error_code(got < 0 ? errno : EIO, boost::system::system_category());
       tcp().expires_after(timeouts_.write);
       co_await asio::async_write(stream, asio::buffer(chunk_.data(), static_cast<std::size_t>(got)),
-                                 asio::redirect_error(asio::use_awaitable, ec));
+                                 relay_.bind(asio::redirect_error(asio::use_awaitable, ec)));
       sent += static_cast<std::uint64_t>(got);
     }
   }
@@ -182,7 +192,8 @@ asio::awaitable<result<http_response>> http_connection::exchange_on(Stream& stre
   error_code ec;
   http::request_serializer<http::empty_body> serializer(head);
   tcp().expires_after(timeouts_.write);
-  co_await http::async_write_header(stream, serializer, asio::redirect_error(asio::use_awaitable, ec));
+  co_await http::async_write_header(stream, serializer,
+                                    relay_.bind(asio::redirect_error(asio::use_awaitable, ec)));
   if (!ec) ec = co_await send_body(stream, request.body);
   if (ec) co_return classify_transport_error(ec, "sending to", origin_, diag);
 
@@ -190,7 +201,8 @@ asio::awaitable<result<http_response>> http_connection::exchange_on(Stream& stre
   parser.body_limit(boost::none);
   parser.skip(request.method == http::verb::head);
   tcp().expires_after(timeouts_.read);
-  co_await http::async_read_header(stream, buffer_, parser, asio::redirect_error(asio::use_awaitable, ec));
+  co_await http::async_read_header(stream, buffer_, parser,
+                                   relay_.bind(asio::redirect_error(asio::use_awaitable, ec)));
   if (ec) co_return classify_transport_error(ec, "reading the response from", origin_, diag);
   got_response_ = true;
 
@@ -241,7 +253,7 @@ asio::awaitable<error_code> http_connection::read_sized_body(Stream& stream, std
     error_code ec;
     tcp().expires_after(timeouts_.read);
     const auto n = co_await stream.async_read_some(asio::buffer(chunk_.data(), want),
-                                                   asio::redirect_error(asio::use_awaitable, ec));
+                                                   relay_.bind(asio::redirect_error(asio::use_awaitable, ec)));
     if (ec) co_return classify_transport_error(ec, "reading the response body from", origin_, diag);
     if (auto sink_ec = co_await deliver({chunk_.data(), n}, target, diag)) co_return sink_ec;
     left -= n;
@@ -259,7 +271,8 @@ asio::awaitable<error_code> http_connection::read_parsed_body(Stream& stream,
     parser.get().body().size = chunk_.size();
     error_code ec;
     tcp().expires_after(timeouts_.read);
-    co_await http::async_read(stream, buffer_, parser, asio::redirect_error(asio::use_awaitable, ec));
+    co_await http::async_read(stream, buffer_, parser,
+                              relay_.bind(asio::redirect_error(asio::use_awaitable, ec)));
     if (ec == http::error::need_buffer) ec = {};
     if (ec) co_return classify_transport_error(ec, "reading the response body from", origin_, diag);
     if (auto sink_ec = co_await deliver({chunk_.data(), chunk_.size() - parser.get().body().size}, target, diag))
@@ -276,7 +289,8 @@ asio::awaitable<error_code> http_connection::send_aws_chunked(Stream& stream, co
     const auto chunk = std::min<std::uint64_t>(aws_chunked::chunk_size, file.length - chunk_start);
     const auto header = aws_chunked::chunk_header(chunk);
     tcp().expires_after(timeouts_.write);
-    co_await asio::async_write(stream, asio::buffer(header), asio::redirect_error(asio::use_awaitable, ec));
+    co_await asio::async_write(stream, asio::buffer(header),
+                               relay_.bind(asio::redirect_error(asio::use_awaitable, ec)));
     for (std::uint64_t sent = 0; sent < chunk && !ec;) {
       const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(chunk_.size(), chunk - sent));
       const auto got = ::pread(file.fd, chunk_.data(), want, static_cast<off_t>(file.offset + chunk_start + sent));
@@ -284,12 +298,12 @@ asio::awaitable<error_code> http_connection::send_aws_chunked(Stream& stream, co
       hash.update({chunk_.data(), static_cast<std::size_t>(got)});
       tcp().expires_after(timeouts_.write);
       co_await asio::async_write(stream, asio::buffer(chunk_.data(), static_cast<std::size_t>(got)),
-                                 asio::redirect_error(asio::use_awaitable, ec));
+                                 relay_.bind(asio::redirect_error(asio::use_awaitable, ec)));
       sent += static_cast<std::uint64_t>(got);
     }
     if (!ec)
       co_await asio::async_write(stream, asio::buffer(aws_chunked::chunk_end.data(), aws_chunked::chunk_end.size()),
-                                 asio::redirect_error(asio::use_awaitable, ec));
+                                 relay_.bind(asio::redirect_error(asio::use_awaitable, ec)));
     chunk_start += chunk;
   }
   if (ec) co_return ec;
@@ -298,7 +312,8 @@ asio::awaitable<error_code> http_connection::send_aws_chunked(Stream& stream, co
   b64.resize(beast::detail::base64::encode(b64.data(), digest.data(), digest.size()));
   const auto last = aws_chunked::final_chunk(b64);
   tcp().expires_after(timeouts_.write);
-  co_await asio::async_write(stream, asio::buffer(last), asio::redirect_error(asio::use_awaitable, ec));
+  co_await asio::async_write(stream, asio::buffer(last),
+                             relay_.bind(asio::redirect_error(asio::use_awaitable, ec)));
   co_return ec;
 }
 

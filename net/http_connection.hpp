@@ -2,6 +2,7 @@
 // One HTTP/1.1 connection, plain or TLS, with a deadline on every connect, read and write. It sends a
 // request head and streams the body straight from memory or a file, then streams the response body to
 // a sink in chunks. The pool decides when a connection is reused.
+#include "net/cancellation.hpp"
 #include "net/http_message.hpp"
 #include "tracing/diagnostics.hpp"
 
@@ -89,6 +90,9 @@ class http_connection {
   http_timeouts timeouts_;
   beast::flat_buffer buffer_;
   std::vector<char> chunk_;  // response body chunks and file reads pass through here
+  // Each socket operation of an exchange is bound through it: the caller's Ctrl-C ends it at once. A
+  // connection whose exchange was cancelled is not reusable, so terminal cancellation costs nothing.
+  terminal_relay relay_;
   bool reusable_ = false;
   bool got_response_ = false;
   std::chrono::steady_clock::time_point idle_since_;
