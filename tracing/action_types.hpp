@@ -254,6 +254,9 @@ inline constexpr std::string_view serve = "ferry:node:serve";
 inline constexpr std::string_view listening = "ferry:serve:listening";
 inline constexpr std::string_view cache = "ferry:materialise:cache";      // message {cache_dir}
 inline constexpr std::string_view evicted = "ferry:materialise:evicted";  // message {layer, disk_bytes}
+// Message {layer, name}: the layer's plan line came and it joined the queue. Its start after another layer's
+// then reads as rank order (both were queued) or as arrival order (it came later).
+inline constexpr std::string_view queued = "ferry:materialise:queued";
 // Lazy start (agent/node/import_gate.hpp). Message {workdir, hook_dir, python_path, socket}: the workspace is in place,
 // the command may start; ferry starts it on reading this.
 inline constexpr std::string_view may_start = "ferry:materialise:may_start";

@@ -402,6 +402,17 @@ asio::awaitable<bool> wake_workers(arrivals& in, bool ended) {
   co_return true;
 }
 
+// Takes a plan line; a layer queued for the first time is said in the trace, with when it came.
+result<plan_progress::taken> take_line(tracing::action& act, plan_progress& plan, plan_line line,
+                                       diagnostics& diag) {
+  const auto* placed = std::get_if<placed_layer>(&line);
+  std::string id = placed ? placed->layer.id : std::string(), name = placed ? placed->layer.name : std::string();
+  auto taken = plan.take(std::move(line), diag);
+  if (taken && *taken == plan_progress::taken::queued)
+    act.log(action_types::node::queued, {{"layer", std::move(id)}, {"name", std::move(name)}});
+  return taken;
+}
+
 // Reads the plan's lines until its end line, queueing each layer the first time its id comes.
 asio::awaitable<void> read_plan(tracing::action& act, line_source& next, arrivals& in, shared_state& s) {
   co_await net::accept_cancellation();
@@ -420,7 +431,7 @@ asio::awaitable<void> read_plan(tracing::action& act, line_source& next, arrival
     auto parsed = parse_plan_line(**line, diag);
     if (!parsed) co_return fail(parsed.error());
     if (took_peer(s, act, *parsed)) continue;
-    auto taken = in.plan.take(std::move(*parsed), diag);
+    auto taken = take_line(act, in.plan, std::move(*parsed), diag);
     if (!taken) co_return in.stop(s);
     if (*taken != plan_progress::taken::queued && *taken != plan_progress::taken::ended) continue;
     const bool ended = *taken == plan_progress::taken::ended;
@@ -454,7 +465,7 @@ asio::awaitable<void> read_lazy_plan(line_source& next, arrivals& in, shared_sta
     if (took_peer(s, lazy.act, *parsed)) continue;
     if (std::holds_alternative<plan_work_done>(*parsed)) co_return lazy.finish(in, s);
     if (in.plan.stopping()) continue;  // the plan stopped short: the rest is not fetched
-    auto taken = in.plan.take(std::move(*parsed), diag);
+    auto taken = take_line(lazy.act, in.plan, std::move(*parsed), diag);
     if (!taken) {
       lazy.stopped(describe(taken.error(), diag));
       continue;
