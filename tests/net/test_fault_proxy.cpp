@@ -1,6 +1,7 @@
 // The fault-injecting proxy: exact pass-through, cuts at a byte count in each direction, the first-K
 // rule, delays that still deliver; against an echo server of plain sockets, and moto with the aws CLI.
 #include "support/fault_proxy.hpp"
+#include "support/loopback_listener.hpp"
 #include "support/moto.hpp"
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
@@ -47,13 +48,9 @@ int send_all(int fd, std::string_view data) {
 class echo_server {
  public:
   echo_server() {
-    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    auto addr = loopback(0);
-    socklen_t size = sizeof addr;
-    if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(listen_fd_, 16) != 0 ||
-        ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &size) != 0)
-      throw std::runtime_error("echo_server: cannot listen");
-    port_ = ntohs(addr.sin_port);
+    const auto listener = test::listen_on_loopback("echo_server");
+    listen_fd_ = listener.fd;
+    port_ = listener.port;
     acceptor_ = std::thread([this] { accept_loop(); });
   }
 

@@ -8,6 +8,7 @@
 #include "net/ssh_quote.hpp"
 #include "tracing/action_types.hpp"
 
+#include "support/loopback_listener.hpp"
 #include "support/moto.hpp"  // pick_free_port
 #include "support/process.hpp"
 #include "support/quoted.hpp"
@@ -106,15 +107,9 @@ TEST_F(ssh_connect_failures, an_unreachable_address_fails_within_the_connect_tim
 class silent_listener {
  public:
   silent_listener() {
-    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t size = sizeof addr;
-    if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd_, 8) != 0 ||
-        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &size) != 0)
-      throw std::runtime_error("cannot listen");
-    port_ = ntohs(addr.sin_port);
+    const auto listener = test::listen_on_loopback("silent_listener", 8);
+    fd_ = listener.fd;
+    port_ = listener.port;
   }
   ~silent_listener() { ::close(fd_); }
   std::uint16_t port() const { return port_; }
@@ -129,13 +124,9 @@ class silent_listener {
 class blackhole_listener {
  public:
   blackhole_listener() {
-    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    auto addr = loopback(0);
-    socklen_t size = sizeof addr;
-    if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(listen_fd_, 0) != 0 ||
-        ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &size) != 0)
-      throw std::runtime_error("cannot listen");
-    port_ = ntohs(addr.sin_port);
+    const auto listener = test::listen_on_loopback("blackhole_listener", 0);
+    listen_fd_ = listener.fd;
+    port_ = listener.port;
     for (int i = 0; i < 3; ++i) {
       const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
       const auto to = loopback(port_);

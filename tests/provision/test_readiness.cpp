@@ -7,6 +7,7 @@
 #include "provision/ssh_banner.hpp"
 
 #include "io_runner.hpp"
+#include "support/loopback_listener.hpp"
 #include "support/temp_dir.hpp"
 #include "support/trace_root.hpp"
 #include "tracing/action_types.hpp"
@@ -161,15 +162,9 @@ TEST(ssh_banner, tells_ssh2_identifications_from_other_greetings) {
 class greeter {
  public:
   explicit greeter(std::string greeting) : greeting_(std::move(greeting)) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd_, 16) != 0 ||
-        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0)
-      throw std::runtime_error("greeter: cannot listen");
-    port_ = ntohs(a.sin_port);
+    const auto listener = test::listen_on_loopback("greeter");
+    fd_ = listener.fd;
+    port_ = listener.port;
     thread_ = std::thread([this] { serve(); });
   }
   ~greeter() {
