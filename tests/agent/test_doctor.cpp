@@ -1,6 +1,7 @@
 // `ferry doctor` as a user runs it: the real binary against a real moto_server that checks signatures, with
 // ferry's SSH key and known_hosts in a temporary XDG config dir. Each test breaks one thing and reads the
 // line of the check that must catch it.
+#include "support/loopback_listener.hpp"
 #include "support/moto.hpp"
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
@@ -71,17 +72,9 @@ class fake_http {
   using responder = std::function<std::string(const std::string& request_line)>;
 
   explicit fake_http(responder answer) : answer_(std::move(answer)) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    const int one = 1;
-    ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-    ::listen(fd_, 16);
-    socklen_t len = sizeof addr;
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
+    const auto listener = test::listen_on_loopback("fake_http");
+    fd_ = listener.fd;
+    port_ = listener.port;
     thread_ = std::thread([this] { serve(); });
   }
   ~fake_http() {
@@ -313,8 +306,7 @@ TEST_F(doctor_cli, a_wrong_secret_is_named_and_never_shown) {
   EXPECT_NE(r.exit_code, 0) << r.out;
   const auto lines = lines_of(r.out);
   expect_marks(lines, {"credentials", "endpoint", "clock"}, "✓", r.out);
-  ASSERT_TRUE(lines.contains("storage.list")) << r.out;
-  EXPECT_EQ(lines.at("storage.list").mark, "✗") << r.out;
+  ASSERT_NO_FATAL_FAILURE(expect_marks(lines, {"storage.list"}, "✗", r.out));
   EXPECT_TRUE(contains(lines.at("storage.list").text, "SignatureDoesNotMatch")) << r.out;
   EXPECT_TRUE(contains(lines.at("storage.list").fix, "secret access key")) << r.out;
   expect_marks(lines, {"storage.write"}, "—", r.out);
@@ -347,8 +339,7 @@ TEST_F(doctor_cli, a_missing_bucket_is_named) {
   const auto r = doctor();
   EXPECT_NE(r.exit_code, 0) << r.out;
   const auto lines = lines_of(r.out);
-  ASSERT_TRUE(lines.contains("storage.list")) << r.out;
-  EXPECT_EQ(lines.at("storage.list").mark, "✗") << r.out;
+  ASSERT_NO_FATAL_FAILURE(expect_marks(lines, {"storage.list"}, "✗", r.out));
   EXPECT_TRUE(contains(lines.at("storage.list").text, "'no-such-doctor-bucket' does not exist")) << r.out;
   EXPECT_TRUE(contains(lines.at("storage.list").fix, "aws s3 mb s3://no-such-doctor-bucket")) << r.out;
   expect_marks(lines, {"storage.write"}, "—", r.out);
@@ -361,8 +352,7 @@ TEST_F(doctor_cli, a_clock_15_minutes_off_fails_and_5_minutes_passes) {
     const auto r = doctor({offset});
     EXPECT_NE(r.exit_code, 0) << offset << "\n" << r.out;
     const auto lines = lines_of(r.out);
-    ASSERT_TRUE(lines.contains("clock")) << r.out;
-    EXPECT_EQ(lines.at("clock").mark, "✗") << r.out;
+    ASSERT_NO_FATAL_FAILURE(expect_marks(lines, {"clock"}, "✗", r.out));
     EXPECT_TRUE(contains(lines.at("clock").text, direction)) << r.out;
     EXPECT_TRUE(contains(lines.at("clock").fix, "clock right")) << r.out;
   }
@@ -387,8 +377,7 @@ TEST_F(doctor_cli, an_unreachable_endpoint_fails_and_skips_what_needs_it) {
   const auto r = doctor();
   EXPECT_NE(r.exit_code, 0) << r.out;
   const auto lines = lines_of(r.out);
-  ASSERT_TRUE(lines.contains("endpoint")) << r.out;
-  EXPECT_EQ(lines.at("endpoint").mark, "✗") << r.out;
+  ASSERT_NO_FATAL_FAILURE(expect_marks(lines, {"endpoint"}, "✗", r.out));
   EXPECT_TRUE(contains(lines.at("endpoint").text, "does not answer")) << r.out;
   EXPECT_TRUE(contains(lines.at("endpoint").text, "AWS_ENDPOINT_URL")) << r.out;
   EXPECT_FALSE(lines.at("endpoint").fix.empty()) << r.out;
@@ -406,8 +395,7 @@ TEST_F(doctor_cli, a_missing_ssh_key_fails_with_the_fix) {
   const auto r = doctor();
   EXPECT_NE(r.exit_code, 0) << r.out;
   const auto lines = lines_of(r.out);
-  ASSERT_TRUE(lines.contains("ssh.key")) << r.out;
-  EXPECT_EQ(lines.at("ssh.key").mark, "✗") << r.out;
+  ASSERT_NO_FATAL_FAILURE(expect_marks(lines, {"ssh.key"}, "✗", r.out));
   EXPECT_TRUE(contains(lines.at("ssh.key").text, key_file().string() + " does not exist")) << r.out;
   EXPECT_TRUE(contains(lines.at("ssh.key").fix, "ssh-keygen -t ed25519")) << r.out;
   expect_marks(lines, storage_checks, "✓", r.out);
@@ -453,8 +441,7 @@ TEST_F(doctor_cli, nodes_of_the_registry_are_checked_each) {
   const auto lines = lines_of(r.out);
   expect_marks(lines, {"node.program", "node:local-0dead0"}, "✓", r.out);
   EXPECT_TRUE(contains(lines.at("node:local-0dead0").text, "is terminated")) << r.out;
-  ASSERT_TRUE(lines.contains("node:elsewhere-1")) << r.out;
-  EXPECT_EQ(lines.at("node:elsewhere-1").mark, "✗") << r.out;
+  ASSERT_NO_FATAL_FAILURE(expect_marks(lines, {"node:elsewhere-1"}, "✗", r.out));
   EXPECT_TRUE(contains(lines.at("node:elsewhere-1").text, fmt::format("127.0.0.1:{}", port))) << r.out;
   EXPECT_TRUE(contains(lines.at("node:elsewhere-1").fix, "ferry nodes down elsewhere-1")) << r.out;
 
@@ -478,8 +465,7 @@ TEST_F(doctor_cli, a_date_centuries_away_is_implausible_not_a_crash) {
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;  // a check failed; not UBSan's abort
   EXPECT_FALSE(contains(r.err, "runtime error")) << r.err;
   const auto lines = lines_of(r.out);
-  ASSERT_TRUE(lines.contains("clock")) << r.out;
-  EXPECT_EQ(lines.at("clock").mark, "✗") << r.out;
+  ASSERT_NO_FATAL_FAILURE(expect_marks(lines, {"clock"}, "✗", r.out));
   EXPECT_TRUE(contains(lines.at("clock").text, "Date header is implausible")) << r.out;
 }
 
@@ -510,8 +496,7 @@ TEST_F(doctor_cli, credentials_in_the_endpoint_url_are_never_shown) {
     const auto r = doctor();
     const auto j = doctor({"--json"});
     const auto lines = lines_of(r.out);
-    ASSERT_TRUE(lines.contains("endpoint")) << r.out;
-    EXPECT_EQ(lines.at("endpoint").mark, "✗") << r.out;
+    ASSERT_NO_FATAL_FAILURE(expect_marks(lines, {"endpoint"}, "✗", r.out));
     for (const auto& text : {r.out, r.err, j.out, j.err, read_file(trace_file())})
       EXPECT_FALSE(contains(text, secret)) << text;
     const auto ls = run_ferry({"storage", "ls"}, options_);
@@ -526,8 +511,7 @@ TEST_F(doctor_cli, credentials_in_the_storage_url_are_refused_and_never_shown) {
   const auto j = doctor({"--json"});
   EXPECT_NE(r.exit_code, 0) << r.out;
   const auto lines = lines_of(r.out);
-  ASSERT_TRUE(lines.contains("storage.list")) << r.out;
-  EXPECT_EQ(lines.at("storage.list").mark, "✗") << r.out;
+  ASSERT_NO_FATAL_FAILURE(expect_marks(lines, {"storage.list"}, "✗", r.out));
   EXPECT_TRUE(contains(lines.at("storage.list").text, "not an S3 bucket name")) << r.out;
   for (const auto& text : {r.out, r.err, j.out, j.err, read_file(trace_file())})
     EXPECT_FALSE(contains(text, "STORAGEURLSECRET")) << text;
@@ -543,8 +527,7 @@ TEST_F(doctor_cli, a_web_page_answering_200_is_not_storage) {
   EXPECT_EQ(r.exit_code, 1) << r.out;
   const auto lines = lines_of(r.out);
   expect_marks(lines, {"endpoint", "clock"}, "✓", r.out);
-  ASSERT_TRUE(lines.contains("storage.list")) << r.out;
-  EXPECT_EQ(lines.at("storage.list").mark, "✗") << r.out;
+  ASSERT_NO_FATAL_FAILURE(expect_marks(lines, {"storage.list"}, "✗", r.out));
   EXPECT_TRUE(contains(lines.at("storage.list").text, "answered HTTP 200 but not as S3 (text/html")) << r.out;
   EXPECT_TRUE(contains(lines.at("storage.list").fix, "AWS_ENDPOINT_URL")) << r.out;
   expect_marks(lines, {"storage.write"}, "—", r.out);
@@ -564,8 +547,7 @@ TEST_F(doctor_cli, a_put_answered_without_an_etag_is_not_storage_and_names_the_k
   EXPECT_EQ(r.exit_code, 1) << r.out;
   const auto lines = lines_of(r.out);
   expect_marks(lines, {"endpoint", "clock", "storage.list"}, "✓", r.out);
-  ASSERT_TRUE(lines.contains("storage.write")) << r.out;
-  EXPECT_EQ(lines.at("storage.write").mark, "✗") << r.out;
+  ASSERT_NO_FATAL_FAILURE(expect_marks(lines, {"storage.write"}, "✗", r.out));
   EXPECT_TRUE(contains(lines.at("storage.write").text, "not as S3")) << r.out;
   EXPECT_TRUE(contains(lines.at("storage.write").text, "s3://doctor-ok/.ferry-doctor-")) << r.out;
   EXPECT_TRUE(contains(lines.at("storage.write").fix, "aws s3 rm s3://doctor-ok/.ferry-doctor-")) << r.out;
@@ -581,8 +563,7 @@ TEST_F(doctor_cli, http_errors_without_an_s3_code_get_no_s3_meaning) {
     options_.env["AWS_ENDPOINT_URL"] = plain.endpoint();
     const auto r = doctor();
     const auto lines = lines_of(r.out);
-    ASSERT_TRUE(lines.contains("storage.list")) << r.out;
-    EXPECT_EQ(lines.at("storage.list").mark, "✗") << r.out;
+    ASSERT_NO_FATAL_FAILURE(expect_marks(lines, {"storage.list"}, "✗", r.out));
     EXPECT_TRUE(contains(lines.at("storage.list").text, fmt::format("HTTP {} without an S3 error code", status)))
         << r.out;
     EXPECT_FALSE(contains(lines.at("storage.list").text, "NoSuchBucket")) << r.out;
@@ -607,8 +588,7 @@ TEST_F(doctor_cli, a_put_without_an_answer_names_the_probe_it_may_leave) {
   const auto r = doctor();
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   const auto lines = lines_of(r.out);
-  ASSERT_TRUE(lines.contains("storage.write")) << r.out;
-  EXPECT_EQ(lines.at("storage.write").mark, "✗") << r.out;
+  ASSERT_NO_FATAL_FAILURE(expect_marks(lines, {"storage.write"}, "✗", r.out));
   EXPECT_TRUE(contains(lines.at("storage.write").text, "s3://doctor-ok/.ferry-doctor-")) << r.out;
   EXPECT_TRUE(contains(lines.at("storage.write").text, "may have been written")) << r.out;
   EXPECT_TRUE(contains(lines.at("storage.write").fix, "aws s3 rm s3://doctor-ok/.ferry-doctor-")) << r.out;
@@ -634,8 +614,7 @@ TEST_F(doctor_cli, ctrl_c_reports_what_it_has_and_names_a_probe_that_may_be_left
   const auto r = c->wait();
   EXPECT_EQ(r.exit_code, 130) << r.out << r.err;
   const auto lines = lines_of(r.out);
-  ASSERT_TRUE(lines.contains("storage.write")) << r.out << r.err << read_file(trace_file());
-  EXPECT_EQ(lines.at("storage.write").mark, "✗") << r.out;
+  ASSERT_NO_FATAL_FAILURE(expect_marks(lines, {"storage.write"}, "✗", r.out));
   EXPECT_TRUE(contains(lines.at("storage.write").text, "interrupted")) << r.out;
   EXPECT_FALSE(contains(lines.at("storage.write").text, "no answer within")) << r.out;
   EXPECT_TRUE(contains(lines.at("storage.write").text, "s3://doctor-ok/.ferry-doctor-")) << r.out;
@@ -650,8 +629,7 @@ TEST_F(doctor_cli, a_node_program_that_is_a_directory_fails_its_check) {
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_FALSE(contains(r.err, "basic_filebuf")) << r.err;
   const auto lines = lines_of(r.out);
-  ASSERT_TRUE(lines.contains("node.program")) << r.out << r.err;
-  EXPECT_EQ(lines.at("node.program").mark, "✗") << r.out;
+  ASSERT_NO_FATAL_FAILURE(expect_marks(lines, {"node.program"}, "✗", r.out));
   EXPECT_TRUE(contains(lines.at("node.program").text, "is not a regular file (a directory)")) << r.out;
   expect_marks(lines, storage_checks, "✓", r.out);
 }
@@ -663,8 +641,7 @@ TEST_F(doctor_cli, a_known_hosts_that_is_a_directory_fails) {
   const auto r = doctor();
   EXPECT_EQ(r.exit_code, 1) << r.out;
   const auto lines = lines_of(r.out);
-  ASSERT_TRUE(lines.contains("ssh.known_hosts")) << r.out;
-  EXPECT_EQ(lines.at("ssh.known_hosts").mark, "✗") << r.out;
+  ASSERT_NO_FATAL_FAILURE(expect_marks(lines, {"ssh.known_hosts"}, "✗", r.out));
   EXPECT_TRUE(contains(lines.at("ssh.known_hosts").text, "is not a regular file")) << r.out;
 }
 
