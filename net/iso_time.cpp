@@ -14,11 +14,13 @@ std::optional<std::int64_t> unix_seconds_of(std::string_view iso8601) {
 }
 
 std::optional<std::int64_t> unix_seconds_of_http_date(std::string_view date) {
-  std::tm utc{};
   const std::string text(date);
-  const char* end = ::strptime(text.c_str(), "%a, %d %b %Y %H:%M:%S GMT", &utc);
-  if (!end || *end != '\0') return std::nullopt;
-  return static_cast<std::int64_t>(::timegm(&utc));
+  for (const char* format : {"%a, %d %b %Y %H:%M:%S GMT", "%A, %d-%b-%y %H:%M:%S GMT", "%a %b %e %H:%M:%S %Y"}) {
+    std::tm utc{};
+    const char* end = ::strptime(text.c_str(), format, &utc);
+    if (end && *end == '\0') return static_cast<std::int64_t>(::timegm(&utc));
+  }
+  return std::nullopt;
 }
 
 }  // namespace ferry::net

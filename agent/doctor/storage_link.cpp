@@ -9,8 +9,6 @@
 
 #include <fmt/format.h>
 
-#include <ctime>
-
 namespace ferry::agent::doctor {
 namespace {
 
@@ -47,19 +45,6 @@ net::origin origin_of(const net::endpoint& at) { return {at.scheme, at.host, at.
 
 std::chrono::milliseconds since(clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - start);
-}
-
-// HTTP/1.1 allows three Date formats (RFC 9110 5.6.7): IMF-fixdate (net/ reads it), and the obsolete
-// RFC 850 and asctime ones, which a recipient must still accept.
-std::optional<std::int64_t> date_seconds(std::string_view header) {
-  if (auto s = net::unix_seconds_of_http_date(header)) return s;
-  const std::string text(header);
-  for (const char* format : {"%A, %d-%b-%y %H:%M:%S GMT", "%a %b %e %H:%M:%S %Y"}) {
-    std::tm utc{};
-    const char* end = ::strptime(text.c_str(), format, &utc);
-    if (end && *end == '\0') return static_cast<std::int64_t>(::timegm(&utc));
-  }
-  return std::nullopt;
 }
 
 // Ctrl-C, not the deadline: with_deadline answers a cancelled caller at once, as if it had timed out.
@@ -125,7 +110,7 @@ asio::awaitable<result<ping_reply>> storage_link::ping_once(diagnostics& diag) {
   reply.status = response->status;
   reply.took = since(start);
   reply.local_mid = sent_at + (now() - sent_at) / 2;
-  reply.server_seconds = date_seconds(response->header("Date"));
+  reply.server_seconds = net::unix_seconds_of_http_date(response->header("Date"));
   co_return reply;
 }
 
