@@ -108,12 +108,12 @@ check_result unanswered(std::string_view name, const error_code& ec, const diagn
 
 bool ok(const net::http_response& r) { return r.status / 100 == 2; }
 
-}  // namespace
-
 // Bytes of the text at `pos` that continue a UTF-8 sequence (10xxxxxx): no cut falls between them.
 bool continues(std::string_view text, std::size_t pos) {
   return pos < text.size() && (static_cast<unsigned char>(text[pos]) & 0xC0) == 0x80;
 }
+
+}  // namespace
 
 std::string mask_key_id(std::string_view id) {
   const std::size_t shown = std::min<std::size_t>(4, id.size() / 4);
@@ -173,12 +173,15 @@ asio::awaitable<check_result> check_write(tracing::action& parent, storage_link&
   put.body = "written by `ferry doctor`, which deletes it again\n";
   diagnostics diag;
   auto r = co_await link.send(act, put, diag);
+  constexpr std::string_view maybe_written = "may have been written";
   if (!r)
-    co_return close_check(act, left_behind(unanswered(write_check, r.error(), diag), put.bucket, put.key, "may have been written"));
+    co_return close_check(act,
+                          left_behind(unanswered(write_check, r.error(), diag), put.bucket, put.key, maybe_written));
   if (!ok(*r)) co_return close_check(act, refused(write_check, put, *r, link, t));
   // S3 answers every PUT with the object's ETag; a 2xx without one did not come from S3.
   if (r->header("ETag").empty())
-    co_return close_check(act, left_behind(not_s3(write_check, *r, link, "no ETag"), put.bucket, put.key, "may have been written"));
+    co_return close_check(act,
+                          left_behind(not_s3(write_check, *r, link, "no ETag"), put.bucket, put.key, maybe_written));
 
   const auto where = fmt::format("s3://{}/{}", put.bucket, put.key);
   storage_call del{.operation = "DeleteObject", .method = net::http::verb::delete_, .bucket = put.bucket,

@@ -91,7 +91,9 @@ check_result hosts_result(const std::filesystem::path& file) {
                   "make it and its directory readable by this user", make_error_code(net::errc::known_hosts_error));
   }
   if (auto problem = unreadable_kind(file, max_file_bytes))
-    return failed(name, *problem, fmt::format("move it aside (`mv {0} {0}.old`): ferry records each node's host key anew on first connection",
+    return failed(name, *problem,
+                  fmt::format("move it aside (`mv {0} {0}.old`): ferry records each node's host key anew on first "
+                              "connection",
                               file.string()),
                   make_error_code(net::errc::known_hosts_error));
   if ((st.st_mode & 022) != 0)
