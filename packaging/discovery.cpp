@@ -45,6 +45,77 @@ answer = {
     'purelib': paths.get('purelib', ''),
     'platlib': paths.get('platlib', ''),
 }
+# The .pth files site ran, in its order (the user site, then each site directory; names sorted), with
+# the lines it executed: reading them as site.addpackage does.
+def pth_files():
+    dirs = []
+    if site.ENABLE_USER_SITE and os.path.isdir(site.getusersitepackages()):
+        dirs.append(site.getusersitepackages())
+    if hasattr(site, 'getsitepackages'):
+        dirs += [d for d in site.getsitepackages() if os.path.isdir(d)]
+    out, seen = [], set()
+    for d in dirs:
+        if os.path.normcase(os.path.abspath(d)) in seen:
+            continue
+        seen.add(os.path.normcase(os.path.abspath(d)))
+        try:
+            names = sorted(n for n in os.listdir(d) if n.endswith('.pth') and not n.startswith('.'))
+        except OSError:
+            continue
+        for n in names:
+            try:
+                with open(os.path.join(d, n), 'rb') as f:
+                    lines = f.read().decode('utf-8', 'surrogateescape').splitlines(True)
+            except OSError:
+                continue
+            imports = [l for l in lines if l.startswith(('import ', 'import\t'))]
+            out.append({'dir': d, 'name': n, 'imports': imports})
+    return out
+def editable_paths():
+    out = []
+    for name, m in sorted(sys.modules.items(), key=lambda kv: kv[0]):
+        if not (name.startswith('__editable__') and name.endswith('_finder')):
+            continue
+        out += [str(p) for p in dict(getattr(m, 'MAPPING', None) or {}).values()]
+        for ps in dict(getattr(m, 'NAMESPACES', None) or {}).values():
+            out += [str(p) for p in ps]
+    return out
+# The glibc each installed wheel needs, from its manylinux tags: a wheel runs where any one of its tags
+# does, so the oldest glibc among them.
+def wheel_glibc():
+    legacy = {'manylinux1': (2, 5), 'manylinux2010': (2, 12), 'manylinux2014': (2, 17)}
+    out = []
+    for d in [d for d in site.getsitepackages() if os.path.isdir(d)] if hasattr(site, 'getsitepackages') else []:
+        for n in sorted(os.listdir(d)):
+            if not n.endswith('.dist-info'):
+                continue
+            try:
+                with open(os.path.join(d, n, 'WHEEL'), 'rb') as f:
+                    tags = [l.split(b':', 1)[1].strip().decode('ascii', 'replace') for l in f if l.startswith(b'Tag:')]
+            except (OSError, IndexError):
+                continue
+            need = None
+            for t in tags:
+                for p in t.split('-')[-1].split('.'):
+                    parts = p.split('_')
+                    if parts[0] in legacy:
+                        v = legacy[parts[0]]
+                    elif parts[0] == 'manylinux' and len(parts) >= 4 and parts[1].isdigit() and parts[2].isdigit():
+                        v = (int(parts[1]), int(parts[2]))
+                    else:
+                        continue
+                    if need is None or v < need:
+                        need = v
+            if need is not None:
+                out.append([n[:-len('.dist-info')].rsplit('-', 1)[0], '%d.%d' % need])
+    return out
+import platform
+answer['implementation'] = impl.name
+answer['machine'] = platform.machine()
+answer['soabi'] = sysconfig.get_config_var('SOABI') or ''
+answer['wheel_glibc'] = wheel_glibc()
+answer['pth'] = pth_files()
+answer['editable'] = editable_paths()
 sys.stdout.flush()
 text = json.dumps(answer, ensure_ascii=False).encode('utf-8', 'surrogateescape')
 sys.stdout.buffer.write(b'\nFERRY-PROBE-1 ' + text + b'\n')
@@ -98,6 +169,32 @@ class field_reader {
     for (const auto& item : v->as_array()) {
       if (!item.is_string()) return fail(key, "a list of strings");
       out.emplace_back(item.as_string());
+    }
+    return true;
+  }
+  bool pairs(std::string_view key, std::vector<std::pair<std::string, std::string>>& out) {
+    const auto* v = o_.if_contains(key);
+    if (!v || !v->is_array()) return fail(key, "a list of pairs of strings");
+    out.clear();
+    for (const auto& item : v->as_array()) {
+      const auto* a = item.if_array();
+      if (!a || a->size() != 2 || !(*a)[0].is_string() || !(*a)[1].is_string())
+        return fail(key, "a list of pairs of strings");
+      out.emplace_back(std::string((*a)[0].as_string()), std::string((*a)[1].as_string()));
+    }
+    return true;
+  }
+  bool pth_files(std::string_view key, std::vector<pth_file>& out) {
+    const auto* v = o_.if_contains(key);
+    if (!v || !v->is_array()) return fail(key, "a list of .pth files");
+    out.clear();
+    for (const auto& item : v->as_array()) {
+      const auto* o = item.if_object();
+      if (!o) return fail(key, "a list of .pth files");
+      field_reader r(*o, diag_);
+      pth_file f;
+      if (!r.text("dir", f.dir) || !r.text("name", f.name) || !r.texts("imports", f.imports)) return false;
+      out.push_back(std::move(f));
     }
     return true;
   }
@@ -180,6 +277,31 @@ class classifier {
   fs::path base_prefix_;
 };
 
+std::optional<std::size_t> entry_of(const discovery& d, const fs::path& real) {
+  for (std::size_t i = 0; i < d.entries.size(); ++i)
+    if (d.entries[i].real_path == real) return i;
+  return std::nullopt;
+}
+
+// What an editable install imports from and no shipped entry holds: a directory of its own each (a module
+// file's directory), shipped off the path.
+void add_editable_targets(const probe_answer& answer, discovery& out) {
+  for (const auto& target : answer.editable) {
+    if (target.empty() || target.front() != '/') continue;  // a finder's own placeholder, not a place
+    auto real = real_path(target);
+    error_code ec;
+    if (!fs::is_directory(real, ec)) real = real.parent_path();
+    if (!fs::is_directory(real, ec)) continue;
+    const bool held = std::any_of(out.entries.begin(), out.entries.end(), [&](const discovery_entry& e) {
+      return e.shipped() && within(real, e.real_path);
+    });
+    if (held) continue;
+    discovery_entry e{real, real, kind::other};
+    e.off_path = true;
+    out.entries.push_back(std::move(e));
+  }
+}
+
 }  // namespace
 
 std::string_view probe_script() { return script; }
@@ -213,7 +335,9 @@ result<probe_answer> parse_probe_answer(const json::value& value, diagnostics& d
                   r.text("cache_tag", a.cache_tag) && r.text("platform_tag", a.platform_tag) &&
                   r.texts("site_packages", a.site_packages) && r.optional_text("user_site", a.user_site) &&
                   r.text("stdlib", a.stdlib) && r.text("platstdlib", a.platstdlib) && r.text("purelib", a.purelib) &&
-                  r.text("platlib", a.platlib);
+                  r.text("platlib", a.platlib) && r.pth_files("pth", a.pth) && r.texts("editable", a.editable) &&
+                  r.text("implementation", a.implementation) && r.text("machine", a.machine) &&
+                  r.text("soabi", a.soabi) && r.pairs("wheel_glibc", a.wheel_glibc);
   if (!ok) return make_error_code(errc::bad_probe_output);
   return a;
 }
@@ -242,6 +366,17 @@ json::object to_json(const probe_answer& a) {
   o["platstdlib"] = a.platstdlib;
   o["purelib"] = a.purelib;
   o["platlib"] = a.platlib;
+  json::array pth;
+  for (const auto& f : a.pth)
+    pth.emplace_back(json::object{{"dir", f.dir}, {"name", f.name}, {"imports", strings(f.imports)}});
+  o["pth"] = std::move(pth);
+  o["editable"] = strings(a.editable);
+  o["implementation"] = a.implementation;
+  o["machine"] = a.machine;
+  o["soabi"] = a.soabi;
+  json::array glibc;
+  for (const auto& [dist, version] : a.wheel_glibc) glibc.emplace_back(json::array{json::value(dist), json::value(version)});
+  o["wheel_glibc"] = std::move(glibc);
   return o;
 }
 
@@ -288,15 +423,23 @@ result<discovery> classify(const probe_answer& answer, const fs::path& workspace
   out.version = answer.version;
   out.platform_tag = answer.platform_tag;
   out.cache_tag = answer.cache_tag;
+  out.implementation = answer.implementation;
+  out.machine = answer.machine;
+  out.soabi = answer.soabi;
+  out.wheel_glibc = answer.wheel_glibc;
   out.executable = answer.executable;
   // Python may leave the workspace out (PYTHONSAFEPATH, -P); ferry ships it regardless, first.
   out.entries.push_back({root, root_real, kind::workspace});
   std::set<fs::path> seen{root_real};
 
   const classifier sort(answer, ship_site_packages);
-  for (const auto& raw : answer.sys_path) {
+  // `python -c` put '' first, for the script's directory: on the node, Python puts the script's own there.
+  const bool script_slot = !answer.sys_path.empty() && answer.sys_path.front().empty();
+  for (std::size_t i = 0; i < answer.sys_path.size(); ++i) {
+    const auto& raw = answer.sys_path[i];
     auto path = absolute_in(raw, root);
     auto real = real_path(path);
+    if (i > 0 || !script_slot) out.sys_path.push_back({raw, entry_of(out, real)});
     if (!seen.insert(real).second) continue;  // a duplicate, maybe through a symlink: the first one wins
     const auto what = sort.classify(real);
     discovery_entry e{std::move(path), std::move(real), what};
@@ -307,8 +450,11 @@ result<discovery> classify(const probe_answer& answer, const fs::path& workspace
           "their own",
           e.path.string()));
     }
+    if (i > 0 || !script_slot) out.sys_path.back().entry = out.entries.size();
     out.entries.push_back(std::move(e));
   }
+  add_editable_targets(answer, out);
+  out.pth = answer.pth;
   return out;
 }
 

@@ -16,6 +16,16 @@
 
 namespace ferry::packaging {
 
+// A `.pth` file that `site` ran at start-up, and the lines of it that it executed ("import ..."). Its path
+// lines need no record: what they added is in sys.path already.
+struct pth_file {
+  std::string dir;                   // the site directory that holds it
+  std::string name;                  // "distutils-precedence.pth"
+  std::vector<std::string> imports;  // in file order
+
+  bool operator==(const pth_file&) const = default;
+};
+
 // What the interpreter says about itself, as probe_script() prints it. Strings are paths as bytes: a path
 // that is not UTF-8 travels unchanged.
 struct probe_answer {
@@ -30,6 +40,15 @@ struct probe_answer {
   std::vector<std::string> site_packages;  // site.getsitepackages()
   std::optional<std::string> user_site;    // site.getusersitepackages() when site.ENABLE_USER_SITE
   std::string stdlib, platstdlib, purelib, platlib;  // sysconfig.get_paths()
+  std::vector<pth_file> pth;          // in the order `site` ran them: site directory by directory, by name
+  // Where setuptools' editable finders (__editable___*_finder, PEP 660) import packages from: their
+  // MAPPING's and NAMESPACES' paths, which need not lie on sys.path.
+  std::vector<std::string> editable;
+  std::string implementation;  // sys.implementation.name: "cpython"
+  std::string machine;         // platform.machine(): "x86_64"
+  std::string soabi;           // sysconfig's SOABI: "cpython-311-x86_64-linux-gnu"
+  // Each installed wheel with manylinux tags, and the glibc it needs ("2.17"): {distribution, version}.
+  std::vector<std::pair<std::string, std::string>> wheel_glibc;
 
   bool operator==(const probe_answer&) const = default;
 };
@@ -63,17 +82,34 @@ struct discovery_entry {
   std::filesystem::path real_path;  // symlinks resolved: what duplicates are recognised by
   kind what = kind::other;
   bool inside_workspace = false;  // an `other` entry below the workspace root: its files also ship with it
+  // Not on sys.path: a directory an editable install imports from (probe_answer::editable), shipped so
+  // that the node can point the finder at it. Such entries come after every sys.path entry.
+  bool off_path = false;
 
   bool shipped() const;
 };
 
 std::string_view to_string(discovery_entry::kind k);
 
+// One place of the local sys.path after the script's own (which Python puts first on the node too): the
+// entry it names, as an index into discovery::entries, or none for a string that names no directory
+// (setuptools' "__editable__.*.__path_hook__" placeholder, an entry that does not exist).
+struct path_slot {
+  std::string raw;                    // as sys.path holds it
+  std::optional<std::size_t> entry;   // into discovery::entries
+
+  bool operator==(const path_slot&) const = default;
+};
+
 struct discovery {
   std::vector<discovery_entry> entries;  // sys.path order, the workspace first, no duplicates
+  std::vector<path_slot> sys_path;       // the local sys.path itself, entry for entry, duplicates and all
+  std::vector<pth_file> pth;             // as the probe reported them
   std::string version;
   std::string platform_tag;
   std::string cache_tag;
+  std::string implementation, machine, soabi;
+  std::vector<std::pair<std::string, std::string>> wheel_glibc;  // as probe_answer has them
   std::filesystem::path executable;
   std::vector<std::string> notes;  // things a person may want to know, e.g. an entry inside the workspace
 

@@ -25,7 +25,7 @@ namespace asio = boost::asio;
 namespace fs = std::filesystem;
 namespace json = boost::json;
 
-constexpr std::string_view format_name = "ferry-discovery-1";
+constexpr std::string_view format_name = "ferry-discovery-2";
 constexpr std::size_t max_entries = 32;  // one per project and interpreter a person switches between
 
 // ---- witnesses -----------------------------------------------------------------------------------------

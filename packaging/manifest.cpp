@@ -4,6 +4,10 @@
 #include "packaging/layer.hpp"
 
 #include <boost/json.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
 
 namespace ferry::packaging {
 namespace {
@@ -25,7 +29,17 @@ std::string manifest_text(const python_info& python, std::span<const root_spec> 
   // boost::json::object keeps insertion order, so the text is the same for the same inputs.
   json::object doc;
   doc["format"] = "ferry-manifest-v1";
-  doc["python"] = json::object{{"version", python.version}, {"platform", python.platform}};
+  json::object py{{"version", python.version}, {"platform", python.platform}};
+  if (!python.implementation.empty()) {
+    py["implementation"] = python.implementation;
+    py["machine"] = python.machine;
+    py["abi"] = python.abi;
+  }
+  if (!python.glibc.empty()) {
+    py["glibc"] = python.glibc;
+    py["glibc_by"] = json::value_from(python.glibc_by);
+  }
+  doc["python"] = std::move(py);
   json::array roots_out;
   for (const auto& r : roots) {
     roots_out.push_back(json::object{{"index", r.index}, {"kind", kind_name(r.type)}, {"path", r.path.string()}});
@@ -52,6 +66,36 @@ std::string manifest_text(const python_info& python, std::span<const root_spec> 
 }
 
 }  // namespace
+
+std::pair<int, int> glibc_version(std::string_view text) {
+  int major = 0, minor = 0;
+  const auto dot = text.find('.');
+  if (dot == std::string_view::npos) return {0, 0};
+  const auto a = std::from_chars(text.data(), text.data() + dot, major);
+  const auto b = std::from_chars(text.data() + dot + 1, text.data() + text.size(), minor);
+  if (a.ec != std::errc() || b.ec != std::errc() || a.ptr != text.data() + dot || b.ptr != text.data() + text.size())
+    return {0, 0};
+  return {major, minor};
+}
+
+python_info python_info_of(const discovery& found) {
+  python_info p{found.version, found.platform_tag, found.executable.string()};
+  p.implementation = found.implementation;
+  p.machine = found.machine;
+  p.abi = found.soabi;
+  // Only what ships counts: site-packages left to the node are the node's own business.
+  const bool ships_site = std::any_of(found.entries.begin(), found.entries.end(), [](const discovery_entry& e) {
+    return e.what == discovery_entry::kind::site_packages;
+  });
+  if (!ships_site) return p;
+  std::pair<int, int> newest{0, 0};
+  for (const auto& [dist, version] : found.wheel_glibc) newest = std::max(newest, glibc_version(version));
+  if (newest == std::pair<int, int>{0, 0}) return p;
+  p.glibc = fmt::format("{}.{}", newest.first, newest.second);
+  for (const auto& [dist, version] : found.wheel_glibc)
+    if (glibc_version(version) == newest) p.glibc_by.push_back(dist);
+  return p;
+}
 
 std::string manifest_content_json(const python_info& python, std::span<const root_spec> roots,
                                   std::span<const layer> layers, std::string_view prefix) {

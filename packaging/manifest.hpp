@@ -11,6 +11,7 @@
 // names is in storage with its digest known, so finding it proves the whole set is there (a warm pack
 // checks just that); a body at that key without the digests (stored by an older ferry) counts as absent
 // and is written again. Both texts are deterministic JSON (fixed key order, no whitespace variation).
+#include "packaging/discovery.hpp"
 #include "packaging/layer.hpp"
 #include "packaging/layer_scan.hpp"
 #include "packaging/zip_digest.hpp"
@@ -25,7 +26,18 @@ struct python_info {
   std::string version;     // "3.11.7"
   std::string platform;    // "cp311-linux_x86_64"
   std::string executable;  // on the workstation, for the record
+  // What a node's interpreter must match (agent/python_check.hpp); empty: not known (not recorded).
+  std::string implementation;  // "cpython"
+  std::string machine;         // "x86_64"
+  std::string abi;             // sysconfig's SOABI: "cpython-311-x86_64-linux-gnu"
+  std::string glibc;           // the newest glibc a shipped wheel's manylinux tags need: "2.28"
+  std::vector<std::string> glibc_by;  // the distributions that need it
 };
+
+// The interpreter as discovery found it, with the newest glibc its site-packages' wheels need.
+python_info python_info_of(const discovery& found);
+// "2.17" as {2, 17}; {0, 0} for text that is not MAJOR.MINOR.
+std::pair<int, int> glibc_version(std::string_view text);
 
 // The digest of each shard's stored zip, by shard id (within one prefix an id names one key).
 using shard_digests = std::map<sha256_digest, zip_digest>;
