@@ -3,6 +3,7 @@
 #include <boost/json.hpp>
 
 #include <algorithm>
+#include <charconv>
 
 namespace ferry::agent::node {
 namespace json = boost::json;
@@ -72,6 +73,12 @@ std::vector<std::size_t> import_gate::holders(std::string_view kind, std::string
     std::vector<std::size_t> all(layers_.size());
     for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
     return all;
+  }
+  if (kind == "layer") {  // by its index: an editable install's target, which no import name reaches
+    std::size_t index = 0;
+    const auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), index);
+    if (ec != std::errc() || end != name.data() + name.size() || index >= layers_.size()) return {};
+    return {index};
   }
   const auto& map = kind == "dist" ? dists_ : modules_;
   const auto it = map.find(name);

@@ -9,6 +9,7 @@
 //   hello PID              -> every layer: {index, id, name, dir, modules, dists, state, reason}
 //   want module NAME       -> once every layer holding NAME is in place or failed: every layer's state
 //   want dist NAME|*       -> the same for a distribution (importlib.metadata), * for all of them
+//   want layer INDEX       -> the same for one layer (what an editable install imports from)
 //   imported NAME...       -> "ok": the top-level names one process imported, in order
 #include "agent/node/plan.hpp"
 

@@ -1,5 +1,6 @@
 #include "agent/node/import_server.hpp"
 
+#include "agent/node/content_dir.hpp"
 #include "agent/node/error.hpp"
 #include "net/cancellation.hpp"
 #include "net/digest.hpp"
@@ -38,45 +39,6 @@ constexpr std::string_view hook_source =
 
 constexpr std::size_t max_request = 1 << 20;  // an `imported` line of a few thousand names
 
-result<void> write_file(const std::string& path, std::string_view text, diagnostics& diag) {
-  packaging::unique_fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644));
-  if (fd.get() < 0) {
-    diag.set(fmt::format("cannot create {}: {}", path, std::strerror(errno)));
-    return make_error_code(errc::cache_failed);
-  }
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const auto n = ::write(fd.get(), text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      diag.set(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
-      return make_error_code(errc::cache_failed);
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  return {};
-}
-
-result<void> make_dir(const std::string& path, diagnostics& diag) {
-  if (::mkdir(path.c_str(), 0755) == 0 || errno == EEXIST) return {};
-  diag.set(fmt::format("cannot create {}: {}", path, std::strerror(errno)));
-  return make_error_code(errc::cache_failed);
-}
-
-bool same_content(const std::string& path, std::string_view text) {
-  packaging::unique_fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  if (fd.get() < 0) return false;
-  std::string got(text.size() + 1, '\0');  // one byte more: a longer file is told apart
-  std::size_t done = 0;
-  while (done < got.size()) {
-    const auto n = ::read(fd.get(), got.data() + done, got.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    done += static_cast<std::size_t>(n);
-  }
-  return std::string_view(got.data(), done) == text;
-}
-
 std::vector<std::string> words(std::string_view line) {
   std::vector<std::string> out;
   std::size_t at = 0;
@@ -93,44 +55,7 @@ std::vector<std::string> words(std::string_view line) {
 }  // namespace
 
 result<std::string> install_import_hook(const std::string& cache_dir, diagnostics& diag) {
-  const auto digest = net::hex_sha256(hook_source).substr(0, 16);
-  const auto parent = cache_dir + "/hook";
-  const auto dir = parent + "/" + digest;
-  const auto file = dir + "/sitecustomize.py";
-  struct stat st {};
-  if (::stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode) && std::uint64_t(st.st_size) == hook_source.size() &&
-      same_content(file, hook_source))
-    return dir;
-  if (auto r = make_dir(parent, diag); !r) return r.error();
-  // Made aside and renamed: a command never sees half a hook, and two runs may race here.
-  char temp[4096];
-  const auto template_path = parent + "/.tmp-XXXXXX";
-  if (template_path.size() >= sizeof temp) {
-    diag.set(fmt::format("the cache directory {} is too long a path", cache_dir));
-    return make_error_code(errc::cache_failed);
-  }
-  std::memcpy(temp, template_path.c_str(), template_path.size() + 1);
-  if (!::mkdtemp(temp)) {
-    diag.set(fmt::format("cannot create a directory in {}: {}", parent, std::strerror(errno)));
-    return make_error_code(errc::cache_failed);
-  }
-  ::chmod(temp, 0755);
-  const std::string made = temp;
-  if (auto r = write_file(made + "/sitecustomize.py", hook_source, diag); !r) {
-    ::unlink((made + "/sitecustomize.py").c_str());
-    ::rmdir(made.c_str());
-    return r.error();
-  }
-  if (::rename(made.c_str(), dir.c_str()) != 0) {
-    // Another run put the same hook there first.
-    ::unlink((made + "/sitecustomize.py").c_str());
-    ::rmdir(made.c_str());
-    if (::stat(file.c_str(), &st) != 0) {
-      diag.set(fmt::format("cannot put the import hook in {}: {}", dir, std::strerror(errno)));
-      return make_error_code(errc::cache_failed);
-    }
-  }
-  return dir;
+  return install_content(cache_dir + "/hook", "sitecustomize.py", hook_source, diag);
 }
 
 import_server::import_server(asio::any_io_executor io, import_gate& gate, prefer_fn prefer, std::string dir)

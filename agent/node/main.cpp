@@ -243,6 +243,8 @@ int materialise() {
         a.succeed({{"cache_dir", got.cache_dir},
                    {"workdir", got.workdir},
                    {"python_path", python_path},
+                   {"hook_dir", got.hook_dir},
+                   {"site_file", got.site_file},
                    {"layers_cached", got.layers_cached},
                    {"layers_fetched", got.layers_fetched},
                    {"bytes_fetched", got.bytes_fetched},

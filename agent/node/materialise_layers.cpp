@@ -1,5 +1,8 @@
 #include "agent/node/materialise_layers.hpp"
 
+#include "agent/node/content_dir.hpp"
+#include "agent/node/site_file.hpp"
+
 #include "agent/node/error.hpp"
 #include "agent/node/import_server.hpp"
 #include "agent/node/layer_cache.hpp"
@@ -307,6 +310,14 @@ asio::awaitable<const layer_source*> next_layer(arrivals& in) {
   }
 }
 
+// The plan's site as the command's import hook reads it (site_file.hpp); the file's path.
+result<std::string> write_site(const layer_cache& cache, const plan_site& site, diagnostics& diag) {
+  const auto text = site_file_text(site, [&](const std::string& id) { return cache.layer_dir(id); });
+  auto dir = install_content(cache.dir() + "/site", "site.json", text, diag);
+  if (!dir) return dir.error();
+  return *dir + "/site.json";
+}
+
 // A lazy start (import_gate.hpp): the command starts once the catalogue and the workspace are here, its
 // import hook is served while the rest arrives, and a work_done line (or the input's end after the plan's)
 // ends it all, whatever is still on its way.
@@ -318,6 +329,7 @@ struct lazy_start {
   import_gate gate;
   std::unique_ptr<import_server> server;
   std::string hook_dir;
+  std::string site_file;  // once the plan's site came: where the hook reads it
   std::string workdir;
   asio::cancellation_signal stop_work;  // the layers in progress, when the command is over
   bool announced = false;
@@ -344,6 +356,7 @@ struct lazy_start {
       for (std::size_t i = 0; i < gate.count(); ++i) path.emplace_back(gate.dir(i));
       act.log(action_types::node::may_start, {{"workdir", ws ? gate.dir(*ws) : workdir},
                                               {"hook_dir", hook_dir},
+                                              {"site_file", site_file},
                                               {"python_path", boost::json::value(std::move(path))},
                                               {"socket", server->socket_path()},
                                               {"seconds", seconds()}});
@@ -468,6 +481,12 @@ asio::awaitable<void> read_lazy_plan(line_source& next, arrivals& in, shared_sta
     auto taken = take_line(lazy.act, in.plan, std::move(*parsed), diag);
     if (!taken) {
       lazy.stopped(describe(taken.error(), diag));
+      continue;
+    }
+    if (*taken == plan_progress::taken::site) {
+      auto file = write_site(lazy.cache, *in.plan.site(), diag);
+      if (!file) co_return stop(file.error());
+      lazy.site_file = std::move(*file);
       continue;
     }
     if (*taken == plan_progress::taken::catalogue) {
@@ -611,6 +630,14 @@ asio::awaitable<result<materialised>> materialise_layers(tracing::action& act, f
   if (!env) co_return env.error();
   materialised m = std::move(*env);
   m.cache_dir = cache->dir();
+  if (const auto* site = in.plan.site()) {
+    auto hook = install_import_hook(cache->dir(), diag);
+    if (!hook) co_return hook.error();
+    auto file = write_site(*cache, *site, diag);
+    if (!file) co_return file.error();
+    m.hook_dir = std::move(*hook);
+    m.site_file = std::move(*file);
+  }
   if (m.workdir.empty()) {
     auto empty = empty_workdir(*cache, diag);
     if (!empty) co_return empty.error();

@@ -248,7 +248,112 @@ result<plan_catalogue> read_catalogue(const json::object& co, diagnostics& diag)
   return out;
 }
 
+const char* kind_name(site_path_entry::kind k) {
+  switch (k) {
+    case site_path_entry::kind::layers: return "layers";
+    case site_path_entry::kind::stdlib: return "stdlib";
+    case site_path_entry::kind::node_site: return "node_site";
+    case site_path_entry::kind::raw: return "raw";
+  }
+  return "raw";
+}
+
+result<std::string> read_id(const json::value& v, std::string_view where, diagnostics& diag) {
+  if (!v.is_string() || !is_hex(v.get_string()) || v.get_string().size() > 128)
+    return bad(diag, fmt::format("the plan's site names in {} a layer id that is not hex", where));
+  return std::string(v.get_string());
+}
+
+result<site_path_entry> read_site_entry(const json::value& v, std::size_t i, diagnostics& diag) {
+  const auto* o = object_of(v);
+  const auto where = fmt::format("sys.path entry {}", i + 1);
+  if (!o) return bad(diag, fmt::format("the plan's site {} is not an object", where));
+  reader r{*o, where, diag, {}};
+  site_path_entry e;
+  const auto what = r.text("kind");
+  if (r.ec) return r.ec;
+  if (what == "stdlib") e.what = site_path_entry::kind::stdlib;
+  else if (what == "node_site") e.what = site_path_entry::kind::node_site;
+  else if (what == "raw") e.what = site_path_entry::kind::raw;
+  else if (what == "layers") {
+    e.what = site_path_entry::kind::layers;
+    const auto* ids = r.array("layers");
+    if (r.ec) return r.ec;
+    for (const auto& id : *ids) {
+      auto got = read_id(id, where, diag);
+      if (!got) return got.error();
+      e.ids.push_back(std::move(*got));
+    }
+  } else {
+    return bad(diag, fmt::format("the plan's site {} is of the unknown kind '{}'", where, what));
+  }
+  e.raw = r.text("raw");
+  if (r.ec) return r.ec;
+  return e;
+}
+
+result<plan_site> read_site(const json::object& so, diagnostics& diag) {
+  plan_site out;
+  reader r{so, "site", diag, {}};
+  const auto* path = r.array("path");
+  const auto* imports = r.array("imports");
+  const auto* dirs = r.array("dirs");
+  if (r.ec) return r.ec;
+  if (const auto* hide = so.if_contains("hide_node_site")) {
+    if (!hide->is_bool()) return bad(diag, "the plan's site.hide_node_site is not true or false");
+    out.hide_node_site = hide->get_bool();
+  }
+  for (std::size_t i = 0; i < path->size(); ++i) {
+    auto e = read_site_entry((*path)[i], i, diag);
+    if (!e) return e.error();
+    out.path.push_back(std::move(*e));
+  }
+  for (std::size_t i = 0; i < imports->size(); ++i) {
+    const auto* o = object_of((*imports)[i]);
+    if (!o) return bad(diag, fmt::format("the plan's site import {} is not an object", i + 1));
+    reader ir{*o, "site import", diag, {}};
+    site_import imp;
+    imp.file = ir.text("file");
+    imp.line = ir.text("line");
+    if (ir.ec) return ir.ec;
+    auto id = read_id(o->at("layer"), "an import", diag);
+    if (!id) return id.error();
+    imp.id = std::move(*id);
+    out.imports.push_back(std::move(imp));
+  }
+  for (std::size_t i = 0; i < dirs->size(); ++i) {
+    const auto* o = object_of((*dirs)[i]);
+    if (!o || !o->contains("layer")) return bad(diag, fmt::format("the plan's site dir {} is not an object", i + 1));
+    reader dr{*o, "site dir", diag, {}};
+    site_dir d;
+    d.local = dr.text("local");
+    if (dr.ec) return dr.ec;
+    auto id = read_id(o->at("layer"), "a dir", diag);
+    if (!id) return id.error();
+    d.id = std::move(*id);
+    out.dirs.push_back(std::move(d));
+  }
+  return out;
+}
+
 }  // namespace
+
+std::string site_line(const plan_site& site) {
+  json::array path;
+  for (const auto& e : site.path) {
+    json::object o{{"kind", kind_name(e.what)}, {"raw", e.raw}};
+    if (e.what == site_path_entry::kind::layers) o["layers"] = json::value_from(e.ids);
+    path.push_back(std::move(o));
+  }
+  json::array imports;
+  for (const auto& i : site.imports) imports.push_back(json::object{{"layer", i.id}, {"file", i.file}, {"line", i.line}});
+  json::array dirs;
+  for (const auto& d : site.dirs) dirs.push_back(json::object{{"local", d.local}, {"layer", d.id}});
+  return json::serialize(json::object{{"site", json::object{{"path", std::move(path)},
+                                                            {"imports", std::move(imports)},
+                                                            {"dirs", std::move(dirs)},
+                                                            {"hide_node_site", site.hide_node_site}}}});
+}
 
 result<plan_line> parse_plan_line(std::string_view line, diagnostics& diag) {
   json::error_code jec;
@@ -283,6 +388,11 @@ result<plan_line> parse_plan_line(std::string_view line, diagnostics& diag) {
     auto c = read_catalogue(*inner, diag);
     if (!c) return c.error();
     return plan_line(std::move(*c));
+  }
+  if (key == "site") {
+    auto site = read_site(*inner, diag);
+    if (!site) return site.error();
+    return plan_line(std::move(*site));
   }
   if (key == "work_done") return plan_line(plan_work_done{});
   if (key == "peer") {

@@ -81,6 +81,34 @@ struct plan_catalogue {
   std::optional<std::size_t> workspace;  // the workspace layer's index
 };
 
+// How the command's Python sees the local environment (packaging/site_plan.hpp), with layers by id: sent
+// once, before the catalogue and every layer. The node program writes it, each id made its layer's
+// directory, where the import hook reads it (site_file.hpp).
+struct site_path_entry {
+  enum class kind { layers, stdlib, node_site, raw };
+  kind what = kind::raw;
+  std::vector<std::string> ids;  // kind::layers
+  std::string raw;               // the workstation's entry: kept by kind::raw, a name for the others
+};
+
+struct site_import {
+  std::string id;    // the layer that holds the .pth file
+  std::string file;  // its name
+  std::string line;  // "import ..."
+};
+
+struct site_dir {
+  std::string local;  // a directory on the workstation
+  std::string id;     // the layer it became
+};
+
+struct plan_site {
+  std::vector<site_path_entry> path;
+  std::vector<site_import> imports;
+  std::vector<site_dir> dirs;
+  bool hide_node_site = false;
+};
+
 // The command is over: a lazy plan stops here, whatever is still on its way.
 struct plan_work_done {};
 
@@ -94,10 +122,12 @@ struct placed_layer {
   layer_source layer;
 };
 
-using plan_line = std::variant<plan_header, placed_layer, plan_end, plan_catalogue, plan_work_done, plan_peer>;
+using plan_line =
+    std::variant<plan_header, placed_layer, plan_end, plan_catalogue, plan_work_done, plan_peer, plan_site>;
 
 std::string header_line(const plan_header& header);
 std::string catalogue_line(const plan_catalogue& catalogue);
+std::string site_line(const plan_site& site);
 std::string work_done_line();
 std::string peer_line(const plan_peer& peer);
 std::string layer_line(std::size_t index, const layer_source& layer);

@@ -29,6 +29,11 @@ result<plan_progress::taken> plan_progress::take(plan_line line, diagnostics& di
     catalogue_ = std::move(*catalogue);
     return taken::catalogue;
   }
+  if (auto* site = std::get_if<plan_site>(&line)) {
+    if (site_ || catalogue_ || !layers_.empty()) return refuse("the plan's site comes twice, or after a layer");
+    site_ = std::move(*site);
+    return taken::site;
+  }
   if (std::holds_alternative<plan_header>(line)) return refuse("the plan holds a second header");
   if (auto* end = std::get_if<plan_end>(&line)) {
     end_ = *end;

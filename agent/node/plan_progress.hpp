@@ -28,6 +28,9 @@ struct materialised {
   std::string cache_dir;
   std::string workdir;                   // the workspace layer's directory, or empty: none
   std::vector<std::string> python_path;  // the layers' directories, in plan order
+  // With the plan's site: the import hook's directory, for PYTHONPATH, and the site file it reads.
+  std::string hook_dir;
+  std::string site_file;
   std::size_t layers_cached = 0, layers_fetched = 0, layers_evicted = 0;
   std::uint64_t bytes_fetched = 0;
   // A lazy start's (import_gate.hpp): layer names in the order the command first imported them, and the
@@ -39,7 +42,7 @@ struct materialised {
 
 class plan_progress {
  public:
-  enum class taken { queued, repeated, ended, catalogue, work_done };
+  enum class taken { queued, repeated, ended, catalogue, work_done, site };
 
   // A line that followed the header. errc::bad_plan for a second header or a line after the end (the
   // plan then stops, as for reading_failed).
@@ -66,6 +69,7 @@ class plan_progress {
   bool stopping() const { return stopping_; }
   bool ended() const { return end_.has_value(); }
   const plan_catalogue* catalogue() const { return catalogue_ ? &*catalogue_ : nullptr; }
+  const plan_site* site() const { return site_ ? &*site_ : nullptr; }
   std::size_t waiting() const { return waiting_.size(); }
   // Every id the plan named so far: the layers eviction must keep.
   const std::set<std::string>& ids() const { return seen_; }
@@ -97,6 +101,7 @@ class plan_progress {
   std::set<std::string> seen_;
   std::optional<plan_end> end_;
   std::optional<plan_catalogue> catalogue_;
+  std::optional<plan_site> site_;
   std::uint64_t preferred_ = 0;  // layers preferred so far: the earlier asked, the sooner taken
   std::map<std::string, std::uint64_t> preferred_order_;  // id -> when it was first asked for
   std::set<std::string> finished_;

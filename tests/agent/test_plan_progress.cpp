@@ -4,6 +4,7 @@
 #include "agent/node/plan_progress.hpp"
 
 #include "agent/node/error.hpp"
+#include "agent/node/site_file.hpp"
 
 #include <boost/asio/error.hpp>
 #include <gtest/gtest.h>
@@ -200,6 +201,57 @@ TEST(plan_progress, a_plan_that_ends_short_or_out_of_shape_is_refused) {
     ASSERT_TRUE(p.take(plan_end{1, std::nullopt}, diag));
     EXPECT_EQ(p.environment(dir_of, diag).error(), boost::asio::error::operation_aborted);
   }
+}
+
+plan_site a_site() {
+  plan_site s;
+  s.path.push_back({site_path_entry::kind::layers, {std::string(64, 'a'), std::string(64, 'b')}, "/venv/site-packages"});
+  s.path.push_back({site_path_entry::kind::stdlib, {}, "/usr/lib/python3.11"});
+  s.path.push_back({site_path_entry::kind::raw, {}, "__editable__.x.__path_hook__"});
+  s.imports.push_back({std::string(64, 'b'), "x.pth", "import x\n"});
+  s.dirs.push_back({"/home/me/proj", std::string(64, 'a')});
+  s.hide_node_site = true;
+  return s;
+}
+
+TEST(plan_lines, a_site_reads_back_as_written_and_its_file_names_each_layer_by_its_directory) {
+  diagnostics diag;
+  auto back = parse_plan_line(site_line(a_site()), diag);
+  ASSERT_TRUE(back) << diag.message;
+  const auto* got = std::get_if<plan_site>(&*back);
+  ASSERT_NE(got, nullptr);
+  ASSERT_EQ(got->path.size(), 3u);
+  EXPECT_EQ(got->path[0].ids.size(), 2u);
+  EXPECT_EQ(got->path[0].raw, "/venv/site-packages");
+  EXPECT_EQ(got->path[1].what, site_path_entry::kind::stdlib);
+  EXPECT_EQ(got->path[2].raw, "__editable__.x.__path_hook__");
+  ASSERT_EQ(got->imports.size(), 1u);
+  EXPECT_EQ(got->imports[0].line, "import x\n");
+  EXPECT_TRUE(got->hide_node_site);
+
+  const auto text = site_file_text(*got, [](const std::string& id) { return "/cache/layers/" + id.substr(0, 2); });
+  EXPECT_EQ(text,
+            "{\"path\":[{\"dirs\":[\"/cache/layers/aa\",\"/cache/layers/bb\"],\"local\":\"/venv/site-packages\"},"
+            "{\"stdlib\":true,\"local\":\"/usr/lib/python3.11\"},"
+            "{\"raw\":\"__editable__.x.__path_hook__\",\"local\":\"__editable__.x.__path_hook__\"}],"
+            "\"imports\":[{\"dir\":\"/cache/layers/bb\",\"file\":\"x.pth\",\"line\":\"import x\\n\"}],"
+            "\"dirs\":[[\"/home/me/proj\",\"/cache/layers/aa\"]],\"hide_node_site\":true}\n");
+
+  auto bad = a_site();
+  bad.imports[0].id = "not hex";
+  EXPECT_FALSE(parse_plan_line(site_line(bad), diag));
+  EXPECT_NE(diag.message.find("not hex"), std::string::npos) << diag.message;
+}
+
+TEST(plan_progress, a_site_comes_once_before_any_layer) {
+  diagnostics diag;
+  plan_progress first;
+  ASSERT_EQ(*first.take(a_site(), diag), plan_progress::taken::site);
+  ASSERT_NE(first.site(), nullptr);
+  EXPECT_FALSE(first.take(a_site(), diag));
+  plan_progress late;
+  ASSERT_TRUE(late.take(line_of(0, "aa", 1), diag));
+  EXPECT_FALSE(late.take(a_site(), diag));
 }
 
 }  // namespace

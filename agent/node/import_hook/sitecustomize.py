@@ -1,34 +1,44 @@
-# ferry's import hook for a command started before its environment has landed (lazy start).
+# ferry's start-up hook: the node's Python sees the environment the workstation's saw.
 #
-# The node program puts this file first on PYTHONPATH, so Python's `site` imports it at start-up and the
-# user changes no code. Every layer's directory is on PYTHONPATH already, in the plan's order, whether it
-# has landed or not (a layer appears whole, by a rename): sys.path is the one an eager start gives. This
-# hook asks the node program (FERRY_IMPORT_SOCKET) which names each layer holds and which layers are in
-# place, and goes first on sys.meta_path. An import of a top-level name whose layer is still on its way
-# then waits until the node program says it landed (that layer goes to the front of the node's queue), and
-# proceeds as a normal import; a layer that failed raises ImportError naming it and why. importlib.metadata
-# waits the same way for a distribution's layer. Names no layer holds fall through at once. Once every
-# layer is in place the finder leaves sys.meta_path: it costs nothing from then on. At exit, the top-level
-# names the program imported, in the order it first imported them, go to the node program: the next run
-# fetches those layers first.
+# The node program puts this file's directory alone on PYTHONPATH, so Python's `site` imports it at
+# start-up and the user changes no code. It reads the site file (FERRY_SITE, agent/node/site_file.hpp) and
+# makes sys.path the workstation's, entry for entry: each shipped directory replaced by its layers (a
+# site-packages directory has one per distribution), the node's standard library where the workstation's
+# stood, the script's own directory still put first by Python afterwards. While site-packages ship, what the
+# node's own site directories brought is hidden: their entries, what their .pth files added, the modules
+# those imported and the finders they installed. Then the `import` lines of the workstation's .pth files
+# run, in the workstation's order, each from its layer; setuptools' editable finders (PEP 660) get their
+# workstation paths pointed at the layers that hold them.
+#
+# A lazy start (FERRY_IMPORT_SOCKET): the command started before its environment landed. Every layer's
+# directory is in sys.path already, landed or not (a layer appears whole, by a rename). This hook asks the
+# node program which names each layer holds and which layers are in place, and goes first on
+# sys.meta_path. An import of a top-level name whose layer is still on its way then waits until the node
+# program says it landed (that layer goes to the front of the node's queue), and proceeds as a normal
+# import; a layer that failed raises ImportError naming it and why. importlib.metadata waits the same way
+# for a distribution's layer, and a .pth line waits for what it imports. Names no layer holds fall through
+# at once. Once every layer is in place the finder leaves sys.meta_path: it costs nothing from then on. At
+# exit, the top-level names the program imported, in the order it first imported them, go to the node
+# program: the next run fetches those layers first.
 #
 # A wait releases CPython's global import lock (held while finders are asked), so other threads import
-# meanwhile. Written for every Python 3 a node may have (3.5 on): no f-strings, the standard library only.
-# Then the next sitecustomize on the path, if there is one, runs as it would have without this one.
+# meanwhile. The modules this hook imports for itself leave sys.modules before the program's own code runs.
+# Written for every Python 3 a node may have (3.5 on): no f-strings, the standard library only. Then the
+# next sitecustomize on the path, if there is one, runs as it would have without this one.
 import os
 import sys
 
+_ferry_before = set(sys.modules)
 
-def _ferry_main():
-    address = os.environ.get("FERRY_IMPORT_SOCKET")
-    if not address:
-        return
+
+def _ferry_lazy(address):
+    # The lazy start's finder, installed; returns wait(dir): blocks until the layer at that directory is in
+    # place (ImportError when it failed), or None when the node program cannot be reached.
     import json
     import socket
-    import threading
+    import _thread
 
-    home = os.path.dirname(os.path.abspath(__file__))
-    lock = threading.Lock()
+    lock = _thread.allocate_lock()
 
     def ask(line, timeout=None):
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -55,32 +65,21 @@ def _ferry_main():
         layers = dict((int(l["index"]), l) for l in catalogue["layers"])
     except Exception as e:  # the node program is gone: what is on the path is all there is
         sys.stderr.write("ferry: the import hook cannot reach the node program (%s)\n" % (e,))
-        return
+        return None
     modules = {}  # top-level name -> indexes of the layers that hold it
     dists = {}  # normalised distribution name -> indexes
+    by_dir = {}  # layer directory -> index
     for i, l in layers.items():
+        by_dir[l["dir"]] = i
         for m in l["modules"]:
             modules.setdefault(m, []).append(i)
         for d in l["dists"]:
             dists.setdefault(d, []).append(i)
 
     def place(index):
-        # The directory is on sys.path (from PYTHONPATH), but Python may have looked for it before it
-        # existed and remembered that it did not: forget that. Put back only if the program removed it.
-        path = layers[index]["dir"]
-        sys.path_importer_cache.pop(path, None)
-        if path in sys.path:
-            return
-        at = len(sys.path)
-        for i in sorted(layers):
-            if i > index and layers[i]["dir"] in sys.path:
-                at = sys.path.index(layers[i]["dir"])
-                break
-        sys.path.insert(at, path)
-
-    for i in sorted(layers):
-        if layers[i]["state"] == "ready":
-            place(i)
+        # The directory is on sys.path already, but Python may have looked for it before it existed and
+        # remembered that it did not: forget that.
+        sys.path_importer_cache.pop(layers[index]["dir"], None)
 
     def pending(indexes):
         return [i for i in indexes if layers[i]["state"] != "ready"]
@@ -170,6 +169,9 @@ def _ferry_main():
             except ValueError:
                 pass
 
+    for i in sorted(layers):
+        if layers[i]["state"] == "ready":
+            place(i)
     finder = Finder()
     if pending(layers):
         sys.meta_path.insert(0, finder)
@@ -194,25 +196,164 @@ def _ferry_main():
     import atexit
     atexit.register(report)
 
+    def wait_dir(path):
+        # The layer that holds `path` (an editable install's target), in place.
+        for d, i in by_dir.items():
+            if path == d or path.startswith(os.path.join(d, "")):
+                settle("layer", str(i), [i])
+
     # A sitecustomize of the project's own, in a layer still on its way, is waited for: _ferry_chain runs it.
     if "sitecustomize" in modules:
         try:
             settle("module", "sitecustomize", modules["sitecustomize"])
         except ImportError as e:
             sys.stderr.write("%s\n" % (e,))
+    return wait_dir
+
+
+def _ferry_site(spec, here, wait_dir):
+    # sys.path as the workstation had it, the node's own site directories hidden while site-packages ship,
+    # then the workstation's .pth import lines.
+    import site
+
+    def norm(p):
+        return os.path.normcase(os.path.abspath(p)) if p else p
+
+    site_dirs = []
+    if hasattr(site, "getsitepackages"):
+        site_dirs += site.getsitepackages()
+    if getattr(site, "ENABLE_USER_SITE", False):
+        site_dirs.append(site.getusersitepackages())
+    site_dirs = set(norm(d) for d in site_dirs)
+    node_stdlib, node_site, in_site = [], [], False
+    for p in sys.path:
+        if norm(p) == norm(here):
+            continue
+        in_site = in_site or norm(p) in site_dirs
+        (node_site if in_site else node_stdlib).append(p)
+
+    path, used = [], set()
+    for slot in spec["path"]:
+        if "dirs" in slot:
+            path += slot["dirs"]
+        elif "raw" in slot:
+            path.append(slot["raw"])
+        else:
+            kind = "stdlib" if slot.get("stdlib") else "node_site"
+            if kind not in used:
+                used.add(kind)
+                path += node_stdlib if kind == "stdlib" else node_site
+    if spec.get("hide_node_site"):
+        _ferry_hide([p for p in node_site if p not in path])
+    sys.path[:] = path
+
+    mapping = sorted(((local, node) for local, node in spec["dirs"]), key=lambda d: -len(d[0]))
+
+    def to_node(p):
+        for local, node in mapping:
+            if p == local or p.startswith(os.path.join(local, "")):
+                return node + p[len(local):]
+        return p
+
+    pointed = set()
+
+    def point_editable_finders():
+        # setuptools' finders hold the workstation's paths; the node's copies are in layers.
+        for name, module in list(sys.modules.items()):
+            if name in pointed or not (name.startswith("__editable__") and name.endswith("_finder")):
+                continue
+            pointed.add(name)
+            found = getattr(module, "MAPPING", None)
+            if isinstance(found, dict):
+                for k, v in list(found.items()):
+                    found[k] = to_node(v)
+                    if wait_dir:
+                        wait_dir(found[k])
+            spaces = getattr(module, "NAMESPACES", None)
+            if isinstance(spaces, dict):
+                for k, v in list(spaces.items()):
+                    spaces[k] = [to_node(p) for p in v]
+
+    skip = None
+    for imp in spec["imports"]:
+        if imp["file"] == skip:
+            continue
+        try:
+            exec(imp["line"], vars(site), {})
+        except Exception:
+            # As site.addpackage says it, and the rest of that file is skipped.
+            import traceback
+            sys.stderr.write("Error processing line of %s:\n" % os.path.join(imp["dir"], imp["file"]))
+            for record in traceback.format_exception(*sys.exc_info()):
+                for line in record.splitlines():
+                    sys.stderr.write("  " + line + "\n")
+            sys.stderr.write("\nRemainder of file ignored\n")
+            skip = imp["file"]
+        point_editable_finders()
+
+
+def _ferry_hide(hidden):
+    # What the node's own site directories brought before this hook ran: modules loaded from them, and
+    # the finders and path hooks those modules installed (Debian's _distutils_hack, say).
+    dirs = tuple(os.path.join(os.path.abspath(d), "") for d in hidden if d)
+    if not dirs:
+        return
+    def inside(where):
+        return isinstance(where, str) and os.path.abspath(where).startswith(dirs)
+
+    gone = set()
+    for name, module in list(sys.modules.items()):
+        # A namespace package made by a -nspkg.pth file has no file, only a path into those directories.
+        places = [getattr(module, "__file__", None)] + list(getattr(module, "__path__", None) or [])
+        places = [p for p in places if p]
+        if places and all(inside(p) for p in places):
+            gone.add(name)
+            del sys.modules[name]
+
+    def theirs(x):
+        return (getattr(x, "__module__", None) or getattr(type(x), "__module__", None)) in gone
+
+    sys.meta_path[:] = [f for f in sys.meta_path if not theirs(f)]
+    sys.path_hooks[:] = [h for h in sys.path_hooks if not theirs(h)]
+    sys.path_importer_cache.clear()
+
+
+def _ferry_forget(before):
+    # What this hook imported for itself leaves sys.modules before the program's own code runs: the
+    # closures keep what they use, and the program imports its own copies.
+    for name in set(sys.modules) - before:
+        if name != "sitecustomize":
+            del sys.modules[name]
+
+
+def _ferry_main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    address = os.environ.get("FERRY_IMPORT_SOCKET")
+    wait_dir = _ferry_lazy(address) if address else None
+    site_file = os.environ.get("FERRY_SITE")
+    spec = None
+    if site_file:
+        import json
+        with open(site_file, "rb") as f:
+            spec = json.loads(f.read().decode("utf-8"))
+    _ferry_forget(_ferry_before)
+    if spec is not None:
+        _ferry_site(spec, here, wait_dir)
 
 
 def _ferry_chain():
     # The sitecustomize this one hides, if any: it runs as it would have.
     here = os.path.dirname(os.path.abspath(__file__))
     rest = [p for p in sys.path if p and os.path.abspath(p) != here]
+    before = set(sys.modules)
     try:
         import importlib.machinery
         import importlib.util
         spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
-        if spec is None or spec.loader is None:
+        module = importlib.util.module_from_spec(spec) if spec is not None and spec.loader is not None else None
+        _ferry_forget(before)
+        if module is None:
             return
-        module = importlib.util.module_from_spec(spec)
         sys.modules["sitecustomize"] = module
         spec.loader.exec_module(module)
     except Exception as e:
