@@ -21,6 +21,8 @@ class category_impl final : public boost::system::error_category {
       case errc::bad_cluster_record: return "a cluster's state file cannot be read";
       case errc::cluster_failed: return "the cluster failed";
       case errc::no_such_cluster: return "no such cluster";
+      case errc::python_mismatch: return "the node's Python cannot run what was packed";
+      case errc::python_unknown: return "the node's Python could not be asked what it is";
     }
     return "unknown agent error";
   }

@@ -29,6 +29,10 @@ enum class errc {
   bad_cluster_record,    // a cluster's state file cannot be read or parsed
   cluster_failed,        // the scheduler or the workers did not start, or the cluster ended (diagnostics say why)
   no_such_cluster,       // `cluster down NAME` of a name no cluster has
+
+  // The node's Python (agent/python_check.hpp).
+  python_mismatch,       // it cannot run what was packed: another version, implementation, machine or glibc
+  python_unknown,        // it could not be asked (not there, or its answer unreadable)
 };
 
 const boost::system::error_category& category();

@@ -1,6 +1,7 @@
 #include "agent/job.hpp"
 
 #include "agent/error.hpp"
+#include "agent/python_check.hpp"
 #include "net/cancellation.hpp"
 #include "net/fan_out.hpp"
 #include "net/run_all.hpp"
@@ -61,6 +62,45 @@ node::plan_catalogue catalogue_of(const packaging::scan_result& scan, const std:
                         std::move(names.dists)});
   }
   return c;
+}
+
+// The shipped distributions that hold compiled extension modules: they need the packing interpreter's
+// minor version, machine and platform.
+std::vector<std::string> compiled_distributions(const std::vector<packaging::root_spec>& roots,
+                                                const packaging::scan_result& scan) {
+  std::vector<std::string> out;
+  for (const auto& l : scan.layers) {
+    if (l.root_index >= roots.size() || roots[l.root_index].type != packaging::root_spec::kind::site_packages)
+      continue;
+    const bool compiled = std::any_of(l.files.begin(), l.files.end(),
+                                      [](const packaging::file_entry& f) { return f.path.ends_with(".so"); });
+    if (compiled) out.push_back(l.name);
+  }
+  return out;
+}
+
+// The site plan with the scan's layers named by id, as the node program reads it.
+node::plan_site site_of(const packaging::site_plan& site, const packaging::scan_result& scan) {
+  auto id = [&](std::size_t i) { return net::to_hex(scan.layers[i].id); };
+  node::plan_site out;
+  out.hide_node_site = site.hide_node_site;
+  for (const auto& slot : site.path) {
+    node::site_path_entry e;
+    e.raw = slot.raw;
+    switch (slot.what) {
+      case packaging::site_slot::kind::layers:
+        e.what = node::site_path_entry::kind::layers;
+        for (const auto i : slot.layers) e.ids.push_back(id(i));
+        break;
+      case packaging::site_slot::kind::stdlib: e.what = node::site_path_entry::kind::stdlib; break;
+      case packaging::site_slot::kind::node_site: e.what = node::site_path_entry::kind::node_site; break;
+      case packaging::site_slot::kind::raw: break;
+    }
+    out.path.push_back(std::move(e));
+  }
+  for (const auto& i : site.imports) out.imports.push_back({id(i.layer), i.file, i.line});
+  for (const auto& d : site.dirs) out.dirs.push_back({d.local, id(d.layer)});
+  return out;
 }
 
 }  // namespace
@@ -133,7 +173,13 @@ asio::awaitable<void> job::pack_step(diagnostics& diag) {
     layer_feed& feed;
     ~close_feed() { feed.abandon(); }  // after end(), a no-op
   } closer{feed_};
-  auto packed = co_await run_pack(act, ctx_, &*storage_, pack_request{}, &progress, diag);
+  pack_request request;
+  request.on_site = [this](const pack_outcome& so_far, const packaging::scan_result& scan) {
+    local_python_ = packaging::python_info_of(so_far.found);
+    compiled_ = compiled_distributions(so_far.roots, scan);
+    feed_.site(site_of(so_far.site, scan));
+  };
+  auto packed = co_await run_pack(act, ctx_, &*storage_, request, &progress, diag);
   times_.pack = since_start();
   packed_at_ = std::chrono::steady_clock::now();
   if (packed) {
@@ -156,6 +202,34 @@ asio::awaitable<void> job::pack_step(diagnostics& diag) {
     act.succeed({{"layers", times_.layers}, {"cached", times_.layers_cached},
                  {"uploaded_bytes", packed_->report.uploaded_bytes}, {"manifest", packed_->report.manifest_key}});
   }
+}
+
+asio::awaitable<bool> job::python_fits(ready_node& node) {
+  if (python_.empty() || !local_python_) co_return true;
+  auto act = act_.child(action_types::agent::python_check, {{"node", node.node.id}, {"python", python_}});
+  diagnostics diag;
+  auto got = co_await ask_node_python(act, *node.session, python_, diag);
+  if (!got) {
+    act.fail(got.error(), diag);
+    if (got.error() != asio::error::operation_aborted)
+      failures_.push_back(fmt::format("{}: {}", node.node.id, describe(got.error(), diag)));
+    co_return false;
+  }
+  const auto where = fmt::format("{}'s {}", node.node.id, python_);
+  const auto verdict = compare_python(*local_python_, *got, where, compiled_);
+  if (verdict.what == python_verdict::kind::refuse) {
+    diag.set(verdict.text);
+    act.fail(make_error_code(errc::python_mismatch), diag);
+    failures_.push_back(fmt::format("{}: {}", node.node.id, verdict.text));
+    co_return false;
+  }
+  if (verdict.what == python_verdict::kind::warn && !python_warned_) {
+    python_warned_ = true;  // one line a run, not one a node
+    fmt::print(stderr, "ferry: warning: {}\n", verdict.text);
+  }
+  act.succeed({{"version", got->version}, {"implementation", got->implementation}, {"platform", got->platform},
+               {"glibc", got->glibc}});
+  co_return true;
 }
 
 void job::first_output() {
@@ -198,7 +272,7 @@ asio::awaitable<void> job::work_when_ready(ready_node& node, lazy_link& link) {
   if (link.early && !stopped) {
     began_work(begin);
     job_node jn{node, *link.early};
-    co_await work_(jn);
+    if (co_await python_fits(node)) co_await work_(jn);
   }
 }
 
@@ -290,7 +364,7 @@ asio::awaitable<void> job::node_steps(ready_node& node, const fanout_role* fan) 
   began_work(begin);
   times_.layers_fetched += env->layers_fetched;
   job_node jn{node, *env};
-  co_await work_(jn);
+  if (co_await python_fits(node)) co_await work_(jn);
 }
 
 asio::awaitable<void> job::provide(std::size_t count) {

@@ -66,6 +66,10 @@ class job {
   // Lazy start (agent/node/import_gate.hpp): the work begins on a node once the workspace is there, and
   // the node program serves its imports while the rest lands. Set before run().
   void lazy_start(bool on) { lazy_ = on; }
+  // The command runs Python with `program` (task_command.hpp's python_program): before its first task on
+  // a node, that interpreter there is checked against the one the environment was packed with
+  // (python_check.hpp). Set before run().
+  void check_python(std::string program) { python_ = std::move(program); }
   bool lazy() const { return lazy_; }
   // The command's first output arrived (run and map call it): the start-up line's "first line at".
   void first_output();
@@ -99,6 +103,8 @@ class job {
                                                   diagnostics& diag, std::optional<result<environment>>& out);
   boost::asio::awaitable<void> work_when_ready(ready_node& node, lazy_link& link);
   void began_work(std::chrono::steady_clock::time_point begin);
+  // The node's interpreter fits the packed environment (check_python); false: the node gets no work.
+  boost::asio::awaitable<bool> python_fits(ready_node& node);
   // The order the nodes' commands imported layers in, merged with the stored one, stored when it changed.
   boost::asio::awaitable<void> store_import_order();
   void hurry(const std::vector<std::string>& ids);
@@ -127,6 +133,10 @@ class job {
   startup_times times_;
   std::size_t working_ = 0;  // nodes whose work has begun
   bool lazy_ = false;
+  std::string python_;                                  // check_python's program; empty: no check
+  std::optional<packaging::python_info> local_python_;  // known once the scan is done
+  std::vector<std::string> compiled_;                   // shipped distributions with compiled modules
+  bool python_warned_ = false;
   packaging::pack_progress* progress_ = nullptr;  // while the pack runs: hurry() reaches it
   std::map<std::string, std::size_t> layer_index_;  // layer id -> its index in the scan
   std::vector<std::vector<std::string>> imported_;  // each node's imports, first imported first

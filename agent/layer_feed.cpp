@@ -116,6 +116,12 @@ void layer_feed::wake() {
   changed_.expires_at(asio::steady_timer::time_point::max());
 }
 
+void layer_feed::site(const node::plan_site& site) {
+  if (closed_) return;
+  lines_.push_back(node::site_line(site) + "\n");
+  wake();
+}
+
 void layer_feed::catalogue(const node::plan_catalogue& catalogue) {
   if (closed_) return;
   lines_.push_back(node::catalogue_line(catalogue) + "\n");

@@ -25,6 +25,8 @@ class layer_feed {
   // A whole plan at once: its layers, then its end.
   static std::unique_ptr<layer_feed> of(boost::asio::any_io_executor io, const node::environment_plan& plan);
 
+  // How the command's Python sees the environment (plan.hpp), before the catalogue and every layer.
+  void site(const node::plan_site& site);
   // Every layer, before any is in storage (a lazy start's catalogue: plan.hpp).
   void catalogue(const node::plan_catalogue& catalogue);
   // A layer is in storage: `index` is its place in sys.path order.

@@ -30,6 +30,8 @@ result<environment> environment_of(const node_answer& answer, std::optional<std:
       if (p.is_string()) env.imported.emplace_back(p.get_string());
   }
   env.layers_left = end_count(answer, "layers_left");
+  env.hook_dir = end_text(answer, "hook_dir");
+  env.site_file = end_text(answer, "site_file");
   if (layers && env.python_path.size() != *layers) {
     diag.set(fmt::format("the node program reported {} layer directories for a plan of {}", env.python_path.size(),
                          *layers));
@@ -62,6 +64,8 @@ void observe(lazy_link& link, std::chrono::steady_clock::time_point begin, const
       for (const auto& p : path->get_array())
         if (p.is_string()) env.python_path.emplace_back(p.get_string());
     env.import_socket = text("socket");
+    env.hook_dir = text("hook_dir");
+    env.site_file = text("site_file");
     link.early = std::move(env);
     link.may_start_at = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
     link.ready.set();

@@ -70,6 +70,10 @@ struct environment {                     // what the node now holds for this pla
   // plan order, landed or not (each appears whole, by a rename, when it lands). At the end: the layers the
   // command imported, first imported first, and how many were never fetched because it ended first.
   std::string import_socket;
+  // With the plan's site (packaging/site_plan.hpp): the import hook's directory, which alone goes on
+  // PYTHONPATH, and the site file (FERRY_SITE) from which the hook makes sys.path the local one.
+  std::string hook_dir;
+  std::string site_file;
   std::vector<std::string> imported;
   std::size_t layers_left = 0;
 };

@@ -107,9 +107,20 @@ asio::awaitable<result<pack_outcome>> run_pack(tracing::action& act, const comma
 
   auto cache = packaging::hash_cache::load(s.dirs.cache / "hashes.bin", nullptr);
   auto digests = packaging::zip_digest_cache::load(s.dirs.cache / "zip-digests", nullptr);
-  const packaging::python_info python{out.found.version, out.found.platform_tag, out.found.executable.string()};
+  const auto python = packaging::python_info_of(out.found);
+  // The site plan follows from the scan: made as soon as the scan is done, for nodes that start early.
+  packaging::pack_progress own_progress;
+  if (!progress) progress = &own_progress;
+  const auto scanned = std::move(progress->on_scanned);
+  progress->on_scanned = [&](const packaging::scan_result& scan, const std::vector<std::size_t>& ranks) {
+    out.site = packaging::plan_site(out.found, out.roots, scan.layers);
+    for (const auto& w : out.site.warnings) out.warnings.push_back(w);
+    if (request.on_site) request.on_site(out, scan);
+    if (scanned) scanned(scan, ranks);
+  };
   auto packed = co_await packaging::pack(act, ctx.cpu, session ? session->s3.get() : nullptr, out.roots, python,
                                          out.settings, cache, digests, progress, diag);
+  progress->on_scanned = scanned;
   if (!packed) co_return packed.error();
   out.report = std::move(*packed);
   for (const auto& w : out.report.scan.warnings) out.warnings.push_back(w.path + ": " + w.message);

@@ -8,9 +8,11 @@
 #include "packaging/discovery.hpp"
 #include "packaging/discovery_cache.hpp"
 #include "packaging/pack.hpp"
+#include "packaging/site_plan.hpp"
 
 #include <boost/asio/awaitable.hpp>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,6 +23,10 @@ struct pack_request {
   bool dry_run = false;  // check storage, upload nothing
   bool force = false;    // pack layers over packaging.max_layer_size
   bool need_storage = true;  // fail without storage.url (false: pack without it, nothing is uploaded)
+  // Called once the scan is done, before the progress's on_scanned, with what is known by then: the
+  // discovery, the roots and the site plan (how the node's Python is to see the environment), in terms of
+  // the scan's layers.
+  std::function<void(const struct pack_outcome&, const packaging::scan_result&)> on_site;
 };
 
 struct pack_outcome {
@@ -28,6 +34,7 @@ struct pack_outcome {
   std::vector<packaging::root_spec> roots;
   packaging::pack_settings settings;
   packaging::pack_report report;
+  packaging::site_plan site;
   std::vector<std::string> warnings;  // what cannot ship, and the scan's own warnings
   std::size_t layers_present = 0;     // already in storage before this pack
 };

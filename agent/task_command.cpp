@@ -65,29 +65,35 @@ bool parse_env_vars(const std::vector<std::string>& texts, env_vars& out, std::s
   return true;
 }
 
-bool runs_python(const std::vector<std::string>& argv) {
+std::string python_program(const std::vector<std::string>& argv) {
   for (const auto& word : argv) {
     const auto name = std::string_view(word).substr(word.rfind('/') == std::string::npos ? 0 : word.rfind('/') + 1);
     if (name == "env" || name == "nice" || name == "time" || name == "exec" || word.find('=') != std::string::npos ||
         (!word.empty() && word[0] == '-'))
       continue;
-    if (name.substr(0, 6) != "python") return false;
+    if (name.substr(0, 6) != "python") return {};
     const auto version = name.substr(6);
-    return version.find_first_not_of("0123456789.") == std::string_view::npos;
+    return version.find_first_not_of("0123456789.") == std::string_view::npos ? word : std::string();
   }
-  return false;
+  return {};
 }
+
+bool runs_python(const std::vector<std::string>& argv) { return !python_program(argv).empty(); }
 
 task_line task_command(const environment& env, std::string_view task_id, const env_vars& vars,
                        const std::vector<std::string>& argv) {
-  std::string python_path;
-  for (const auto& p : env.python_path) {
+  // With a site file, the hook alone goes on PYTHONPATH: it makes sys.path the local one (stdlib where it
+  // stood, each directory replaced by its layers). Without one, the layers go there themselves.
+  std::string python_path = env.site_file.empty() ? std::string() : env.hook_dir;
+  for (const auto& p : env.site_file.empty() ? env.python_path : std::vector<std::string>{}) {
     if (!python_path.empty()) python_path.push_back(':');
     python_path += p;
   }
   task_line out;
   out.command = fmt::format("cd {} && PYTHONPATH={} && FERRY_TASK_ID={} && export PYTHONPATH FERRY_TASK_ID && ",
                             net::shell_quote(env.workdir), net::shell_quote(python_path), net::shell_quote(task_id));
+  if (!env.site_file.empty())
+    out.command += fmt::format("FERRY_SITE={} && export FERRY_SITE && ", net::shell_quote(env.site_file));
   // A lazy start: the import hook on PYTHONPATH asks the node program here which layers have landed.
   if (!env.import_socket.empty())
     out.command += fmt::format("FERRY_IMPORT_SOCKET={} && export FERRY_IMPORT_SOCKET && ",

@@ -31,6 +31,8 @@ struct task_line {
 // Whether the command runs Python: its program (after `env`, `nice`, `time`, `exec` and NAME=VALUE words)
 // is python, python3, python3.11, ... by its last path part. A lazy start needs Python's import hook.
 bool runs_python(const std::vector<std::string>& argv);
+// That program as the command names it ("python3", "/opt/venv/bin/python"); empty when it runs no Python.
+std::string python_program(const std::vector<std::string>& argv);
 
 task_line task_command(const environment& env, std::string_view task_id, const env_vars& vars,
                        const std::vector<std::string>& argv);

@@ -233,6 +233,9 @@ inline constexpr std::string_view stage = "ferry:stage";
 // -> outcome; the node program's node::watchdog continues each on the node.
 inline constexpr std::string_view watchdog_install = "ferry:watchdog:install";
 inline constexpr std::string_view watchdog_uninstall = "ferry:watchdog:uninstall";
+// The node's interpreter asked and compared with the packing one {node, python} -> version,
+// implementation, platform, glibc; fails when it cannot run what was packed (agent/python_check.hpp).
+inline constexpr std::string_view python_check = "ferry:agent:python_check";
 }  // namespace agent
 
 // agent/node/: the node program, whose messages continue ferry's task on the node.

@@ -274,6 +274,7 @@ asio::awaitable<int> map(command_context& ctx, const map_args& args) {
   job j(ctx, act);
   if (auto opened = j.open("", diag); !opened) co_return fail_map(act, opened.error(), diag);
   j.lazy_start(s.agent.lazy_start && runs_python(args.command));
+  j.check_python(python_program(args.command));
   st.submitted_at = unix_now();
   auto work = [&act, &st](job_node& jn) { return on_node(act, jn, st); };
   result<void> ran;

@@ -239,6 +239,7 @@ asio::awaitable<int> run(command_context& ctx, const run_args& args) {
   job j(ctx, act);
   if (auto opened = j.open("", diag); !opened) co_return report(act, opened.error(), diag);
   j.lazy_start(ctx.config.values.agent.lazy_start && runs_python(args.command));
+  j.check_python(python_program(args.command));
   state.on_first_output = [&j] { j.first_output(); };
   state.staging = stage_options::from(ctx.config.values);
   state.staging.program = j.node_options().program;

@@ -4,12 +4,15 @@
 #include "agent/error.hpp"
 #include "agent/node_access.hpp"
 #include "agent/node_program.hpp"
+#include "agent/pack_job.hpp"
+#include "agent/python_check.hpp"
 #include "net/deadline.hpp"
 #include "net/error.hpp"
 #include "net/offload.hpp"
 #include "net/run_all.hpp"
 #include "net/ssh_keys.hpp"
 #include "net/ssh_exec.hpp"
+#include "net/ssh_quote.hpp"
 #include "provision/error.hpp"
 
 #include <fmt/format.h>
@@ -32,14 +35,18 @@ std::string probe_script(const node_program& program) {
       "if mkdir -p \"$c/bin\" 2>/dev/null && [ -w \"$c/bin\" ]; then echo cache_ok=1; fi; "
       "s=\"${{XDG_STATE_HOME:-$HOME/.local/state}}/ferry\"; echo \"state=$s\"; "
       "if mkdir -p \"$s\" 2>/dev/null && [ -w \"$s\" ]; then echo state_ok=1; fi; "
-      "if [ -x \"$c/bin/ferry-node-{}\" ]; then echo installed=1; fi",
-      program.sha256);
+      "if [ -x \"$c/bin/ferry-node-{}\" ]; then echo installed=1; fi; "
+      // The interpreter commands find as python3, as a run checks it (python_check.hpp).
+      "if command -v python3 >/dev/null 2>&1; then python3 -S -c {} 2>&1; else echo python=none; fi",
+      program.sha256, net::shell_quote(node_python_script()));
 }
 
 struct node_facts {
   std::string arch, cache, state;
   std::vector<std::string> missing;
   bool cache_ok = false, state_ok = false, installed = false;
+  std::optional<node_python> python;  // none: no python3, or no answer from it
+  std::string python_why;             // why there is none
 };
 
 node_facts parse_facts(const std::string& out) {
@@ -57,14 +64,39 @@ node_facts parse_facts(const std::string& out) {
     else if (key == "cache_ok") f.cache_ok = true;
     else if (key == "state_ok") f.state_ok = true;
     else if (key == "installed") f.installed = true;
+    else if (key == "python") f.python_why = "no python3 on PATH";
   }
+  node_python py;
+  if (f.python_why.empty() && parse_node_python(out, py, f.python_why)) f.python = py;
   return f;
 }
 
 std::string who(const provision::node& n) { return fmt::format("{} ({}, {}:{})", n.name, n.id, n.host, n.port); }
 
+// The node's python3 against the interpreter ferry packs with: a refusal, or words for the passing line.
+std::optional<check_result> judge_python(const std::string& name, const provision::node& n, const node_facts& f,
+                                         const std::optional<packaging::python_info>& local, std::string& words) {
+  if (!f.python) {
+    words = fmt::format("; {} (a command that runs Python needs one)", f.python_why);
+    return std::nullopt;
+  }
+  if (!local) {
+    words = fmt::format("; python3 {}", f.python->version);
+    return std::nullopt;
+  }
+  const auto verdict = compare_python(*local, *f.python, who(n) + "'s python3", {});
+  if (verdict.what == python_verdict::kind::refuse)
+    return failed(name, verdict.text, "a run refuses this node for commands that run python3",
+                  make_error_code(errc::python_mismatch));
+  words = verdict.what == python_verdict::kind::warn
+              ? fmt::format("; python3 {} (packed with {}: a run warns)", f.python->version, local->version)
+              : fmt::format("; python3 {} as packed", f.python->version);
+  return std::nullopt;
+}
+
 // What the facts say against the program's needs.
-check_result judge(const std::string& name, const provision::node& n, const node_facts& f, const std::string& built_for) {
+check_result judge(const std::string& name, const provision::node& n, const node_facts& f, const std::string& built_for,
+                   const std::optional<packaging::python_info>& local) {
   if (!f.missing.empty())
     return failed(name, fmt::format("{} lacks {}: the node program is put in place and started with sh, cat, "
                                     "mkdir and chmod", who(n), fmt::join(f.missing, ", ")),
@@ -82,9 +114,12 @@ check_result judge(const std::string& name, const provision::node& n, const node
   if (!f.state_ok)
     return failed(name, fmt::format("{} cannot write its state dir {} (the idle watchdog's)", who(n), f.state),
                   fmt::format("make {} writable by the login user on the node", f.state));
+  std::string python;
+  if (auto refused = judge_python(name, n, f, local, python)) return std::move(*refused);
   return passed(name, fmt::format("{}: answers SSH, {} like ferry-node, sh, cat, mkdir and chmod there, cache {} "
-                                  "writable, this build of ferry-node {}",
-                                  who(n), f.arch, f.cache, f.installed ? "installed" : "not there yet (sent on first use)"));
+                                  "writable, this build of ferry-node {}{}",
+                                  who(n), f.arch, f.cache, f.installed ? "installed" : "not there yet (sent on first use)",
+                                  python));
 }
 
 std::filesystem::path key_of(const net::ssh_client_options& ssh) {
@@ -127,6 +162,7 @@ struct node_context {
   const node_access& access;
   const node_program& program;
   std::string built_for;
+  std::optional<packaging::python_info> python;  // what ferry packs with, when it could be asked
 };
 
 asio::awaitable<check_result> probe_node(tracing::action& act, const node_context& c, const std::string& name,
@@ -154,7 +190,7 @@ asio::awaitable<check_result> probe_node(tracing::action& act, const node_contex
                      "make the login user's shell a POSIX sh that runs commands (`ssh NODE true` shows what happens)",
                      *ran ? make_error_code(net::errc::ssh_channel_failed) : ran->error());
   }
-  co_return judge(name, n, parse_facts((*ran)->out), c.built_for);
+  co_return judge(name, n, parse_facts((*ran)->out), c.built_for, c.python);
 }
 
 asio::awaitable<void> check_node(tracing::action& parent, const node_context& c, node_job& job) {
@@ -289,7 +325,12 @@ asio::awaitable<std::vector<check_result>> check_nodes(tracing::action& parent, 
     for (auto& job : jobs) out.push_back(skip_check(parent, "node:" + job.n.id, "skipped: no node program to check against"));
     co_return out;
   }
-  const node_context c{ctx, access, *program, elf_machine(program->bytes)};
+  // The interpreter runs pack with (packaging.python): its answer is cached, so this costs little.
+  std::optional<packaging::python_info> python;
+  diagnostics python_diag;
+  if (auto found = co_await packaging::discover(parent, discover_options_for(ctx), python_diag))
+    python = packaging::python_info_of(*found);
+  const node_context c{ctx, access, *program, elf_machine(program->bytes), std::move(python)};
   std::vector<asio::awaitable<void>> tasks;
   for (auto& job : jobs) tasks.push_back(check_node(parent, c, job));
   co_await net::run_all(std::move(tasks));
