@@ -139,6 +139,27 @@ std::optional<git_repository> find_git_repository(const fs::path& dir) {
   }
 }
 
+bool is_repository_dir(const fs::path& dir) {
+  const auto dot_git = dir / ".git";
+  struct stat st {};
+  if (::stat(dot_git.c_str(), &st) != 0) return false;
+  std::optional<fs::path> git_dir;
+  if (S_ISDIR(st.st_mode)) git_dir = dot_git;
+  if (S_ISREG(st.st_mode)) git_dir = follow_git_file(dot_git);
+  return git_dir && looks_like_git_dir(*git_dir, common_dir_of(*git_dir));
+}
+
+std::vector<std::string> submodule_paths(const git_repository& repo) {
+  std::vector<std::string> out;
+  for (const auto& entry : parse_git_config(read_followed(repo.top / ".gitmodules"))) {
+    if (!entry.value || !entry.name.starts_with("submodule.") || !entry.name.ends_with(".path")) continue;
+    auto path = fs::path(*entry.value).lexically_normal().generic_string();
+    while (path.ends_with('/')) path.pop_back();
+    if (!path.empty() && path != "." && !path.starts_with("../")) out.push_back(std::move(path));
+  }
+  return out;
+}
+
 std::vector<outer_ignore_file> outer_ignore_files(const fs::path& root, const git_environment& env) {
   std::error_code ec;
   const auto real = fs::canonical(root, ec);

@@ -40,6 +40,15 @@ struct git_repository {
 // The repository whose working tree holds `dir` (a real path), if any.
 std::optional<git_repository> find_git_repository(const std::filesystem::path& dir);
 
+// Whether `dir` holds a repository of its own: a ".git" directory or valid "gitdir:" file that git would
+// take for one. git does not descend into such a directory below the top level: `ls-files --others`
+// lists it as one entry.
+bool is_repository_dir(const std::filesystem::path& dir);
+
+// The paths of the repository's registered submodules (submodule.<name>.path in the top level's
+// .gitmodules), from the top level, without a trailing '/'.
+std::vector<std::string> submodule_paths(const git_repository& repo);
+
 // The ignore files above `root` in git's order, highest priority first; none outside a repository.
 std::vector<outer_ignore_file> outer_ignore_files(const std::filesystem::path& root, const git_environment& env);
 

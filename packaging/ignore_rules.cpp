@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <stdexcept>
 
@@ -68,14 +69,14 @@ ignore_rules::ignore_rules(const ignore_options& options, std::span<const outer_
 }
 
 void ignore_rules::push_directory(std::string_view relative_dir, std::string_view gitignore,
-                                  std::string_view ferryignore) {
+                                  std::string_view ferryignore, bool through_symlink) {
   if (levels_.empty() && !relative_dir.empty()) throw std::logic_error("ignore_rules: enter the root (\"\") first");
   if (!levels_.empty()) check_parent(relative_dir, "push_directory");
 
   level next{std::string(relative_dir), {}, std::nullopt};
   if (!levels_.empty()) {
     // Inside an excluded directory this is the outer directory's explanation, as in git.
-    if (const auto* decided = decide(relative_dir, true); decided && !decided->negated) next.excluded_by = *decided;
+    if (const auto* decided = decide(relative_dir, !through_symlink); decided && !decided->negated) next.excluded_by = *decided;
   }
   // Like git, which stops reading ignore files below an excluded directory: none of them can matter.
   if (!next.excluded_by) {
@@ -130,6 +131,39 @@ const explanation* ignore_rules::decide(std::string_view relative_path, bool is_
     if (r->pattern.matches(relative_path, is_dir)) return &r->source;
   }
   return nullptr;
+}
+
+std::optional<excluded_ancestor> ignore_rules::ancestor_excluded() const {
+  // Each list's prefix is the root's path from the list's base directory; an ancestor `up` levels above
+  // the root is the prefix less its last `up` components, and a file speaks of it only when that is not
+  // empty (the ancestor lies strictly below the file's directory).
+  std::vector<std::vector<std::string_view>> components;
+  std::size_t deepest = 0;
+  for (const auto& list : outer_) {
+    auto& c = components.emplace_back();
+    std::string_view rest(list.prefix);
+    while (!rest.empty()) {
+      const auto slash = rest.find('/');
+      c.push_back(rest.substr(0, slash));
+      rest.remove_prefix(slash == std::string_view::npos ? rest.size() : slash + 1);
+    }
+    deepest = std::max(deepest, c.size());
+  }
+  std::string path;
+  for (std::size_t up = deepest; up-- > 0;) {
+    for (std::size_t i = 0; i < outer_.size(); ++i) {
+      const auto& c = components[i];
+      if (c.size() <= up) continue;
+      path.clear();
+      for (std::size_t k = 0; k < c.size() - up; ++k) path.append(k ? "/" : "").append(c[k]);
+      const auto& rules = outer_[i].rules;
+      const auto r = std::find_if(rules.rbegin(), rules.rend(), [&](const rule& x) { return x.pattern.matches(path, true); });
+      if (r == rules.rend()) continue;
+      if (!r->source.negated) return excluded_ancestor{up, r->source};
+      break;  // re-included by the nearest file that speaks of it: go on to the next directory down
+    }
+  }
+  return std::nullopt;
 }
 
 void ignore_rules::check_parent(std::string_view relative_path, const char* what) const {

@@ -54,6 +54,14 @@ struct outer_ignore_file {
   std::string root_path;  // the walked root's path from the file's base directory: "" or "sub/ws"
 };
 
+// The directory at or above the walked root, below the repository's top level, that git's own ignore files
+// exclude: git lists none of the files under it, so none of the workspace's. ferry packs the workspace all
+// the same (the user asked to run it) and says so: a warning at pack time, and a note in --explain.
+struct excluded_ancestor {
+  std::size_t levels_up = 0;  // 0: the root itself, 1: its parent, ...
+  explanation rule;
+};
+
 struct ignore_options {
   bool defaults = true;               // apply default_excludes()
   std::vector<std::string> excludes;  // config packaging.excludes, gitignore syntax
@@ -66,10 +74,18 @@ class ignore_rules {
 
   // Enters `relative_dir` ("" for the root, then "a", "a/b", ...: each a child of the directory entered
   // last) with the contents of its .gitignore and .ferryignore ("" when absent). Entering the wrong
-  // directory is a bug in the caller and throws std::logic_error.
-  void push_directory(std::string_view relative_dir, std::string_view gitignore, std::string_view ferryignore);
+  // directory is a bug in the caller and throws std::logic_error. `through_symlink`: the directory is a
+  // symlink's target, which the rules see as the link, not as a directory (a "data/" line does not match
+  // a link named data, as in git).
+  void push_directory(std::string_view relative_dir, std::string_view gitignore, std::string_view ferryignore,
+                      bool through_symlink = false);
   void pop_directory();
   std::size_t depth() const { return levels_.size(); }
+
+  // The outermost directory on the way from the repository's top level down to the root (the root
+  // included) that the outer ignore files exclude, as git decides it: nearest file first, the last matching
+  // line of a file wins, and git goes no further down once a directory is excluded.
+  std::optional<excluded_ancestor> ancestor_excluded() const;
 
   // `relative_path` must lie directly in the directory entered last.
   bool ignored(std::string_view relative_path, bool is_dir) const;

@@ -13,6 +13,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -35,9 +36,9 @@ std::string join(std::string_view dir, std::string_view name) {
 // Enters `rel_dir` in the rules with its ignore files, or with none where they are not read. An ignore file
 // that is a symlink is not read, as git does not read one.
 void push_ignore_files(ignore_rules& rules, int dirfd, const std::string& rel_dir, bool read_files,
-                       std::vector<walk_warning>* warnings) {
+                       std::vector<walk_warning>* warnings, bool through_link = false) {
   if (!read_files || dirfd < 0) {
-    rules.push_directory(rel_dir, {}, {});
+    rules.push_directory(rel_dir, {}, {}, through_link);
     return;
   }
   auto gitignore = read_ignore_file(dirfd, ".gitignore", false);
@@ -47,7 +48,7 @@ void push_ignore_files(ignore_rules& rules, int dirfd, const std::string& rel_di
       if (contents->symlink) warnings->push_back({join(rel_dir, name), "a symlink: not read as an ignore file (git does not read one either)"});
     }
   }
-  rules.push_directory(rel_dir, gitignore.text, ferryignore.text);
+  rules.push_directory(rel_dir, gitignore.text, ferryignore.text, through_link);
 }
 
 // The ignore files git applies to `root` from outside it, when the root's ignore files are read at all.
@@ -55,6 +56,39 @@ std::vector<outer_ignore_file> outer_files_for(const fs::path& root, const walk_
   if (!options.read_ignore_files) return {};
   return outer_ignore_files(root, git_environment::from_process());
 }
+
+// The registered submodules of the root's repository, as paths from the root: a nested repository among
+// them ships its files, under its own repository's rules; any other nested repository does not ship.
+std::set<std::string> submodules_below(const fs::path& root, const walk_options& options) {
+  if (!options.read_ignore_files) return {};
+  std::error_code ec;
+  const auto real = fs::canonical(root, ec);
+  if (ec) return {};
+  const auto repo = find_git_repository(real);
+  if (!repo) return {};
+  const auto from_top = real.lexically_relative(repo->top).generic_string();
+  const std::string prefix = from_top == "." ? "" : from_top + "/";
+  std::set<std::string> out;
+  for (auto& path : submodule_paths(*repo)) {
+    if (path.size() > prefix.size() && path.starts_with(prefix)) out.insert(path.substr(prefix.size()));
+  }
+  return out;
+}
+
+// Says that git ignores the root (or a directory above it) while ferry packs it: for the pack-time warning
+// and for --explain.
+std::string ancestor_note(const fs::path& root, const excluded_ancestor& a) {
+  std::error_code ec;
+  auto dir = fs::canonical(root, ec);
+  if (ec) dir = fs::absolute(root, ec);
+  for (std::size_t i = 0; i < a.levels_up; ++i) dir = dir.parent_path();
+  return fmt::format("git ignores {} ({}), so git lists none of this workspace's files; ferry packs them all the "
+                     "same (see the README's Excludes)",
+                     dir.string(), a.rule.describe());
+}
+
+constexpr std::string_view nested_repository_note =
+    "a git repository of its own, which git lists as one entry (a submodule registered in .gitmodules ships)";
 
 // Whether the walker keeps a symlink as a link: its target is relative and resolves inside the root, and it
 // is not below a followed link. Others are followed (or refused).
@@ -104,11 +138,15 @@ bool has_item(const std::vector<dir_item>& items, std::string_view name) {
 class walker {
  public:
   walker(const fs::path& root, const walk_options& options, diagnostics& diag)
-      : options_(options), rules_(options.ignore, outer_files_for(root, options)), diag_(diag), root_(root.string()) {
+      : options_(options), rules_(options.ignore, outer_files_for(root, options)), diag_(diag), root_(root.string()),
+        submodules_(submodules_below(root, options)) {
     while (root_.size() > 1 && root_.ends_with('/')) root_.pop_back();
   }
 
   result<walk_result> run(std::span<const std::string> only) {
+    if (const auto ancestor = rules_.ancestor_excluded(); ancestor && only.empty()) {
+      warn("", ancestor_note(root_, *ancestor));
+    }
     unique_fd fd(::open(root_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (fd.get() < 0) {
       diag_.set(fmt::format("{}: {}", root_, std::strerror(errno)));
@@ -128,21 +166,46 @@ class walker {
 
  private:
   result<void> walk_directory(int dirfd, const std::string& rel_dir, const std::string& abs_dir, bool followed,
-                              std::span<const std::string> only) {
+                              std::span<const std::string> only, bool through_link = false) {
     struct stat self {};
     if (::fstat(dirfd, &self) != 0) return unreadable(abs_dir);
-    active_.push_back({self.st_dev, self.st_ino});
     auto items = read_directory(dirfd, abs_dir, diag_);
     if (!items) return items.error();
+    // git does not descend into a repository below its top level (the listing says whether to look).
+    if (!rel_dir.empty() && options_.read_ignore_files && has_item(*items, ".git") && is_repository_dir(abs_dir)) {
+      return nested_repository(rel_dir, abs_dir);
+    }
+    active_.push_back({self.st_dev, self.st_ino});
     // Only open the ignore files the listing holds: most directories have neither.
     const bool ignore_files = has_item(*items, ".gitignore") || has_item(*items, ".ferryignore");
-    push_ignore_files(rules_, ignore_files ? dirfd : -1, rel_dir, options_.read_ignore_files, &out_.warnings);
+    push_ignore_files(rules_, ignore_files ? dirfd : -1, rel_dir, options_.read_ignore_files, &out_.warnings,
+                      through_link);
     for (const auto& item : *items) {
       if (!only.empty() && std::find(only.begin(), only.end(), item.name) == only.end()) continue;
       if (auto r = visit(dirfd, rel_dir, abs_dir, item, followed); !r) return r;
     }
     rules_.pop_directory();
     active_.pop_back();
+    return {};
+  }
+
+  // A registered submodule is walked as a workspace of its own, under its own repository's ignore files (as
+  // git would list its files when run inside it); another nested repository is left out, with a warning.
+  result<void> nested_repository(const std::string& rel_dir, const std::string& abs_dir) {
+    if (!submodules_.count(rel_dir)) {
+      warn(rel_dir, fmt::format("not packed: {}", nested_repository_note));
+      return {};
+    }
+    walker inner(abs_dir, options_, diag_);
+    inner.active_ = active_;
+    auto walked = inner.run({});
+    if (!walked) return walked.error();
+    for (auto& f : walked->files) {
+      f.path = join(rel_dir, f.path);
+      out_.files.push_back(std::move(f));
+    }
+    for (auto& w : walked->warnings) warn(join(rel_dir, w.path), std::move(w.message));
+    out_.bytes += walked->bytes;
     return {};
   }
 
@@ -262,7 +325,7 @@ class walker {
     }
     unique_fd fd(::open(real.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (fd.get() < 0) return unreadable(real);
-    return walk_directory(fd.get(), rel, real, true, {});
+    return walk_directory(fd.get(), rel, real, true, {}, true);
   }
 
   void keep_symlink(const std::string& rel, const std::string& target) {
@@ -287,6 +350,7 @@ class walker {
   diagnostics& diag_;
   std::string root_;
   std::string root_real_;  // resolved on the first symlink: most trees have none
+  std::set<std::string> submodules_;             // registered submodules, from the root
   std::vector<std::pair<dev_t, ino_t>> active_;  // directories being walked, to catch loops through symlinks
   walk_result out_;
 };
@@ -332,11 +396,22 @@ std::string verdict(const std::optional<explanation>& decided) {
 class path_explainer {
  public:
   path_explainer(const fs::path& root, const walk_options& options)
-      : options_(options), rules_(options.ignore, outer_files_for(root, options)), root_(root.string()) {
+      : options_(options), rules_(options.ignore, outer_files_for(root, options)), root_(root.string()),
+        submodules_(submodules_below(root, options)) {
     while (root_.size() > 1 && root_.ends_with('/')) root_.pop_back();
   }
 
+  // The path's verdict, and when git ignores the workspace itself, that too: git would list nothing here.
   result<std::string> run(const std::string& path, diagnostics& diag) {
+    auto why = walk(path, diag);
+    if (!why) return why;
+    if (const auto ancestor = rules_.ancestor_excluded()) *why += "; but " + ancestor_note(root_, *ancestor);
+    return why;
+  }
+
+ private:
+  result<std::string> walk(const std::string& path, diagnostics& diag) {
+    path_ = path;
     dir_ = unique_fd(::open(root_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (dir_.get() < 0) {
       diag.set(fmt::format("{}: {}", root_, std::strerror(errno)));
@@ -350,23 +425,38 @@ class path_explainer {
       const std::string name = path.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
       if (slash == std::string::npos) return last(rel, name);
       if (auto stop = enter(rel, name)) return *stop;
+      if (auto nested = nested_repository(rel, path.substr(slash + 1), diag)) return *nested;
       start = slash + 1;
     }
   }
 
- private:
-  // The path itself: a symlink is never a directory to the rules, whatever it points at.
+  // The path itself: a symlink is never a directory to the rules, whatever it points at (as in git, whose
+  // "data/" line does not match a link named data).
   std::string last(const std::string& rel, const std::string& name) {
     struct stat st {};
     const bool exists = dir_.get() >= 0 && ::fstatat(dir_.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
     const auto decided = rules_.explain(rel, exists && S_ISDIR(st.st_mode));
-    if (!exists || !S_ISLNK(st.st_mode) || (decided && !decided->negated)) return verdict(decided);
-    // A followed link to a directory packs as that directory, whose own verdict is what `name/` patterns say.
-    const auto target = follows_to(name);
-    struct stat followed {};
-    if (!target || ::stat(target->c_str(), &followed) != 0 || !S_ISDIR(followed.st_mode)) return verdict(decided);
-    const auto as_dir = rules_.explain(rel, true);
-    return verdict(as_dir && !as_dir->negated ? as_dir : decided);
+    if (exists && S_ISDIR(st.st_mode) && (!decided || decided->negated) && options_.read_ignore_files &&
+        is_repository_dir(join(abs_dir_, name))) {
+      if (!submodules_.count(rel)) return fmt::format("not packed: {} is {}", rel, nested_repository_note);
+      return fmt::format("{}; {} is a registered submodule: its files ship under its own repository's rules",
+                         verdict(decided), rel);
+    }
+    return verdict(decided);
+  }
+
+  // Below a nested repository (just entered): not packed, or for a submodule its own verdict.
+  std::optional<result<std::string>> nested_repository(const std::string& rel, const std::string& rest,
+                                                      diagnostics& diag) {
+    if (dir_.get() < 0 || !entered_included_ || !options_.read_ignore_files || !is_repository_dir(abs_dir_)) {
+      return std::nullopt;
+    }
+    if (!submodules_.count(rel)) {
+      return fmt::format("not packed: {} is below {}, {}", path_, rel, nested_repository_note);
+    }
+    auto inner = path_explainer(abs_dir_, options_).run(rest, diag);
+    if (!inner) return inner;
+    return fmt::format("{} (in the submodule {}, under its own repository's rules)", *inner, rel);
   }
 
   // A directory on the way, or the reason the path is not packed as such.
@@ -374,6 +464,8 @@ class path_explainer {
     struct stat st {};
     const bool exists = dir_.get() >= 0 && ::fstatat(dir_.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
     unique_fd next;
+    bool through_link = false;
+    entered_included_ = true;
     std::string abs = join(abs_dir_, name);
     if (exists && S_ISLNK(st.st_mode)) {
       const auto decided = rules_.explain(rel, false);
@@ -383,11 +475,14 @@ class path_explainer {
       next = unique_fd(::open(target->c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
       abs = *target;
       followed_ = true;
+      through_link = true;
     } else if (exists) {
+      const auto decided = rules_.explain(rel, true);
+      entered_included_ = !decided || decided->negated;
       next = unique_fd(::openat(dir_.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     }
     // A missing directory still gets the rules above it, as the walker would apply them were it there.
-    push_ignore_files(rules_, next.get(), rel, options_.read_ignore_files, nullptr);
+    push_ignore_files(rules_, next.get(), rel, options_.read_ignore_files, nullptr, through_link);
     dir_ = std::move(next);
     abs_dir_ = std::move(abs);
     return std::nullopt;
@@ -409,9 +504,12 @@ class path_explainer {
   const walk_options& options_;
   ignore_rules rules_;
   std::string root_;
+  std::set<std::string> submodules_;
+  std::string path_;  // the path explained
   unique_fd dir_;
   std::string abs_dir_;
-  bool followed_ = false;  // below a followed link, where the walker follows every link
+  bool followed_ = false;          // below a followed link, where the walker follows every link
+  bool entered_included_ = true;  // the directory entered last is not excluded (a repository there counts)
 };
 
 }  // namespace

@@ -921,6 +921,135 @@ TEST_F(git_fixture, dot_git_never_ships_whatever_a_whitelist_says) {
   EXPECT_EQ(explain("deep/er/.git", false), "excluded by always: .git");
 }
 
+// ---- where ferry and git part, on purpose or as git does ----------------------------------------------
+
+// git's verdict on `path` (from the top level), as check-ignore -v names it: "source:line: pattern".
+std::string git_rule(const fs::path& top, std::string_view path) {
+  const auto r = run_git(top, {"check-ignore", "-v", "-z", "--stdin"}, std::string(path) + '\0');
+  const auto fields = split_nul(r.out);
+  if (r.exit_code != 0 || fields.size() < 3) return "git check-ignore matched nothing: " + r.err;
+  return fmt::format("{}:{}: {}", fields[0], fields[1], fields[2]);
+}
+
+walk_result walked(const fs::path& root) {
+  diagnostics diag;
+  auto out = walk_tree(root, walk_options{}, diag);
+  if (!out) throw std::runtime_error(diag.message);
+  return std::move(*out);
+}
+
+std::string warnings_of(const walk_result& w) {
+  std::string out;
+  for (const auto& x : w.warnings) out += fmt::format("{}: {}\n", x.path, x.message);
+  return out;
+}
+
+TEST_F(git_fixture, a_workspace_below_a_directory_git_ignores_ships_and_says_which_rule_git_applies) {
+  write(".gitignore", "*.log\nbuild/\n");
+  write("build/ws/m.py");
+  write("build/ws/sub/n.py");
+  write("build/ws/x.log");
+  // git lists none of the workspace's files, and names the ancestor's rule for each of them.
+  ASSERT_EQ(git_files("build/ws"), strings{});
+  const auto rule = git_rule(repo_.path(), "build/ws/m.py");
+  ASSERT_EQ(rule, ".gitignore:2: build/");
+  // ferry ships the workspace all the same (the rules inside it still apply), warns once naming git's
+  // rule (as ferry names an outer file: from the workspace), and --explain says that rule applies.
+  const auto ws = repo_ / "build/ws";
+  const auto w = walked(ws);
+  strings files;
+  for (const auto& f : w.files) files.push_back(f.path);
+  EXPECT_EQ(files, (strings{"m.py", "sub/n.py"}));
+  const auto from_ws = "../../" + rule;
+  const auto all = warnings_of(w);
+  EXPECT_EQ(std::count_if(w.warnings.begin(), w.warnings.end(),
+                          [&](const walk_warning& x) { return x.message.find(from_ws) != std::string::npos; }),
+            1)
+      << all;
+  walk_options options;
+  diagnostics diag;
+  const auto why = explain_path(ws, "sub/n.py", options, diag);
+  ASSERT_TRUE(why) << diag.message;
+  EXPECT_TRUE(why->starts_with("included (no rule matches); but git ignores ")) << *why;
+  EXPECT_NE(why->find(from_ws), std::string::npos) << *why;
+  const auto log = explain_path(ws, "x.log", options, diag);
+  ASSERT_TRUE(log) << diag.message;
+  EXPECT_TRUE(log->starts_with("excluded by ../../.gitignore:1: *.log; but git ignores ")) << *log;
+
+  // A directory git re-includes is not an ignored ancestor.
+  write(".gitignore", "build/*\n!build/ws/\n");
+  ASSERT_EQ(git_files("build/ws"), (strings{"m.py", "sub/n.py", "x.log"}));
+  EXPECT_EQ(warnings_of(walked(ws)), "");
+}
+
+TEST_F(git_fixture, a_nested_repository_is_one_entry_to_git_and_ships_nothing) {
+  write("m.py");
+  write("nested/x.py");
+  write("nested/deeper/y.py");
+  ASSERT_EQ(run_git(repo_ / "nested", {"init", "-q"}).exit_code, 0);
+  const auto theirs = git_files();
+  ASSERT_EQ(theirs, (strings{"m.py", "nested/"}));  // git does not descend: the repository is one entry
+  strings files_git_lists;
+  for (const auto& p : theirs) {
+    if (!p.ends_with('/')) files_git_lists.push_back(p);
+  }
+  const auto w = walked(repo_.path());
+  strings ours;
+  for (const auto& f : w.files) ours.push_back(f.path);
+  EXPECT_EQ(ours, files_git_lists);
+  EXPECT_NE(warnings_of(w).find("nested: not packed: a git repository of its own"), std::string::npos)
+      << warnings_of(w);
+  const std::string why = "a git repository of its own, which git lists as one entry (a submodule registered in "
+                          ".gitmodules ships)";
+  EXPECT_EQ(explain("nested/x.py"), "not packed: nested/x.py is below nested, " + why);
+  EXPECT_EQ(explain("nested"), "not packed: nested is " + why);
+}
+
+TEST_F(git_fixture, a_registered_submodule_ships_its_files_under_its_own_rules) {
+  const temp_dir origin;
+  origin.write(".gitignore", "*.tmp\n");
+  origin.write("lib.py", "x");
+  ASSERT_EQ(run_git(origin.path(), {"init", "-q"}).exit_code, 0);
+  ASSERT_EQ(run_git(origin.path(), {"add", "."}).exit_code, 0);
+  ASSERT_EQ(run_git(origin.path(), {"commit", "-q", "-m", "lib"}).exit_code, 0);
+  const auto added = run_git(repo_.path(), {"submodule", "add", "-q", origin.path().string(), "sm"}, {},
+                             {"protocol.file.allow=always"});
+  ASSERT_EQ(added.exit_code, 0) << added.err;
+  write(".gitignore", "*.dat\n");  // the outer repository's rules do not reach into the submodule
+  write("sm/keep.dat");
+  write("sm/scratch.tmp");
+  write("sm/new.py");
+  write("top.dat");
+  // git lists the submodule as its gitlink; inside it, git lists its files under its own rules.
+  ASSERT_EQ(git_files(), (strings{".gitignore", ".gitmodules", "sm"}));
+  const auto inside = git_included(repo_ / "sm");
+  ASSERT_EQ(inside, (strings{".gitignore", "keep.dat", "lib.py", "new.py"}));
+  strings expected = {".gitignore", ".gitmodules"};
+  for (const auto& p : inside) expected.push_back("sm/" + p);
+  EXPECT_EQ(ferry_files(), expected);
+  EXPECT_EQ(explain("sm/keep.dat"), "included (no rule matches) (in the submodule sm, under its own repository's rules)");
+  EXPECT_EQ(explain("sm/scratch.tmp"),
+            "excluded by .gitignore:1: *.tmp (in the submodule sm, under its own repository's rules)");
+}
+
+TEST_F(git_fixture, a_directory_only_rule_does_not_match_a_symlink_to_a_directory) {
+  const temp_dir outside;
+  outside.write("x.csv", "x");
+  write(".gitignore", "data/\n");
+  symlink(outside.path().string(), "data");
+  // git lists the link: "data/" speaks of directories, and a symlink is not one to git.
+  ASSERT_EQ(git_files(), (strings{".gitignore", "data"}));
+  ASSERT_EQ(run_git(repo_.path(), {"check-ignore", "-q", "data"}).exit_code, 1);
+  // ferry follows a link that leaves the workspace, and ships what it points at.
+  EXPECT_EQ(ferry_files(), (strings{".gitignore", "data/x.csv"}));
+  EXPECT_EQ(explain("data"), "included (no rule matches)");
+  EXPECT_EQ(explain("data/x.csv"), "included (no rule matches)");
+  // A rule without the slash matches the link, as in git.
+  write(".gitignore", "data\n");
+  ASSERT_EQ(git_files(), strings{".gitignore"});
+  EXPECT_EQ(ferry_files(), strings{".gitignore"});
+}
+
 // ---- --explain agrees with the walker ------------------------------------------------------------------
 
 TEST_F(git_fixture, explain_does_not_follow_a_symlink_to_a_directory) {
