@@ -13,6 +13,7 @@ class category_impl final : public boost::system::error_category {
       case errc::unknown_key: return "unknown configuration key";
       case errc::wrong_type: return "configuration value has the wrong type";
       case errc::bad_value: return "configuration value is invalid";
+      case errc::too_large: return "configuration file is too large";
     }
     return "unknown configuration error";
   }

@@ -12,6 +12,7 @@ enum class errc {
   unknown_key,          // a key ferry does not know
   wrong_type,           // a value of the wrong TOML type
   bad_value,            // the right type, but out of range or unparseable ("10 parsecs")
+  too_large,            // a config file larger than max_config_file_size, refused before it is parsed
 };
 
 const boost::system::error_category& category();

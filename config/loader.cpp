@@ -52,8 +52,9 @@ error_code apply_table(loaded_config& out, const toml::table& table, const std::
   return {};
 }
 
-// The whole file, or the reason it cannot be read (errno's text: missing, a directory, no permission).
-std::optional<std::string> read_whole(const std::filesystem::path& path, std::string& why) {
+// The whole file, or the reason it cannot be read (errno's text: missing, a directory, no permission) or
+// `too_large` set when it holds more than max_config_file_size bytes (counted as read: a FIFO has no size).
+std::optional<std::string> read_whole(const std::filesystem::path& path, std::string& why, bool& too_large) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     why = std::strerror(errno);
@@ -67,9 +68,13 @@ std::optional<std::string> read_whole(const std::filesystem::path& path, std::st
     if (n < 0) why = std::strerror(errno);
     if (n <= 0) break;
     text.append(buf, static_cast<std::size_t>(n));
+    if (text.size() > max_config_file_size) {
+      too_large = true;
+      break;
+    }
   }
   ::close(fd);
-  if (!why.empty()) return std::nullopt;
+  if (!why.empty() || too_large) return std::nullopt;
   return text;
 }
 
@@ -77,7 +82,13 @@ error_code apply_file(loaded_config& out, const std::filesystem::path& path, boo
   std::error_code fs_ec;
   if (!must_exist && !std::filesystem::exists(path, fs_ec)) return {};
   std::string why;
-  const auto text = read_whole(path, why);
+  bool too_large = false;
+  const auto text = read_whole(path, why, too_large);
+  if (too_large) {
+    diag.set(fmt::format("{}: larger than {}, the most a configuration file may hold; it is not read",
+                         path.string(), format_byte_size(byte_size{max_config_file_size})));
+    return make_error_code(errc::too_large);
+  }
   if (!text) {
     diag.set(fmt::format("{}:1:1: cannot read configuration file: {}", path.string(), why));
     return make_error_code(errc::unreadable_file);

@@ -6,6 +6,7 @@
 #include "config/xdg.hpp"
 #include "tracing/diagnostics.hpp"
 
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -13,6 +14,11 @@
 #include <vector>
 
 namespace ferry::config {
+
+// A configuration file larger than this is refused before it is parsed: a parsed TOML document takes many
+// times its size in memory (50 MB of tables took 879 MB), and real configuration files are a few KiB. Not a
+// key: the limit guards the reading of the keys themselves.
+inline constexpr std::uint64_t max_config_file_size = 1u << 20;
 
 // A value given on the command line, e.g. --provider ssh for nodes.provider.
 struct flag_value {

@@ -1,5 +1,7 @@
 #include "config/schema.hpp"
 
+#include "config/spelling.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -300,6 +302,52 @@ key_spec choice(std::string_view name, std::string_view def, std::string_view he
   return spec;
 }
 
+// Like key(), for an integer that must lie in [Lo, Hi].
+template <int Lo, int Hi, auto... Path>
+key_spec ranged(std::string_view name, std::string_view def, std::string_view help, std::string_view env = {}) {
+  auto spec = key<Path...>(name, def, help, env);
+  spec.apply = [](settings& s, const toml::node& n, std::string& why, bool& wrong_type) {
+    if (!n.is_integer()) {
+      wrong_type = true;
+      why = "expected an integer";
+      return false;
+    }
+    const auto v = n.as_integer()->get();
+    if (v < Lo || v > Hi) {
+      why = fmt::format("{} is out of range ({} to {})", v, Lo, Hi);
+      return false;
+    }
+    (s.*....*Path) = static_cast<int>(v);
+    return true;
+  };
+  return spec;
+}
+
+// Like key(), for a duration that must be at least `MinMs` milliseconds: a deadline or an interval for which
+// 0 means nothing sensible (a connect deadline of 0 fails every request; a poll interval of 0 spins).
+// Durations where 0 has a meaning of its own ("0s: never", "0s: no limit") are plain key()s.
+template <long long MinMs, auto... Path>
+key_spec at_least(std::string_view name, std::string_view def, std::string_view help, std::string_view env = {}) {
+  auto spec = key<Path...>(name, def, help, env);
+  spec.apply = [](settings& s, const toml::node& n, std::string& why, bool& wrong_type) {
+    duration value{};
+    if (!read(n, value, why, wrong_type)) return false;
+    if (value.count() < MinMs) {
+      why = fmt::format("{} is too short: it must be at least {}", format_duration(value),
+                        format_duration(duration(MinMs)));
+      return false;
+    }
+    (s.*....*Path) = value;
+    return true;
+  };
+  return spec;
+}
+
+template <auto... Path>
+key_spec positive(std::string_view name, std::string_view def, std::string_view help, std::string_view env = {}) {
+  return at_least<1, Path...>(name, def, help, env);
+}
+
 constexpr std::array<std::string_view, 3> addressing_choices = {"auto", "path", "virtual"};
 constexpr std::array<std::string_view, 3> provider_choices = {"local", "ssh", "ec2"};
 constexpr std::array<std::string_view, 2> symlink_choices = {"follow", "refuse"};
@@ -322,7 +370,7 @@ const std::vector<key_spec>& table() {
       key<&S::storage, &storage_settings::ca_bundle>("storage.ca_bundle", R"("")",
           "PEM file of CA certificates trusted besides the system store"),
       // net
-      key<&S::net, &net_settings::connect_timeout>("net.connect_timeout", R"("10s")",
+      positive<&S::net, &net_settings::connect_timeout>("net.connect_timeout", R"("10s")",
           "deadline for a TCP (and TLS) connection"),
       key<&S::net, &net_settings::read_timeout>("net.read_timeout", R"("60s")",
           "deadline for each read while a response arrives"),
@@ -346,7 +394,7 @@ const std::vector<key_spec>& table() {
           "parts of one upload in memory and in flight at once"),
       key<&S::s3, &s3_settings::max_concurrency>("s3.max_concurrency", "16",
           "S3 requests in flight at once (existence checks, uploads)"),
-      key<&S::s3, &s3_settings::presign_expiry>("s3.presign_expiry", R"("1h")", "lifetime of presigned URLs"),
+      at_least<1000, &S::s3, &s3_settings::presign_expiry>("s3.presign_expiry", R"("1h")", "lifetime of presigned URLs"),
       // packaging
       key<&S::packaging, &packaging_settings::python>("packaging.python", R"("python3")",
           "the interpreter whose sys.path is shipped"),
@@ -366,7 +414,7 @@ const std::vector<key_spec>& table() {
           "packaging.external_symlinks", R"("follow")", "symlinks leaving a layer: follow or refuse"),
       key<&S::packaging, &packaging_settings::hash_threads>("packaging.hash_threads", "0",
           "threads for hashing and compression; 0: one per core"),
-      key<&S::packaging, &packaging_settings::discover_timeout>("packaging.discover_timeout", R"("30s")",
+      positive<&S::packaging, &packaging_settings::discover_timeout>("packaging.discover_timeout", R"("30s")",
           "deadline for asking the interpreter for its sys.path"),
       key<&S::packaging, &packaging_settings::stale_upload_age>("packaging.stale_upload_age", R"("1d")",
           "a pack aborts multipart uploads of layers under its prefix begun longer ago than this (0s: never)"),
@@ -376,18 +424,18 @@ const std::vector<key_spec>& table() {
       // nodes
       choice<&provider_choices, &S::nodes, &nodes_settings::provider>("nodes.provider", R"("local")",
           "where nodes come from: local, ssh or ec2", "FERRY_PROVIDER"),
-      key<&S::nodes, &nodes_settings::count>("nodes.count", "1", "nodes a run uses"),
-      key<&S::nodes, &nodes_settings::min_nodes>("nodes.min_nodes", "0", "nodes kept warm between runs"),
-      key<&S::nodes, &nodes_settings::max_nodes>("nodes.max_nodes", "8", "most nodes ferry starts"),
+      ranged<1, max_node_count, &S::nodes, &nodes_settings::count>("nodes.count", "1", "nodes a run uses"),
+      ranged<0, max_node_count, &S::nodes, &nodes_settings::min_nodes>("nodes.min_nodes", "0", "nodes kept warm between runs"),
+      ranged<1, max_node_count, &S::nodes, &nodes_settings::max_nodes>("nodes.max_nodes", "8", "most nodes ferry starts"),
       key<&S::nodes, &nodes_settings::idle_timeout>("nodes.idle_timeout", R"("30m")",
           "a node idle this long stops itself (a watchdog on the node); 0: never"),
-      key<&S::nodes, &nodes_settings::watchdog_interval>("nodes.watchdog_interval", R"("5s")",
+      positive<&S::nodes, &nodes_settings::watchdog_interval>("nodes.watchdog_interval", R"("5s")",
           "how often a node's watchdog checks whether the node is idle (at most nodes.idle_timeout)"),
-      key<&S::nodes, &nodes_settings::ready_timeout>("nodes.ready_timeout", R"("5m")",
+      positive<&S::nodes, &nodes_settings::ready_timeout>("nodes.ready_timeout", R"("5m")",
           "deadline for a new node to run and answer SSH"),
-      key<&S::nodes, &nodes_settings::poll_initial>("nodes.poll_initial", R"("50ms")",
+      positive<&S::nodes, &nodes_settings::poll_initial>("nodes.poll_initial", R"("50ms")",
           "first interval of readiness polling"),
-      key<&S::nodes, &nodes_settings::poll_max>("nodes.poll_max", R"("2s")", "largest interval of readiness polling"),
+      positive<&S::nodes, &nodes_settings::poll_max>("nodes.poll_max", R"("2s")", "largest interval of readiness polling"),
       key<&S::nodes, &nodes_settings::boot_delay>("nodes.boot_delay", R"("0s")",
           "local provider: delay before a node's sshd starts, to mimic a VM"),
       key<&S::nodes, &nodes_settings::cache_size>("nodes.cache_size", R"("10GiB")",
@@ -398,7 +446,7 @@ const std::vector<key_spec>& table() {
           "local provider: netns (a network namespace per node on bridge ferry0, root only), loopback, or auto"),
       key<&S::nodes, &nodes_settings::local_sshd>("nodes.local_sshd", R"("/usr/sbin/sshd")",
           "local provider: the sshd each node runs"),
-      key<&S::nodes, &nodes_settings::local_command_timeout>("nodes.local_command_timeout", R"("30s")",
+      positive<&S::nodes, &nodes_settings::local_command_timeout>("nodes.local_command_timeout", R"("30s")",
           "local provider: deadline of each set-up command and of a node's teardown"),
       key<&S::nodes, &nodes_settings::fanout>("nodes.fanout", "true",
                                               "a job's nodes hand its layers on between them (fan-out)"),
@@ -420,7 +468,7 @@ const std::vector<key_spec>& table() {
           "private key; empty: ferry's own ed25519 key, then ssh-agent"),
       key<&S::ssh, &ssh_settings::kex>("ssh.kex", R"("curve25519-sha256,sntrup761x25519-sha512@openssh.com")",
           "key exchange algorithms, preferred first"),
-      key<&S::ssh, &ssh_settings::connect_timeout>("ssh.connect_timeout", R"("10s")",
+      positive<&S::ssh, &ssh_settings::connect_timeout>("ssh.connect_timeout", R"("10s")",
           "deadline for TCP connect, handshake and login"),
       key<&S::ssh, &ssh_settings::keepalive_interval>("ssh.keepalive_interval", R"("15s")",
           "a keepalive request goes out after this long without a packet from the peer"),
@@ -438,7 +486,7 @@ const std::vector<key_spec>& table() {
           "stdout and stderr kept of each map task; a task that writes more fails"),
       key<&S::agent, &agent_settings::shutdown_grace>("agent.shutdown_grace", R"("5s")",
           "after Ctrl-C, how long steps may clean up before they are cut off"),
-      key<&S::agent, &agent_settings::download_timeout>("agent.download_timeout", R"("60s")",
+      positive<&S::agent, &agent_settings::download_timeout>("agent.download_timeout", R"("60s")",
           "a layer download on a node that receives nothing for this long fails (and is tried again)"),
       key<&S::agent, &agent_settings::download_parallelism>("agent.download_parallelism", "8",
           "layer shards one node downloads at once"),
@@ -455,7 +503,7 @@ const std::vector<key_spec>& table() {
       key<&S::agent, &agent_settings::lazy_start>("agent.lazy_start", "true",
           "run and map start a Python command once the workspace is on the node; each import waits for its "
           "own layer"),
-      key<&S::agent, &agent_settings::cluster_start_timeout>("agent.cluster_start_timeout", R"("2m")",
+      positive<&S::agent, &agent_settings::cluster_start_timeout>("agent.cluster_start_timeout", R"("2m")",
           "ferry cluster: how long the scheduler and the workers have to start and register on ready nodes"),
       // ec2
       key<&S::ec2, &ec2_settings::region>("ec2.region", R"("")",
@@ -484,21 +532,6 @@ const std::vector<key_spec>& table() {
   return keys;
 }
 
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diagonal = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = up;
-    }
-  }
-  return row[b.size()];
-}
-
 }  // namespace
 
 std::string key_spec::env_name() const {
@@ -517,20 +550,9 @@ const key_spec* find_key(std::string_view name) {
 }
 
 std::string_view closest_key(std::string_view name) {
-  std::string_view best;
-  std::size_t best_distance = 4;  // more edits than this is a different word, not a typo
-  for (const auto& k : table()) {
-    // The lengths alone bound the distance from below: a long name (a pasted value, 10 MB of it) costs
-    // nothing, where the full comparison with every key would cost its length times theirs.
-    const auto gap = name.size() > k.name.size() ? name.size() - k.name.size() : k.name.size() - name.size();
-    if (gap >= best_distance) continue;
-    const auto d = edit_distance(name, k.name);
-    if (d < best_distance) {
-      best = k.name;
-      best_distance = d;
-    }
-  }
-  return best;
+  std::vector<std::string_view> names;
+  for (const auto& k : table()) names.push_back(k.name);
+  return closest_word(name, names);
 }
 
 }  // namespace ferry::config

@@ -57,6 +57,9 @@ struct packaging_settings {
   duration manifest_refresh{};  // a pack stores again a found manifest older than this, so gc sees it used
 };
 
+// The most nodes one command asks for: nodes.count, nodes.max_nodes and every --nodes flag.
+inline constexpr int max_node_count = 1000;
+
 struct nodes_settings {
   std::string provider;
   int count = 0;

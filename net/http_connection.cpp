@@ -95,6 +95,13 @@ beast::tcp_stream& http_connection::tcp() {
   return std::visit([](auto& s) -> beast::tcp_stream& { return beast::get_lowest_layer(s); }, stream_);
 }
 
+void http_connection::arm(std::chrono::milliseconds limit) {
+  if (limit.count() > 0)
+    tcp().expires_after(limit);
+  else
+    tcp().expires_never();
+}
+
 asio::awaitable<result<std::unique_ptr<http_connection>>> http_connection::open(const origin& to,
                                                                                 asio::ssl::context* tls,
                                                                                 const http_timeouts& timeouts,
@@ -158,7 +165,7 @@ template <class Stream>
 asio::awaitable<error_code> http_connection::send_body(Stream& stream, const request_body& body) {
   error_code ec;
   if (const auto* memory = std::get_if<std::span<const char>>(&body)) {
-    tcp().expires_after(timeouts_.write);
+    arm(timeouts_.write);
     co_await asio::async_write(stream, asio::buffer(memory->data(), memory->size()),
                                relay_.bind(asio::redirect_error(asio::use_awaitable, ec)));
     co_return ec;
@@ -170,7 +177,7 @@ asio::awaitable<error_code> http_connection::send_body(Stream& stream, const req
       const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(chunk_.size(), file->length - sent));
       const auto got = ::pread(file->fd, chunk_.data(), want, static_cast<off_t>(file->offset + sent));
       if (got <= 0) co_return error_code(got < 0 ? errno : EIO, boost::system::system_category());
-      tcp().expires_after(timeouts_.write);
+      arm(timeouts_.write);
       co_await asio::async_write(stream, asio::buffer(chunk_.data(), static_cast<std::size_t>(got)),
                                  relay_.bind(asio::redirect_error(asio::use_awaitable, ec)));
       sent += static_cast<std::uint64_t>(got);
@@ -191,7 +198,7 @@ asio::awaitable<result<http_response>> http_connection::exchange_on(Stream& stre
 
   error_code ec;
   http::request_serializer<http::empty_body> serializer(head);
-  tcp().expires_after(timeouts_.write);
+  arm(timeouts_.write);
   co_await http::async_write_header(stream, serializer,
                                     relay_.bind(asio::redirect_error(asio::use_awaitable, ec)));
   if (!ec) ec = co_await send_body(stream, request.body);
@@ -200,7 +207,7 @@ asio::awaitable<result<http_response>> http_connection::exchange_on(Stream& stre
   http::response_parser<http::buffer_body> parser;
   parser.body_limit(boost::none);
   parser.skip(request.method == http::verb::head);
-  tcp().expires_after(timeouts_.read);
+  arm(timeouts_.read);
   co_await http::async_read_header(stream, buffer_, parser,
                                    relay_.bind(asio::redirect_error(asio::use_awaitable, ec)));
   if (ec) co_return classify_transport_error(ec, "reading the response from", origin_, diag);
@@ -251,7 +258,7 @@ asio::awaitable<error_code> http_connection::read_sized_body(Stream& stream, std
   for (std::uint64_t left = length - buffered; left > 0;) {
     const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(chunk_.size(), left));
     error_code ec;
-    tcp().expires_after(timeouts_.read);
+    arm(timeouts_.read);
     const auto n = co_await stream.async_read_some(asio::buffer(chunk_.data(), want),
                                                    relay_.bind(asio::redirect_error(asio::use_awaitable, ec)));
     if (ec) co_return classify_transport_error(ec, "reading the response body from", origin_, diag);
@@ -270,7 +277,7 @@ asio::awaitable<error_code> http_connection::read_parsed_body(Stream& stream,
     parser.get().body().data = chunk_.data();
     parser.get().body().size = chunk_.size();
     error_code ec;
-    tcp().expires_after(timeouts_.read);
+    arm(timeouts_.read);
     co_await http::async_read(stream, buffer_, parser,
                               relay_.bind(asio::redirect_error(asio::use_awaitable, ec)));
     if (ec == http::error::need_buffer) ec = {};
@@ -288,7 +295,7 @@ asio::awaitable<error_code> http_connection::send_aws_chunked(Stream& stream, co
   for (std::uint64_t chunk_start = 0; chunk_start < file.length && !ec;) {
     const auto chunk = std::min<std::uint64_t>(aws_chunked::chunk_size, file.length - chunk_start);
     const auto header = aws_chunked::chunk_header(chunk);
-    tcp().expires_after(timeouts_.write);
+    arm(timeouts_.write);
     co_await asio::async_write(stream, asio::buffer(header),
                                relay_.bind(asio::redirect_error(asio::use_awaitable, ec)));
     for (std::uint64_t sent = 0; sent < chunk && !ec;) {
@@ -296,7 +303,7 @@ asio::awaitable<error_code> http_connection::send_aws_chunked(Stream& stream, co
       const auto got = ::pread(file.fd, chunk_.data(), want, static_cast<off_t>(file.offset + chunk_start + sent));
       if (got <= 0) co_return error_code(got < 0 ? errno : EIO, boost::system::system_category());
       hash.update({chunk_.data(), static_cast<std::size_t>(got)});
-      tcp().expires_after(timeouts_.write);
+      arm(timeouts_.write);
       co_await asio::async_write(stream, asio::buffer(chunk_.data(), static_cast<std::size_t>(got)),
                                  relay_.bind(asio::redirect_error(asio::use_awaitable, ec)));
       sent += static_cast<std::uint64_t>(got);
@@ -311,7 +318,7 @@ asio::awaitable<error_code> http_connection::send_aws_chunked(Stream& stream, co
   std::string b64(beast::detail::base64::encoded_size(digest.size()), '\0');
   b64.resize(beast::detail::base64::encode(b64.data(), digest.data(), digest.size()));
   const auto last = aws_chunked::final_chunk(b64);
-  tcp().expires_after(timeouts_.write);
+  arm(timeouts_.write);
   co_await asio::async_write(stream, asio::buffer(last),
                              relay_.bind(asio::redirect_error(asio::use_awaitable, ec)));
   co_return ec;

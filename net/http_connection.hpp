@@ -26,8 +26,8 @@ namespace beast = boost::beast;
 
 struct http_timeouts {
   std::chrono::milliseconds connect{10'000};
-  std::chrono::milliseconds read{60'000};
-  std::chrono::milliseconds write{60'000};
+  std::chrono::milliseconds read{60'000};   // 0: no limit (net.read_timeout)
+  std::chrono::milliseconds write{60'000};  // 0: no limit (net.write_timeout)
 };
 
 class http_connection {
@@ -84,6 +84,8 @@ class http_connection {
                                                body_target& target, diagnostics& diag);
 
   beast::tcp_stream& tcp();
+  // The next read's or write's deadline: `limit` from now, or none for a limit of 0.
+  void arm(std::chrono::milliseconds limit);
 
   origin origin_;
   std::variant<beast::tcp_stream, tls_stream> stream_;

@@ -53,7 +53,7 @@ error_code interrupted(std::string_view what, diagnostics& diag) {
   return make_error_code(boost::asio::error::operation_aborted);
 }
 
-// net.connect_timeout = 0s means no limit, as it does for every other command.
+// A limit of 0 (net.read_timeout = 0s) means no limit, as it does for every other command.
 template <typename T>
 asio::awaitable<std::optional<T>> within(asio::awaitable<T> op, std::chrono::milliseconds limit) {
   if (limit.count() > 0) co_return co_await net::with_deadline(std::move(op), limit);

@@ -3,6 +3,7 @@
 
 #include "support/temp_dir.hpp"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <map>
@@ -147,11 +148,76 @@ TEST_F(fixture, bad_environment_values_name_the_variable) {
 }
 
 TEST_F(fixture, a_huge_value_is_never_echoed_whole) {
-  dir.write("project/ferry.toml", "[nodes]\nprovider = \"" + std::string(10 << 20, 'x') + "\"\n");
+  dir.write("project/ferry.toml", "[nodes]\nprovider = \"" + std::string(900 << 10, 'x') + "\"\n");
   diagnostics diag;
   ASSERT_FALSE(load(options(), diag));
   EXPECT_LT(diag.message.size(), 1000u);
   EXPECT_NE(diag.message.find("bytes"), std::string::npos) << diag.message.substr(0, 300);
+}
+
+TEST_F(fixture, nodes_count_is_checked_alike_from_every_source) {
+  diagnostics diag;
+  for (const auto* bad : {"0", "100000", "-1", "1001"}) {
+    env["FERRY_NODES_COUNT"] = bad;
+    auto c = load(options(), diag);
+    ASSERT_FALSE(c) << bad;
+    EXPECT_EQ(c.error(), make_error_code(errc::bad_value));
+    EXPECT_EQ(diag.message, fmt::format("environment FERRY_NODES_COUNT: nodes.count: {} is out of range (1 to {})",
+                                        bad, max_node_count));
+  }
+  env["FERRY_NODES_COUNT"] = "1000";
+  auto c = load(options(), diag);
+  ASSERT_TRUE(c) << diag.message;
+  EXPECT_EQ(c->values.nodes.count, max_node_count);
+  env.erase("FERRY_NODES_COUNT");
+
+  dir.write("project/ferry.toml", "[nodes]\ncount = 100000\n");
+  ASSERT_FALSE(load(options(), diag));
+  EXPECT_EQ(diag.message, (dir / "project/ferry.toml").string() + ":2:9: nodes.count: 100000 is out of range (1 to 1000)");
+  dir.write("project/ferry.toml", "");
+  auto o = options();
+  o.flags.push_back({"nodes.count", "0", "--nodes"});
+  ASSERT_FALSE(load(o, diag));
+  EXPECT_EQ(diag.message, "flag --nodes: nodes.count: 0 is out of range (1 to 1000)");
+}
+
+TEST_F(fixture, deadlines_must_be_positive_where_zero_means_nothing) {
+  diagnostics diag;
+  for (const auto* key : {"FERRY_NET_CONNECT_TIMEOUT", "FERRY_SSH_CONNECT_TIMEOUT", "FERRY_NODES_READY_TIMEOUT",
+                          "FERRY_NODES_POLL_INITIAL", "FERRY_AGENT_DOWNLOAD_TIMEOUT", "FERRY_PACKAGING_DISCOVER_TIMEOUT"}) {
+    env[key] = "0s";
+    auto c = load(options(), diag);
+    ASSERT_FALSE(c) << key;
+    EXPECT_EQ(c.error(), make_error_code(errc::bad_value));
+    EXPECT_TRUE(diag.message.starts_with(fmt::format("environment {}: ", key))) << diag.message;
+    EXPECT_TRUE(diag.message.ends_with(": 0s is too short: it must be at least 1ms")) << diag.message;
+    env.erase(key);
+  }
+  dir.write("project/ferry.toml", "[net]\nconnect_timeout = 0\n");
+  ASSERT_FALSE(load(options(), diag));
+  EXPECT_TRUE(diag.message.starts_with((dir / "project/ferry.toml").string() + ":2:19: net.connect_timeout: "))
+      << diag.message;
+  // Where the README gives 0 a meaning ("0s: no limit", "0: never"), 0 stays allowed.
+  dir.write("project/ferry.toml", "[net]\nread_timeout = \"0s\"\nwrite_timeout = 0\n[nodes]\nidle_timeout = 0\n"
+                                  "[packaging]\nstale_upload_age = \"0s\"\n");
+  auto c = load(options(), diag);
+  ASSERT_TRUE(c) << diag.message;
+  EXPECT_EQ(c->values.net.read_timeout.count(), 0);
+}
+
+TEST_F(fixture, an_oversize_file_is_refused_before_it_is_parsed) {
+  std::string tables;
+  for (int i = 0; tables.size() <= max_config_file_size; ++i) tables += fmt::format("[t{}]\n", i);
+  dir.write("project/ferry.toml", tables);
+  diagnostics diag;
+  auto c = load(options(), diag);
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error(), make_error_code(errc::too_large));
+  EXPECT_EQ(diag.message, (dir / "project/ferry.toml").string() +
+                              ": larger than 1MiB, the most a configuration file may hold; it is not read");
+  // Just under the limit, a file is read (here: comments).
+  dir.write("project/ferry.toml", std::string(max_config_file_size - 1, '#'));
+  EXPECT_TRUE(load(options(), diag)) << diag.message;
 }
 
 TEST(schema, every_default_parses_and_every_key_is_sectioned) {
