@@ -77,6 +77,14 @@ node_registry::node_registry(fs::path file, config::duration lock_timeout)
 result<std::vector<node>> node_registry::load(diagnostics& diag) const {
   error_code ec;
   const auto text = read_state_file(file_, ec);
+  if (ec == boost::system::errc::is_a_directory) {
+    // Found where it stands: a directory made by hand, or by a tool that took the path for a folder.
+    diag.set(fmt::format("node registry {} is a directory; ferry keeps its registry of nodes in a file of that "
+                         "name. Move the directory away (ferry then starts an empty registry), or set "
+                         "XDG_STATE_HOME to give ferry another state directory",
+                         file_.string()));
+    return ec;
+  }
   if (ec) {
     diag.set(fmt::format("cannot read node registry {}: {}", file_.string(), ec.message()));
     return ec;

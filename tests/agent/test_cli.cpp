@@ -171,5 +171,15 @@ TEST_F(cli, ferry_continues_the_task_of_a_python_orchestrator_and_trace_tree_mer
   EXPECT_TRUE(orchestrate < show && show < load && load < end) << tree.out;
 }
 
+TEST_F(cli, a_node_registry_that_is_a_directory_says_how_to_fix_it) {
+  std::filesystem::create_directories(dir / "state" / "ferry" / "nodes.json");
+  const auto r = run_ferry({"nodes", "ls"}, opts);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("nodes.json is a directory; ferry keeps its registry of nodes in a file of that name. Move "
+                       "the directory away"),
+            std::string::npos)
+      << r.err;
+}
+
 }  // namespace
 }  // namespace ferry
