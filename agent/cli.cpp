@@ -3,6 +3,7 @@
 #include "agent/commands/command.hpp"
 #include "agent/exit_code.hpp"
 #include "agent/shutdown.hpp"
+#include "config/spelling.hpp"
 #include "net/cancellation.hpp"
 #include "tracing/action_types.hpp"
 #include "tracing/error.hpp"
@@ -19,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <stdexcept>
 #include <unistd.h>
 
 namespace ferry::agent {
@@ -37,6 +39,62 @@ void add_global_options(CLI::App& app, global_options& g) {
                         "say only what went wrong");
 }
 
+CLI::App* deepest_command(CLI::App& app) {
+  CLI::App* at = &app;
+  while (!at->get_subcommands().empty()) at = at->get_subcommands().front();
+  return at;
+}
+
+std::string command_path(CLI::App& app, const CLI::App* at) {
+  std::string path;
+  for (const auto* c = at; c && c != &app; c = c->get_parent()) path.insert(0, " " + c->get_name());
+  return "ferry" + path;
+}
+
+// An option that no command knows, named before anything else is said (CLI11 would first complain of a
+// missing argument). Before `--` it is never the start of a command to run: that comes after `--` only.
+std::optional<std::string> unknown_option(CLI::App& app) {
+  for (const auto& word : app.remaining(true)) {
+    if (word.size() > 1 && word.starts_with('-')) {
+      const auto path = command_path(app, deepest_command(app));
+      return fmt::format("unknown option '{}' for '{}' (see '{} --help')", word, path, path);
+    }
+  }
+  return std::nullopt;
+}
+
+// When parsing stopped at a word that names no command ("ferry frobnicate", "ferry nodes frob"): that word,
+// with the nearest command's name or the list of commands.
+std::optional<std::string> unknown_command(CLI::App& app) {
+  CLI::App* at = deepest_command(app);
+  const auto rest = at->remaining();
+  if (rest.empty() || rest.front().starts_with('-')) return std::nullopt;
+  std::vector<std::string_view> names;
+  const CLI::App& here = *at;
+  for (const auto* sub : here.get_subcommands([](const CLI::App* a) { return !a->get_group().empty(); })) {
+    names.push_back(sub->get_name());
+  }
+  if (names.empty()) return std::nullopt;
+  const auto path = command_path(app, at);
+  const auto hint = config::closest_word(rest.front(), names);
+  return fmt::format("'{}' is not a command of '{}' ({})", rest.front(), path,
+                     hint.empty() ? fmt::format("commands: {}", fmt::join(names, ", "))
+                                  : fmt::format("did you mean '{}'?", hint));
+}
+
+// The user's command is only ever what follows `--`, which run_cli sets aside before parsing. A command
+// that let CLI11 gather unknown arguments (allow_extras, prefix_command) would take an unknown option for
+// the start of a command to run, and run it: a bug, caught here for every command at once.
+void check_no_command_takes_extras(const CLI::App& app) {
+  for (const auto* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    if (sub->get_allow_extras() || sub->get_prefix_command()) {
+      throw std::logic_error(fmt::format("ferry {}: takes unknown arguments; its command comes after -- only",
+                                         sub->get_name()));
+    }
+    check_no_command_takes_extras(*sub);
+  }
+}
+
 // Parses the command line; returns an exit code when there is nothing more to do (help, usage error).
 std::optional<int> parse(CLI::App& app, int argc, char** argv) {
   try {
@@ -46,7 +104,9 @@ std::optional<int> parse(CLI::App& app, int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    print_error(e.what());
+    auto said = unknown_option(app);
+    if (!said) said = unknown_command(app);
+    print_error(said.value_or(e.what()));
     fmt::print(stderr, "Run 'ferry --help' for usage.\n");
     return exit_code::usage;
   }
@@ -166,6 +226,7 @@ int run_cli(int argc, char** argv) {
   add_warmup_command(app, selected);
   add_cluster_commands(app, selected);
   add_doctor_command(app, selected);
+  check_no_command_takes_extras(app);
   // The user's command after `--` is set aside before parsing: CLI11 would read its options as ours.
   int ours = 1;
   while (ours < argc && std::string_view(argv[ours]) != "--") ++ours;

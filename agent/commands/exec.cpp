@@ -170,17 +170,12 @@ void add_exec_command(CLI::App& app, selected_command& selected) {
       ->delimiter(',')
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  // Everything from the first argument that is not an option of ours (or after --) is the command,
-  // verbatim: CLI11 must not read its dashes or brackets.
-  cmd->prefix_command();
-  cmd->allow_extras();
   cmd->footer("  ferry exec [--nodes N1,N2] -- CMD ARGS...");
-  cmd->callback([&selected, args, cmd] {
-    args->command = cmd->remaining();
+  cmd->callback([&selected, args] {
     selected.action_type = action_types::exec::command;
     selected.takes_command = true;
     selected.run = [args](command_context& ctx) {
-      if (args->command.empty()) args->command = ctx.options.command;
+      args->command = ctx.options.command;
       return exec(ctx, *args);
     };
   });

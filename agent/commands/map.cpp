@@ -316,23 +316,20 @@ void add_map_command(CLI::App& app, selected_command& selected) {
       ->check(CLI::Range(1, 1024));
   cmd->add_option("--retries", args->retries, "further attempts of a failed task (agent.retries)")
       ->check(CLI::Range(0, 100));
-  cmd->add_option("--nodes", args->nodes, "nodes to start with (nodes.count)")->check(CLI::Range(1, 1000));
+  cmd->add_option("--nodes", args->nodes, "nodes to start with (nodes.count)")->check(CLI::Range(1, config::max_node_count));
   cmd->add_option("--output", args->output, "write each task's output to DIR/<task>.out and .err");
   cmd->add_option("--provider", *provider, "local, ssh or ec2 (nodes.provider)");
   cmd->add_option("--env", args->env, "set NAME=VALUE in each task's environment; NAME alone passes on the value it has here "
                   "(repeatable)")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  cmd->prefix_command();
-  cmd->allow_extras();
   cmd->footer("  ferry map --range 1..20 -- python job.py {}");
-  cmd->callback([&selected, args, provider, cmd] {
-    args->command = cmd->remaining();
+  cmd->callback([&selected, args, provider] {
     selected.action_type = action_types::map::job;
     selected.takes_command = true;
     if (!provider->empty()) selected.config_flags.push_back({"nodes.provider", *provider, "--provider"});
     selected.run = [args](command_context& ctx) {
-      if (args->command.empty()) args->command = ctx.options.command;
+      args->command = ctx.options.command;
       return map(ctx, *args);
     };
   });

@@ -389,7 +389,7 @@ void add_nodes_commands(CLI::App& app, selected_command& selected) {
   nodes->require_subcommand(1);
 
   auto* up_cmd = nodes->add_subcommand("up", "start N nodes and wait until each runs commands over SSH");
-  up_cmd->add_option("count", args->count, "how many nodes")->required()->check(CLI::Range(1, 1000));
+  up_cmd->add_option("count", args->count, "how many nodes")->required()->check(CLI::Range(1, config::max_node_count));
   up_cmd->add_option("--provider", *provider, "local, ssh or ec2 (nodes.provider)");
   up_cmd->callback([&selected, args, provider] {
     selected.action_type = action_types::nodes::command;

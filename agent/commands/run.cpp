@@ -272,7 +272,7 @@ void add_run_command(CLI::App& app, selected_command& selected) {
   auto args = std::make_shared<run_args>();
   auto provider = std::make_shared<std::string>();
   auto* cmd = app.add_subcommand("run", "run a command on nodes with the project and its Python path in place");
-  cmd->add_option("--nodes", args->nodes, "how many nodes (nodes.count)")->check(CLI::Range(1, 1000));
+  cmd->add_option("--nodes", args->nodes, "how many nodes (nodes.count)")->check(CLI::Range(1, config::max_node_count));
   cmd->add_option("--provider", *provider, "local, ssh or ec2 (nodes.provider)");
   cmd->add_option("--env", args->env, "set NAME=VALUE in the command's environment; NAME alone passes on the value it has here "
                   "(repeatable)")
@@ -287,16 +287,13 @@ void add_run_command(CLI::App& app, selected_command& selected) {
   cmd->add_option("--stage-order", args->stage_order,
                   "a file naming the staged objects (keys or paths under the prefix), one per line, in the order "
                   "to deliver them; the rest follow in listing order");
-  cmd->prefix_command();
-  cmd->allow_extras();
   cmd->footer("  ferry run [--nodes N] [--env K=V]... [--stage s3://B/P=DIR [--stage-window SIZE]] -- CMD ARGS...");
-  cmd->callback([&selected, args, provider, cmd] {
-    args->command = cmd->remaining();
+  cmd->callback([&selected, args, provider] {
     selected.action_type = action_types::run::job;
     selected.takes_command = true;
     if (!provider->empty()) selected.config_flags.push_back({"nodes.provider", *provider, "--provider"});
     selected.run = [args](command_context& ctx) {
-      if (args->command.empty()) args->command = ctx.options.command;
+      args->command = ctx.options.command;
       return run(ctx, *args);
     };
   });

@@ -65,7 +65,7 @@ void add_warmup_command(CLI::App& app, selected_command& selected) {
   auto args = std::make_shared<warmup_args>();
   auto* cmd = app.add_subcommand("warmup", "pack the project and put its layers on the warm nodes ahead of a run");
   cmd->add_option("--nodes", args->nodes, "how many nodes (default: every running one, at least nodes.min_nodes)")
-      ->check(CLI::Range(1, 1000));
+      ->check(CLI::Range(1, config::max_node_count));
   cmd->callback([&selected, args] {
     selected.action_type = action_types::cli::warmup;
     selected.run = [args](command_context& ctx) { return warmup(ctx, *args); };

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <regex>
+#include <sstream>
 
 namespace ferry {
 namespace {
@@ -169,6 +170,123 @@ TEST_F(cli, ferry_continues_the_task_of_a_python_orchestrator_and_trace_tree_mer
   EXPECT_NE(load, std::string::npos) << tree.out;
   EXPECT_NE(end, std::string::npos) << tree.out;
   EXPECT_TRUE(orchestrate < show && show < load && load < end) << tree.out;
+}
+
+// The names `help` lists under "Subcommands:".
+std::vector<std::string> subcommands_in(const std::string& help) {
+  std::vector<std::string> out;
+  const auto at = help.find("Subcommands:\n");
+  if (at == std::string::npos) return out;
+  std::istringstream lines(help.substr(at + 13));
+  for (std::string line; std::getline(lines, line) && line.starts_with("  ");) {
+    std::istringstream words(line);
+    std::string name;
+    words >> name;
+    out.push_back(name);
+  }
+  return out;
+}
+
+// Every command a user can name, as the help screens list them: {"pack"}, {"nodes", "up"}, ...
+std::vector<std::vector<std::string>> every_command(const test::process_options& opts,
+                                                    const std::vector<std::string>& prefix = {}) {
+  auto help_args = prefix;
+  help_args.push_back("--help");
+  const auto help = run_ferry(help_args, opts);
+  std::vector<std::vector<std::string>> out;
+  for (const auto& name : subcommands_in(help.out)) {
+    auto command = prefix;
+    command.push_back(name);
+    auto below = every_command(opts, command);
+    if (below.empty()) out.push_back(command);
+    out.insert(out.end(), below.begin(), below.end());
+  }
+  return out;
+}
+
+TEST_F(cli, an_unknown_option_is_a_usage_error_naming_it_in_every_command) {
+  const auto commands = every_command(opts);
+  ASSERT_GT(commands.size(), 20u);  // the help screens were read
+  const auto trace = dir / "t.jsonl";
+  for (auto args : commands) {
+    const auto name = fmt::format("{}", fmt::join(args, " "));
+    args.insert(args.begin(), {"--trace", trace.string()});
+    args.push_back("--frob");
+    const auto r = run_ferry(args, opts);
+    EXPECT_EQ(r.exit_code, 2) << name << ": " << r.err;
+    EXPECT_NE(r.err.find(fmt::format("unknown option '--frob' for 'ferry {}'", name)), std::string::npos)
+        << name << ": " << r.err;
+    EXPECT_FALSE(std::filesystem::exists(trace)) << name << " started";
+  }
+}
+
+// Nothing runs but what follows `--`: an unknown option before it is not the start of a command. The
+// command would leave a mark (local nodes share this file system), and any command that starts writes its
+// trace: neither may appear. No nodes are needed, since the usage error comes before anything starts.
+TEST_F(cli, before_the_double_dash_an_unknown_option_is_a_usage_error_and_nothing_runs) {
+  const auto marker = dir / "ran";
+  const auto trace = dir / "t.jsonl";
+  for (const std::vector<std::string> command : std::vector<std::vector<std::string>>{
+           {"run"}, {"exec"}, {"map", "--range", "1..2"}, {"cluster", "run"}, {"run", "--nodes", "1"}}) {
+    const auto name = fmt::format("{}", fmt::join(command, " "));
+    for (const auto& extra : std::vector<std::vector<std::string>>{{"--frob", "--"}, {"--frob"}, {}}) {
+      std::vector<std::string> args{"--trace", trace.string()};
+      args.insert(args.end(), command.begin(), command.end());
+      args.insert(args.end(), extra.begin(), extra.end());
+      args.insert(args.end(), {"touch", marker.string()});  // without `--`, not a command either
+      const auto r = run_ferry(args, opts);
+      EXPECT_EQ(r.exit_code, 2) << name << " " << fmt::format("{}", fmt::join(extra, " ")) << ": " << r.err;
+      if (!extra.empty()) EXPECT_NE(r.err.find("'--frob'"), std::string::npos) << name << ": " << r.err;
+      EXPECT_FALSE(std::filesystem::exists(trace)) << name << " started";
+      EXPECT_FALSE(std::filesystem::exists(marker)) << name << " ran a command";
+    }
+  }
+}
+
+TEST_F(cli, an_unknown_command_is_named_with_a_did_you_mean) {
+  auto r = run_ferry({"frobnicate"}, opts);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("'frobnicate' is not a command of 'ferry' (commands: version, config,"), std::string::npos)
+      << r.err;
+  r = run_ferry({"pakc"}, opts);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("'pakc' is not a command of 'ferry' (did you mean 'pack'?)"), std::string::npos) << r.err;
+  r = run_ferry({"nodes", "lss"}, opts);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("'lss' is not a command of 'ferry nodes' (did you mean 'ls'?)"), std::string::npos) << r.err;
+}
+
+TEST_F(cli, nodes_count_from_the_environment_has_the_bounds_of_the_nodes_flag) {
+  for (const auto* count : {"0", "100000"}) {
+    auto o = opts;
+    o.env["FERRY_NODES_COUNT"] = count;
+    const auto r = run_ferry({"config", "show"}, o);
+    EXPECT_EQ(r.exit_code, 2) << count << ": " << r.out;
+    EXPECT_NE(r.err.find(fmt::format("environment FERRY_NODES_COUNT: nodes.count: {} is out of range (1 to 1000)",
+                                     count)),
+              std::string::npos)
+        << r.err;
+    const auto flag = run_ferry({"run", "--nodes", count, "--", "true"}, opts);
+    EXPECT_EQ(flag.exit_code, 2) << count << ": " << flag.err;
+    EXPECT_NE(flag.err.find("--nodes"), std::string::npos) << flag.err;
+  }
+}
+
+TEST_F(cli, a_zero_connect_timeout_and_an_oversize_file_are_configuration_errors) {
+  dir.write("work/ferry.toml", "[net]\nconnect_timeout = \"0s\"\n");
+  auto r = run_ferry({"config", "show"}, opts);
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.err.find("ferry.toml:2:19: net.connect_timeout: 0s is too short: it must be at least 1ms"),
+            std::string::npos)
+      << r.err;
+
+  std::string tables;
+  while (tables.size() < (2u << 20)) tables += fmt::format("[t{}]\n", tables.size());
+  dir.write("work/ferry.toml", tables);
+  r = run_ferry({"config", "show"}, opts);
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.err.find("ferry.toml: larger than 1MiB, the most a configuration file may hold"), std::string::npos)
+      << r.err;
 }
 
 TEST_F(cli, a_node_registry_that_is_a_directory_says_how_to_fix_it) {
