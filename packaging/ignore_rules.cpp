@@ -76,7 +76,8 @@ void ignore_rules::push_directory(std::string_view relative_dir, std::string_vie
   level next{std::string(relative_dir), {}, std::nullopt};
   if (!levels_.empty()) {
     // Inside an excluded directory this is the outer directory's explanation, as in git.
-    if (const auto* decided = decide(relative_dir, !through_symlink); decided && !decided->negated) next.excluded_by = *decided;
+    const auto* decided = decide(relative_dir, !through_symlink);
+    if (decided && !decided->negated) next.excluded_by = *decided;
   }
   // Like git, which stops reading ignore files below an excluded directory: none of them can matter.
   if (!next.excluded_by) {
@@ -157,7 +158,8 @@ std::optional<excluded_ancestor> ignore_rules::ancestor_excluded() const {
       path.clear();
       for (std::size_t k = 0; k < c.size() - up; ++k) path.append(k ? "/" : "").append(c[k]);
       const auto& rules = outer_[i].rules;
-      const auto r = std::find_if(rules.rbegin(), rules.rend(), [&](const rule& x) { return x.pattern.matches(path, true); });
+      const auto r =
+          std::find_if(rules.rbegin(), rules.rend(), [&](const rule& x) { return x.pattern.matches(path, true); });
       if (r == rules.rend()) continue;
       if (!r->source.negated) return excluded_ancestor{up, r->source};
       break;  // re-included by the nearest file that speaks of it: go on to the next directory down

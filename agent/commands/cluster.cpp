@@ -422,7 +422,8 @@ void add_cluster_commands(CLI::App& app, selected_command& selected) {
   cluster->require_subcommand(1);
   auto common = [&](CLI::App* cmd) {
     cmd->add_option("--name", args->name, "the cluster's name (default dask)");
-    cmd->add_option("--nodes", args->nodes, "how many nodes, a worker on each (nodes.count)")->check(CLI::Range(1, config::max_node_count));
+    cmd->add_option("--nodes", args->nodes, "how many nodes, a worker on each (nodes.count)")
+        ->check(CLI::Range(1, config::max_node_count));
     cmd->add_option("--provider", *provider, "local, ssh or ec2 (nodes.provider)");
   };
   auto with_provider = [&selected, provider] {

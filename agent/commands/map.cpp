@@ -316,7 +316,8 @@ void add_map_command(CLI::App& app, selected_command& selected) {
       ->check(CLI::Range(1, 1024));
   cmd->add_option("--retries", args->retries, "further attempts of a failed task (agent.retries)")
       ->check(CLI::Range(0, 100));
-  cmd->add_option("--nodes", args->nodes, "nodes to start with (nodes.count)")->check(CLI::Range(1, config::max_node_count));
+  cmd->add_option("--nodes", args->nodes, "nodes to start with (nodes.count)")
+      ->check(CLI::Range(1, config::max_node_count));
   cmd->add_option("--output", args->output, "write each task's output to DIR/<task>.out and .err");
   cmd->add_option("--provider", *provider, "local, ssh or ec2 (nodes.provider)");
   cmd->add_option("--env", args->env, "set NAME=VALUE in each task's environment; NAME alone passes on the value it has here "

@@ -173,7 +173,8 @@ TEST_F(fixture, nodes_count_is_checked_alike_from_every_source) {
 
   dir.write("project/ferry.toml", "[nodes]\ncount = 100000\n");
   ASSERT_FALSE(load(options(), diag));
-  EXPECT_EQ(diag.message, (dir / "project/ferry.toml").string() + ":2:9: nodes.count: 100000 is out of range (1 to 1000)");
+  EXPECT_EQ(diag.message,
+            (dir / "project/ferry.toml").string() + ":2:9: nodes.count: 100000 is out of range (1 to 1000)");
   dir.write("project/ferry.toml", "");
   auto o = options();
   o.flags.push_back({"nodes.count", "0", "--nodes"});
@@ -184,7 +185,8 @@ TEST_F(fixture, nodes_count_is_checked_alike_from_every_source) {
 TEST_F(fixture, deadlines_must_be_positive_where_zero_means_nothing) {
   diagnostics diag;
   for (const auto* key : {"FERRY_NET_CONNECT_TIMEOUT", "FERRY_SSH_CONNECT_TIMEOUT", "FERRY_NODES_READY_TIMEOUT",
-                          "FERRY_NODES_POLL_INITIAL", "FERRY_AGENT_DOWNLOAD_TIMEOUT", "FERRY_PACKAGING_DISCOVER_TIMEOUT"}) {
+                          "FERRY_NODES_POLL_INITIAL", "FERRY_AGENT_DOWNLOAD_TIMEOUT",
+                          "FERRY_PACKAGING_DISCOVER_TIMEOUT"}) {
     env[key] = "0s";
     auto c = load(options(), diag);
     ASSERT_FALSE(c) << key;
