@@ -1,8 +1,10 @@
 #include "packaging/storage_gc.hpp"
 
+#include "net/error.hpp"
 #include "net/iso_time.hpp"
 #include "packaging/layer.hpp"
 #include "packaging/storage_lookup.hpp"
+#include "packaging/upload_sweep.hpp"
 #include "packaging/stored_manifest.hpp"
 #include "packaging/zip_digest.hpp"
 #include "tracing/action_types.hpp"
@@ -108,18 +110,26 @@ asio::awaitable<result<gc_plan>> plan_gc(tracing::action& parent, net::s3_client
       plan.bytes += o.size;
     }
   }
+  auto uploads = co_await find_stale_uploads(act, s3, bucket, prefix, max_age, now, diag);
+  if (!uploads) {
+    act.fail(uploads.error(), diag);
+    co_return uploads.error();
+  }
+  plan.uploads = std::move(uploads->stale);
   act.succeed({{"live_manifests", plan.live_manifests},
                {"manifests", plan.manifests.size()},
                {"objects", plan.zips.size()},
                {"kept", plan.kept_zips},
+               {"uploads", plan.uploads.size()},
                {"bytes", plan.bytes}});
   co_return plan;
 }
 
 asio::awaitable<result<void>> apply_gc(tracing::action& parent, net::s3_client& s3, const std::string& bucket,
                                        const gc_plan& plan, diagnostics& diag) {
-  auto act = parent.child(action_types::storage::gc,
-                          {{"manifests", plan.manifests.size()}, {"objects", plan.zips.size()}});
+  auto act = parent.child(action_types::storage::gc, {{"manifests", plan.manifests.size()},
+                                                      {"objects", plan.zips.size()},
+                                                      {"uploads", plan.uploads.size()}});
   // Two requests, not one: the zips go only once no manifest names them any more.
   std::vector<std::string> manifests;
   for (const auto& m : plan.manifests) manifests.push_back(m.key);
@@ -129,6 +139,15 @@ asio::awaitable<result<void>> apply_gc(tracing::action& parent, net::s3_client& 
   result<void> done;
   if (!manifests.empty()) done = co_await s3.delete_objects(act, bucket, manifests, diag);
   if (done && !zips.empty()) done = co_await s3.delete_objects(act, bucket, zips, diag);
+  if (done && !plan.uploads.empty()) {
+    const auto aborted = co_await abort_uploads(act, s3, bucket, plan.uploads);
+    if (aborted < plan.uploads.size()) {
+      diag.set(fmt::format("{} of {} multipart uploads could not be aborted (the trace names each and why: "
+                           "ferry:packaging:sweep_failed)",
+                           plan.uploads.size() - aborted, plan.uploads.size()));
+      done = make_error_code(net::errc::s3_error);
+    }
+  }
   act.finish(done, diag, {{"bytes", plan.bytes}});
   co_return done;
 }

@@ -6,7 +6,8 @@
 //   - manifests that are not live, first: a pack that finds its manifest skips every upload, so no
 //     manifest may outlive a zip it names;
 //   - then the zips (and their sidecars) under `<prefix>layers/` that no live manifest names and that are
-//     themselves older than `max_age`: a pack running now stores its zips before its manifest.
+//     themselves older than `max_age`: a pack running now stores its zips before its manifest;
+//   - multipart uploads of layer zips begun at least `max_age` ago (packaging/upload_sweep.hpp): aborted.
 // Objects of other shapes under the prefix are not ferry's to judge and stay.
 #include "net/s3_client.hpp"
 #include "tracing/action.hpp"
@@ -23,6 +24,7 @@ namespace ferry::packaging {
 struct gc_plan {
   std::vector<net::s3_object> manifests;  // to remove
   std::vector<net::s3_object> zips;       // to remove, each followed by its sidecar when it has one
+  std::vector<net::multipart_upload> uploads;  // to abort
   std::size_t live_manifests = 0;
   std::size_t kept_zips = 0;
   std::uint64_t bytes = 0;  // what removing them frees
@@ -34,7 +36,8 @@ boost::asio::awaitable<result<gc_plan>> plan_gc(tracing::action& parent, net::s3
                                                 const std::string& prefix, std::chrono::seconds max_age,
                                                 std::int64_t now, diagnostics& diag);
 
-// Removes the plan's objects, manifests first.
+// Removes the plan's objects, manifests first, then aborts its uploads; an upload that could not be
+// aborted is an error (after the others).
 boost::asio::awaitable<result<void>> apply_gc(tracing::action& parent, net::s3_client& s3, const std::string& bucket,
                                               const gc_plan& plan, diagnostics& diag);
 

@@ -206,15 +206,21 @@ asio::awaitable<int> gc(command_context& ctx, const storage_args& args) {
     fmt::print("{} s3://{}/{}  (manifest, {})\n", verb, url->bucket, m.key, m.last_modified);
   for (const auto& z : plan->zips)
     fmt::print("{} s3://{}/{}  ({} bytes, {})\n", verb, url->bucket, z.key, z.size, z.last_modified);
+  for (const auto& u : plan->uploads)
+    fmt::print("{} s3://{}/{}  (multipart upload begun {})\n", args.remove ? "aborting" : "would abort", url->bucket,
+               u.key, u.initiated);
   if (args.remove) {
     auto done = co_await packaging::apply_gc(act, *session->s3, url->bucket, *plan, diag);
     if (!done) co_return report(act, done.error(), diag);
   }
-  fmt::print("{} {} manifests and {} objects ({:.1f} MiB); kept {} live manifests and {} zips{}\n",
+  fmt::print("{} {} manifests and {} objects ({:.1f} MiB), {} {} multipart uploads; kept {} live manifests and {} "
+             "zips{}\n",
              args.remove ? "removed" : "would remove", plan->manifests.size(), plan->zips.size(),
-             static_cast<double>(plan->bytes) / (1 << 20), plan->live_manifests, plan->kept_zips,
+             static_cast<double>(plan->bytes) / (1 << 20), args.remove ? "aborted" : "would abort",
+             plan->uploads.size(), plan->live_manifests, plan->kept_zips,
              args.remove ? "" : " (--delete removes them)");
-  act.succeed({{"manifests", plan->manifests.size()}, {"objects", plan->zips.size()}, {"bytes", plan->bytes}});
+  act.succeed({{"manifests", plan->manifests.size()}, {"objects", plan->zips.size()},
+               {"uploads", plan->uploads.size()}, {"bytes", plan->bytes}});
   co_return exit_code::success;
 }
 
@@ -254,11 +260,13 @@ void add_storage_commands(CLI::App& app, selected_command& selected) {
   });
 
   auto* gc_cmd = storage->add_subcommand(
-      "gc", "List the layers and manifests of storage.url that no manifest newer than --older-than needs");
+      "gc", "List the layers and manifests of storage.url that no manifest newer than --older-than needs, and the "
+            "multipart uploads begun before it");
   gc_cmd->fallthrough();
-  gc_cmd->add_option("--older-than", args->older_than, "a manifest this old no longer keeps its layers")
+  gc_cmd->add_option("--older-than", args->older_than,
+                     "a manifest this old no longer keeps its layers; an upload begun this long ago is stale")
       ->capture_default_str();
-  gc_cmd->add_flag("--delete", args->remove, "remove them (manifests first, then the layers)");
+  gc_cmd->add_flag("--delete", args->remove, "remove them (manifests first, then the layers) and abort the uploads");
   gc_cmd->callback([&selected, args] {
     selected.action_type = action_types::storage::command;
     selected.run = [args](command_context& ctx) { return gc(ctx, *args); };
