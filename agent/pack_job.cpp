@@ -9,7 +9,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <thread>
+#include <unistd.h>
 
 namespace ferry::agent {
 
@@ -72,9 +74,17 @@ result<std::optional<net::s3_session>> open_storage(const command_context& ctx, 
   if (s.storage.url.empty()) return std::optional<net::s3_session>();
   auto url = net::parse_s3_url(s.storage.url, diag);
   if (!url) return url.error();
-  auto opened = net::open_s3_session(ctx.io, ctx.cpu, s, net::process_environment(), diag);
+  auto opened = net::open_s3_session(ctx.io, ctx.cpu, s, net::process_environment(), diag, stall_notice());
   if (!opened) return opened.error();
   return std::optional<net::s3_session>(std::move(*opened));
+}
+
+net::stall_watch::notice stall_notice() {
+  // On a terminal the line first clears a progress display drawn there, which redraws below it.
+  const bool terminal = ::isatty(STDERR_FILENO) != 0;
+  return [terminal](const std::string& line) {
+    fmt::print(stderr, "{}ferry: warning: {}\n", terminal ? "\r\x1b[K" : "", line);
+  };
 }
 
 asio::awaitable<result<pack_outcome>> run_pack(tracing::action& act, const command_context& ctx,

@@ -48,6 +48,9 @@ std::vector<packaging::root_spec> roots_of(const packaging::discovery& found, st
 // credentials fail here, before any work.
 result<std::optional<net::s3_session>> open_storage(const command_context& ctx, diagnostics& diag);
 
+// How every command shows that storage has stopped answering: a warning line on stderr.
+net::stall_watch::notice stall_notice();
+
 // Discovers, scans and ships. `session` is from open_storage (none: nothing is checked or uploaded).
 boost::asio::awaitable<result<pack_outcome>> run_pack(tracing::action& act, const command_context& ctx,
                                                       net::s3_session* session, const pack_request& request,

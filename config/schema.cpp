@@ -386,6 +386,12 @@ const std::vector<key_spec>& table() {
           "first backoff ceiling; doubles per attempt, with full jitter"),
       key<&S::net, &net_settings::retry, &retry_settings::max_delay>("net.retry.max_delay", R"("20s")",
           "largest backoff between attempts"),
+      key<&S::net, &net_settings::stall_warning>("net.stall_warning", R"("10s")",
+          "storage that makes no progress this long is named on the terminal; 0s: never"),
+      key<&S::net, &net_settings::stall_limit>("net.stall_limit", R"("2m")",
+          "storage that makes no progress this long, retries included, ends the command; 0s: never"),
+      key<&S::net, &net_settings::abort_timeout>("net.abort_timeout", R"("15s")",
+          "the budget of the one attempt at aborting a failed multipart upload; 0s: the request timeouts'"),
       // s3
       key<&S::s3, &s3_settings::multipart_threshold>("s3.multipart_threshold", R"("1GiB")",
           "files up to this size go up in one streamed PUT, larger ones as multipart uploads"),

@@ -32,6 +32,11 @@ struct net_settings {
   duration pool_idle_timeout{};
   int max_connections_per_host = 0;
   retry_settings retry;
+  // Storage that makes no progress (net/stall_watch.hpp): a warning after stall_warning, the command's end
+  // after stall_limit; 0: never. An abort of a multipart upload has one attempt within abort_timeout.
+  duration stall_warning{};
+  duration stall_limit{};
+  duration abort_timeout{};
 };
 
 struct s3_settings {

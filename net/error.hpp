@@ -31,6 +31,7 @@ enum class errc {
   throttled,     // 429, 503 SlowDown: the service asks us to slow down
   body_too_large,  // a response body ferry reads whole (XML) is larger than it should ever be
   no_such_upload,  // a multipart upload id that was aborted, completed or never existed
+  stalled,         // storage made no progress for net.stall_limit (net/stall_watch.hpp)
 
   // SSH.
   ssh_handshake_failed,  // the SSH protocol handshake (banner, key exchange) failed

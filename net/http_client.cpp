@@ -19,8 +19,8 @@ struct http_client::host {
 };
 
 http_client::http_client(asio::any_io_executor io, http_client_settings settings,
-                         std::shared_ptr<asio::ssl::context> tls)
-    : io_(std::move(io)), settings_(settings), tls_(std::move(tls)) {}
+                         std::shared_ptr<asio::ssl::context> tls, stall_watch* watch)
+    : io_(std::move(io)), settings_(settings), tls_(std::move(tls)), watch_(watch) {}
 
 http_client::~http_client() = default;
 
@@ -60,7 +60,7 @@ asio::awaitable<result<http_response>> http_client::send(const origin& to, const
   const bool had_idle = !h.idle.empty();
   auto connection = co_await take(h, to, diag);
   if (!connection) co_return connection.error();
-  auto response = co_await (*connection)->exchange(request, sink, settings_.max_collected_body, diag);
+  auto response = co_await (*connection)->exchange(request, sink, settings_.max_collected_body, diag, watch_);
   // Only a connection error says the server had closed it; a timeout may mean it is still working on it.
   if (!response && had_idle && !(*connection)->got_response() &&
       response.error() == make_error_code(errc::connection_failed)) {
@@ -68,7 +68,7 @@ asio::awaitable<result<http_response>> http_client::send(const origin& to, const
     diag.clear();
     connection = co_await http_connection::open(to, tls_.get(), settings_.timeouts, diag);
     if (!connection) co_return connection.error();
-    response = co_await (*connection)->exchange(request, sink, settings_.max_collected_body, diag);
+    response = co_await (*connection)->exchange(request, sink, settings_.max_collected_body, diag, watch_);
   }
   if (response) give_back(h, std::move(*connection));
   co_return response;

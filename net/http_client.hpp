@@ -23,7 +23,9 @@ struct http_client_settings {
 
 class http_client {
  public:
-  http_client(asio::any_io_executor io, http_client_settings settings, std::shared_ptr<asio::ssl::context> tls);
+  // Every exchange reports its traffic to `watch` when there is one (net/stall_watch.hpp).
+  http_client(asio::any_io_executor io, http_client_settings settings, std::shared_ptr<asio::ssl::context> tls,
+              stall_watch* watch = nullptr);
   ~http_client();
   http_client(const http_client&) = delete;
   http_client& operator=(const http_client&) = delete;
@@ -47,6 +49,7 @@ class http_client {
   asio::any_io_executor io_;
   http_client_settings settings_;
   std::shared_ptr<asio::ssl::context> tls_;
+  stall_watch* watch_;
   std::map<std::string, std::unique_ptr<host>> hosts_;
 };
 

@@ -146,14 +146,20 @@ asio::awaitable<result<std::unique_ptr<http_connection>>> http_connection::open(
 }
 
 asio::awaitable<result<http_response>> http_connection::exchange(const http_request& request, response_sink sink,
-                                                                 std::size_t max_collected, diagnostics& diag) {
+                                                                 std::size_t max_collected, diagnostics& diag,
+                                                                 stall_watch* watch) {
   auto state = co_await asio::this_coro::cancellation_state;
   if (state.cancelled() != asio::cancellation_type::none) co_return make_error_code(asio::error::operation_aborted);
   relay_.attach(state.slot());
+  stall_watch::exchange traffic(watch, tcp().socket().native_handle());
+  traffic_ = &traffic;
   struct detach_relay {
-    terminal_relay& relay;
-    ~detach_relay() { relay.detach(); }
-  } detaching{relay_};
+    http_connection& c;
+    ~detach_relay() {
+      c.relay_.detach();
+      c.traffic_ = nullptr;
+    }
+  } detaching{*this};
   reusable_ = false;
   got_response_ = false;
   if (auto* plain = std::get_if<beast::tcp_stream>(&stream_))
@@ -165,9 +171,15 @@ template <class Stream>
 asio::awaitable<error_code> http_connection::send_body(Stream& stream, const request_body& body) {
   error_code ec;
   if (const auto* memory = std::get_if<std::span<const char>>(&body)) {
-    arm(timeouts_.write);
-    co_await asio::async_write(stream, asio::buffer(memory->data(), memory->size()),
-                               relay_.bind(asio::redirect_error(asio::use_awaitable, ec)));
+    // A chunk at a time, as files go: each chunk that goes out is progress the stall watch hears of.
+    for (std::size_t sent_bytes = 0; sent_bytes < memory->size() && !ec;) {
+      const auto n = std::min(chunk_.size(), memory->size() - sent_bytes);
+      arm(timeouts_.write);
+      co_await asio::async_write(stream, asio::buffer(memory->data() + sent_bytes, n),
+                                 relay_.bind(asio::redirect_error(asio::use_awaitable, ec)));
+      if (!ec) sent();
+      sent_bytes += n;
+    }
     co_return ec;
   }
   if (const auto* chunked = std::get_if<aws_chunked_file>(&body)) co_return co_await send_aws_chunked(stream, chunked->region);
@@ -180,6 +192,7 @@ asio::awaitable<error_code> http_connection::send_body(Stream& stream, const req
       arm(timeouts_.write);
       co_await asio::async_write(stream, asio::buffer(chunk_.data(), static_cast<std::size_t>(got)),
                                  relay_.bind(asio::redirect_error(asio::use_awaitable, ec)));
+      if (!ec) this->sent();
       sent += static_cast<std::uint64_t>(got);
     }
   }
@@ -201,6 +214,7 @@ asio::awaitable<result<http_response>> http_connection::exchange_on(Stream& stre
   arm(timeouts_.write);
   co_await http::async_write_header(stream, serializer,
                                     relay_.bind(asio::redirect_error(asio::use_awaitable, ec)));
+  if (!ec) sent();
   if (!ec) ec = co_await send_body(stream, request.body);
   if (ec) co_return classify_transport_error(ec, "sending to", origin_, diag);
 
@@ -212,6 +226,7 @@ asio::awaitable<result<http_response>> http_connection::exchange_on(Stream& stre
                                    relay_.bind(asio::redirect_error(asio::use_awaitable, ec)));
   if (ec) co_return classify_transport_error(ec, "reading the response from", origin_, diag);
   got_response_ = true;
+  received();
 
   http_response response;
   response.status = parser.get().result_int();
@@ -262,6 +277,7 @@ asio::awaitable<error_code> http_connection::read_sized_body(Stream& stream, std
     const auto n = co_await stream.async_read_some(asio::buffer(chunk_.data(), want),
                                                    relay_.bind(asio::redirect_error(asio::use_awaitable, ec)));
     if (ec) co_return classify_transport_error(ec, "reading the response body from", origin_, diag);
+    received();
     if (auto sink_ec = co_await deliver({chunk_.data(), n}, target, diag)) co_return sink_ec;
     left -= n;
   }
@@ -282,6 +298,7 @@ asio::awaitable<error_code> http_connection::read_parsed_body(Stream& stream,
                               relay_.bind(asio::redirect_error(asio::use_awaitable, ec)));
     if (ec == http::error::need_buffer) ec = {};
     if (ec) co_return classify_transport_error(ec, "reading the response body from", origin_, diag);
+    received();
     if (auto sink_ec = co_await deliver({chunk_.data(), chunk_.size() - parser.get().body().size}, target, diag))
       co_return sink_ec;
   }
@@ -306,6 +323,7 @@ asio::awaitable<error_code> http_connection::send_aws_chunked(Stream& stream, co
       arm(timeouts_.write);
       co_await asio::async_write(stream, asio::buffer(chunk_.data(), static_cast<std::size_t>(got)),
                                  relay_.bind(asio::redirect_error(asio::use_awaitable, ec)));
+      if (!ec) this->sent();
       sent += static_cast<std::uint64_t>(got);
     }
     if (!ec)

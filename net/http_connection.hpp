@@ -4,6 +4,7 @@
 // a sink in chunks. The pool decides when a connection is reused.
 #include "net/cancellation.hpp"
 #include "net/http_message.hpp"
+#include "net/stall_watch.hpp"
 #include "tracing/diagnostics.hpp"
 
 #include <boost/asio/awaitable.hpp>
@@ -42,13 +43,16 @@ class http_connection {
                                                                          diagnostics& diag);
 
   // Sends the request and receives the response. With a sink, the body goes there; without one it is
-  // collected into the response, up to `max_collected` bytes.
+  // collected into the response, up to `max_collected` bytes. `watch` (may be null) hears of the bytes
+  // moving either way.
   asio::awaitable<result<http_response>> exchange(const http_request& request, const body_sink* sink,
-                                                  std::size_t max_collected, diagnostics& diag) {
-    return exchange(request, response_sink{sink, nullptr}, max_collected, diag);
+                                                  std::size_t max_collected, diagnostics& diag,
+                                                  stall_watch* watch = nullptr) {
+    return exchange(request, response_sink{sink, nullptr}, max_collected, diag, watch);
   }
   asio::awaitable<result<http_response>> exchange(const http_request& request, response_sink sink,
-                                                  std::size_t max_collected, diagnostics& diag);
+                                                  std::size_t max_collected, diagnostics& diag,
+                                                  stall_watch* watch = nullptr);
 
   // The server allows another request, and the last exchange completed cleanly.
   bool reusable() const { return reusable_; }
@@ -95,6 +99,14 @@ class http_connection {
   // Each socket operation of an exchange is bound through it: the caller's Ctrl-C ends it at once. A
   // connection whose exchange was cancelled is not reusable, so terminal cancellation costs nothing.
   terminal_relay relay_;
+  // The exchange under way, as the stall watch sees it; null between exchanges.
+  stall_watch::exchange* traffic_ = nullptr;
+  void sent() {
+    if (traffic_) traffic_->sent();
+  }
+  void received() {
+    if (traffic_) traffic_->received();
+  }
   bool reusable_ = false;
   bool got_response_ = false;
   std::chrono::steady_clock::time_point idle_since_;

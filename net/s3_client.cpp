@@ -1,6 +1,7 @@
 #include "net/s3_client.hpp"
 
 #include "net/aws_chunked.hpp"
+#include "net/deadline.hpp"
 #include "net/error.hpp"
 #include "net/uri_encode.hpp"
 #include "tracing/action_types.hpp"
@@ -46,10 +47,20 @@ std::string content_md5(std::string_view body) {
 
 }  // namespace
 
-s3_client::s3_client(http_client& http, net::cpu_pool& cpu, s3_target target, const config::settings& settings)
+s3_client::s3_client(http_client& http, net::cpu_pool& cpu, s3_target target, const config::settings& settings,
+                     stall_watch* watch)
     : http_(http), cpu_(cpu), target_(std::move(target)), origin_(origin_of(target_.at)),
       signer_(target_.creds, target_.region, "s3", sigv4::s3_rules()), s3_(settings.s3),
-      retry_(settings.net.retry) {}
+      retry_(settings.net.retry), abort_timeout_(settings.net.abort_timeout), watch_(watch) {}
+
+stall_subject s3_client::subject(const s3_call& c) const {
+  auto object = fmt::format("s3://{}/{}", c.bucket, c.key);
+  if (c.key.empty()) {
+    for (const auto& q : c.query)
+      if (q.first == "prefix") object += q.second;
+  }
+  return {target_.at.origin(), std::string(c.operation), std::move(object)};
+}
 
 http_request s3_client::sign(const s3_call& c, const object_location& where) const {
   sigv4::request req;
@@ -97,8 +108,14 @@ asio::awaitable<result<http_response>> s3_client::call_once(const s3_call& c, at
 }
 
 asio::awaitable<result<http_response>> s3_client::call(tracing::action& parent, const s3_call& c, diagnostics& diag) {
+  const config::retry_settings once{.max_attempts = 1};
+  co_return co_await watched(parent, c, attempts(parent, c, c.best_effort ? once : retry_, diag), diag);
+}
+
+asio::awaitable<result<http_response>> s3_client::attempts(tracing::action& parent, const s3_call& c,
+                                                           const config::retry_settings& policy, diagnostics& diag) {
   co_return co_await with_retry<http_response>(
-      parent, action_types::s3::request, retry_,
+      parent, action_types::s3::request, policy,
       [&](tracing::action& act, attempt_info& info) -> asio::awaitable<result<http_response>> {
         act.log(action_types::s3::call,
                 {{"operation", c.operation}, {"bucket", c.bucket}, {"key", c.key}, {"bytes", body_size(c.body)}});
@@ -262,8 +279,20 @@ asio::awaitable<result<void>> s3_client::abort_multipart_upload(tracing::action&
                                                                 diagnostics& diag) {
   s3_call c{.operation = "AbortMultipartUpload", .method = http::verb::delete_, .bucket = bucket, .key = key};
   c.query = {{"uploadId", upload_id}};
-  auto r = co_await call(parent, c, diag);
-  if (!r) co_return r.error();
+  const config::retry_settings once{.max_attempts = 1};
+  if (abort_timeout_.count() <= 0) {  // no budget of its own: the request's timeouts bound it
+    auto r = co_await attempts(parent, c, once, diag);
+    if (!r) co_return r.error();
+    co_return result<void>{};
+  }
+  auto r = co_await with_deadline(attempts(parent, c, once, diag), abort_timeout_);
+  if (!r) {
+    if (co_await cancelled()) co_return make_error_code(asio::error::operation_aborted);
+    diag.set(fmt::format("AbortMultipartUpload of s3://{}/{} at {}: no answer within {} (net.abort_timeout)",
+                         bucket, key, target_.at.origin(), config::format_duration(abort_timeout_)));
+    co_return make_error_code(errc::timeout);
+  }
+  if (!*r) co_return r->error();
   co_return result<void>{};
 }
 

@@ -9,6 +9,7 @@
 #include "net/s3_target.hpp"
 #include "net/s3_xml.hpp"
 #include "net/sigv4.hpp"
+#include "net/stall_watch.hpp"
 #include "tracing/action.hpp"
 
 #include <chrono>
@@ -35,11 +36,15 @@ struct s3_call {
   request_body body;
   std::string payload_hash;  // hex SHA-256 of the body; empty: an empty body
   const body_sink* sink = nullptr;
+  // One attempt only: a hint the caller can do without (the import order) is not worth retrying.
+  bool best_effort = false;
 };
 
 class s3_client {
  public:
-  s3_client(http_client& http, net::cpu_pool& cpu, s3_target target, const config::settings& settings);
+  // `watch`, when there is one, watches every call but the aborts (net/stall_watch.hpp).
+  s3_client(http_client& http, net::cpu_pool& cpu, s3_target target, const config::settings& settings,
+            stall_watch* watch = nullptr);
 
   asio::awaitable<result<object_info>> head_object(tracing::action& parent, const std::string& bucket,
                                                    const std::string& key, diagnostics& diag);
@@ -71,6 +76,8 @@ class s3_client {
                                                                  const std::string& key, const std::string& upload_id,
                                                                  std::vector<completed_part> parts,
                                                                  diagnostics& diag);
+  // An abort runs because something failed, a stall included: it is not watched, and it has one attempt
+  // within net.abort_timeout.
   asio::awaitable<result<void>> abort_multipart_upload(tracing::action& parent, const std::string& bucket,
                                                        const std::string& key, const std::string& upload_id,
                                                        diagnostics& diag);
@@ -87,8 +94,18 @@ class s3_client {
                           std::chrono::seconds expires) const;
   std::string presign_get(const std::string& bucket, const std::string& key, audience who = audience::nodes) const;
 
-  // Sends one call with retries; each attempt is a child action of `parent`.
+  // Sends one call with retries (one attempt when best_effort), under the stall watch; each attempt is a
+  // child action of `parent`.
   asio::awaitable<result<http_response>> call(tracing::action& parent, const s3_call& c, diagnostics& diag);
+
+  // Runs `op`, every attempt at `c`, under the stall watch (without one: as it is). For callers that make
+  // their own attempts with call_once.
+  template <class T>
+  asio::awaitable<result<T>> watched(tracing::action& parent, const s3_call& c, asio::awaitable<result<T>> op,
+                                     diagnostics& diag) {
+    if (!watch_) return op;
+    return watch_->guard(parent, subject(c), std::move(op), diag);
+  }
 
   // One attempt of a call, for callers that change the request between attempts (resumed downloads).
   asio::awaitable<result<http_response>> call_once(const s3_call& c, attempt_info& info);
@@ -101,6 +118,9 @@ class s3_client {
  private:
   http_request sign(const s3_call& c, const object_location& where) const;
   error_code failure(const s3_call& c, const http_response& response, attempt_info& info) const;
+  stall_subject subject(const s3_call& c) const;
+  asio::awaitable<result<http_response>> attempts(tracing::action& parent, const s3_call& c,
+                                                  const config::retry_settings& policy, diagnostics& diag);
 
   http_client& http_;
   net::cpu_pool& cpu_;
@@ -109,6 +129,8 @@ class s3_client {
   sigv4::signer signer_;
   config::s3_settings s3_;
   config::retry_settings retry_;
+  std::chrono::milliseconds abort_timeout_;
+  stall_watch* watch_;
 };
 
 

@@ -306,7 +306,8 @@ asio::awaitable<result<object_info>> download_file(s3_client& s3, tracing::actio
     return {};
   };
   std::string etag;
-  auto got = co_await with_retry<object_info>(
+  const s3_call about{.operation = "GetObject", .method = http::verb::get, .bucket = bucket, .key = key};
+  auto got = co_await s3.watched(act, about, with_retry<object_info>(
       act, action_types::s3::request, s3.retry(),
       [&](tracing::action&, attempt_info& info) -> asio::awaitable<result<object_info>> {
         s3_call c{.operation = "GetObject", .method = http::verb::get, .bucket = bucket, .key = key, .sink = &sink};
@@ -320,7 +321,7 @@ asio::awaitable<result<object_info>> download_file(s3_client& s3, tracing::actio
         object_info out{before + r->body_bytes, etag, std::string(r->headers["Last-Modified"])};
         co_return out;
       },
-      diag);
+      diag), diag);
   if (!got && write_error) got = write_error;
   // The rename makes the name appear only with whole contents; like cp and curl, no fsync is paid for.
   if (got && !target.commit()) got = file_error("cannot rename into", file, diag);

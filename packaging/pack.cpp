@@ -340,9 +340,11 @@ asio::awaitable<result<pack_report>> pack(tracing::action& parent, net::cpu_pool
   if (auto r = check_sizes(report.scan, settings, diag); !r) co_return r.error();
   const bool storage = s3 && !settings.bucket.empty();
   if (storage && !settings.import_order_key.empty()) {
-    // A hint: storage that cannot give it costs the order, never the pack.
+    // A hint: storage that cannot give it costs the order, never the pack, and is asked once. (Storage that
+    // stalls on it is a stall all the same: the next request ends the pack with it.)
     diagnostics ignored;
-    auto text = co_await read_small_object(parent, *s3, settings.bucket, settings.import_order_key, ignored);
+    auto text = co_await read_small_object(parent, *s3, settings.bucket, settings.import_order_key, ignored,
+                                           nullptr, true);
     if (text && *text) report.import_order = parse_import_order(**text);
   }
   report.ranks = layer_ranks(report.scan, roots, report.import_order);

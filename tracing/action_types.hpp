@@ -52,6 +52,10 @@ inline constexpr std::string_view multipart_upload = "s3:multipart_upload";
 inline constexpr std::string_view upload_part = "s3:upload_part";
 // An object downloaded to a file {bucket, key} -> bytes; its attempts are s3:request.
 inline constexpr std::string_view download = "s3:download";
+// Messages of net/stall_watch.hpp {endpoint, operation, object, quiet_s, calls}: storage has made no progress
+// for net.stall_warning (again each time the quiet doubles), and for net.stall_limit (every call then ends).
+inline constexpr std::string_view stall_warning = "s3:stall_warning";
+inline constexpr std::string_view stalled = "s3:stalled";
 }  // namespace s3
 
 // packaging/: from sys.path to layers in storage.

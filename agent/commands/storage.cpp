@@ -3,6 +3,7 @@
 #include "agent/commands/report.hpp"
 
 #include "agent/exit_code.hpp"
+#include "agent/pack_job.hpp"
 #include "agent/progress_bar.hpp"
 #include "net/run_all.hpp"
 #include "net/s3_session.hpp"
@@ -36,7 +37,7 @@ struct storage_args {
 
 // The configured S3, endpoint and credentials found the AWS way.
 result<net::s3_session> open_session(command_context& ctx, diagnostics& diag) {
-  return net::open_s3_session(ctx.io, ctx.cpu, ctx.config.values, net::process_environment(), diag);
+  return net::open_s3_session(ctx.io, ctx.cpu, ctx.config.values, net::process_environment(), diag, stall_notice());
 }
 
 // What a URL argument must name. A bucket or a prefix where one object is meant is refused before any

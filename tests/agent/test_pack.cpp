@@ -2,6 +2,7 @@
 // aws CLI, unzip and Python's zipfile reading back what ferry stored.
 #include "support/eliot.hpp"
 #include "support/fault_proxy.hpp"
+#include "support/loopback_listener.hpp"
 #include "support/moto.hpp"
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
@@ -497,6 +498,135 @@ TEST_F(pack_cli, storage_gc_lists_stale_multipart_uploads_and_aborts_them_with_d
   const auto left = uploads();
   EXPECT_FALSE(contains(left, "left-behind.zip")) << left;
   EXPECT_TRUE(contains(left, "not-a-layer.bin")) << "not ferry's to judge:\n" << left;
+}
+
+// Runs `ferry pack` until it ends, or kills it after `patience` (the old way against frozen storage was to
+// retry for ten minutes without a word).
+process_result pack_until_it_ends(process_options options, const fs::path& trace, std::chrono::seconds patience,
+                                  bool& ended) {
+  auto child = spawn_ferry({"pack", "--trace", trace.string()}, options);
+  ended = false;
+  for (auto waited = std::chrono::milliseconds(0); waited < patience && !ended; waited += std::chrono::milliseconds(100)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ended = dead_or_zombie(child->pid());
+  }
+  if (!ended) child->signal(SIGKILL);
+  return child->wait();
+}
+
+TEST_F(pack_cli, storage_that_accepts_and_never_answers_is_named_then_ends_the_pack_with_one_error) {
+  // The kernel completes each connection to this socket, and nothing ever reads from it or answers.
+  const auto silent = listen_on_loopback("silent storage");
+  const auto endpoint = fmt::format("http://127.0.0.1:{}", silent.port);
+  auto options = env_for(ws_, prefix_);
+  options.env["AWS_ENDPOINT_URL"] = endpoint;
+  // The defaults wait 60 s per read and try 5 times; the stall bound must end it long before.
+  options.env["FERRY_NET_STALL_WARNING"] = "1s";
+  options.env["FERRY_NET_STALL_LIMIT"] = "3s";
+  const auto trace = scratch_ / "silent.jsonl";
+  bool ended = false;
+  const auto r = pack_until_it_ends(options, trace, std::chrono::seconds(90), ended);
+  ::close(silent.fd);
+  ASSERT_TRUE(ended) << "ferry pack still ran 90 s after storage stopped answering:\n" << r.err;
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  // The warning names the storage, the operation and the object while the stall lasts.
+  const auto warning = "ferry: warning: storage at " + endpoint + " has made no progress for ";
+  ASSERT_TRUE(contains(r.err, warning)) << r.err;
+  EXPECT_TRUE(contains(r.err, "GetObject s3://packs/" + prefix_)) << r.err;
+  // Then one error names the same.
+  const auto error = "ferry: error: storage at " + endpoint + " made no progress for ";
+  ASSERT_TRUE(contains(r.err, error)) << r.err;
+  const auto error_line = r.err.substr(r.err.find(error));
+  EXPECT_TRUE(contains(error_line, "(net.stall_limit is 3s): GetObject s3://packs/" + prefix_)) << error_line;
+  EXPECT_EQ(error_line.find("ferry: error:", 1), std::string::npos) << "one error:\n" << r.err;
+  EXPECT_EQ(r.err.find("X-Amz-"), std::string::npos) << r.err;
+  const auto tasks = eliot_parse({trace});
+  ASSERT_EQ(tasks.size(), 1u);
+  EXPECT_TRUE(tasks[0].at("complete").as_bool());
+  const auto text = read_file(trace);
+  EXPECT_TRUE(contains(text, "\"message_type\":\"s3:stall_warning\"")) << text;
+  EXPECT_TRUE(contains(text, "\"message_type\":\"s3:stalled\"")) << text;
+}
+
+TEST_F(pack_cli, a_slow_upload_that_moves_bytes_is_not_a_stall) {
+  // 4 MiB that do not compress, through a link of 512 KiB/s: eight seconds of upload, and no answer from
+  // storage until its end, under a stall limit of one second.
+  temp_dir ws;
+  ws.write("train.py", "print('train')\n");
+  {
+    std::mt19937 rng(3);
+    std::string bytes(4u << 20, '\0');
+    for (auto& b : bytes) b = static_cast<char>(rng());
+    std::ofstream(ws / "weights.bin", std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+  fault_proxy proxy{"127.0.0.1", moto_->port()};
+  proxy.set_rate(512u << 10);
+  auto options = env_for(ws, prefix_);
+  options.env["AWS_ENDPOINT_URL"] = proxy.endpoint();
+  options.env["FERRY_PACKAGING_SHIP_SITE_PACKAGES"] = "false";
+  options.env["FERRY_NET_STALL_WARNING"] = "1s";
+  options.env["FERRY_NET_STALL_LIMIT"] = "1s";
+  const auto r = run_ferry({"pack"}, options);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(contains(r.err, "made no progress")) << r.err;
+  EXPECT_GE(proxy.bytes_uploaded(), 4u << 20);
+}
+
+TEST_F(pack_cli, storage_that_freezes_mid_upload_with_the_default_timeouts_ends_the_pack_at_the_stall_limit) {
+  // Two shards of one layer, each a multipart upload; storage stops answering once both are under way.
+  temp_dir ws;
+  std::mt19937 rng(7);
+  for (const auto* name : {"a.bin", "b.bin"}) {
+    std::string bytes(24u << 20, '\0');
+    for (auto& b : bytes) b = static_cast<char>(rng());
+    std::ofstream(ws / name, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+  moto_server frozen;
+  frozen.make_bucket("packs");
+  auto options = env_for(ws, prefix_);
+  for (const auto& [k, v] : frozen.process_env().env) options.env[k] = v;
+  options.env["FERRY_PACKAGING_SHIP_SITE_PACKAGES"] = "false";
+  options.env["FERRY_PACKAGING_SHARD_SIZE"] = "20MiB";
+  // Reads and writes wait 60 s and each request is tried 5 times, as by default: only the stall bound and
+  // the abort's own budget can end it soon.
+  options.env["FERRY_NET_STALL_WARNING"] = "1s";
+  options.env["FERRY_NET_STALL_LIMIT"] = "3s";
+  options.env["FERRY_NET_ABORT_TIMEOUT"] = "1s";
+  const auto trace = scratch_ / "frozen.jsonl";
+  auto child = spawn_ferry({"pack", "--trace", trace.string()}, options);
+  auto uploads = [&] {
+    const auto log = frozen.log();
+    std::size_t n = 0;
+    for (auto at = log.find("?uploads="); at != std::string::npos; at = log.find("?uploads=", at + 1)) ++n;
+    return n;
+  };
+  for (int i = 0; i < 600 && uploads() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_GE(uploads(), 2u) << frozen.log();
+  frozen.freeze();
+  bool ended = false;
+  for (int i = 0; i < 900 && !ended; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ended = dead_or_zombie(child->pid());
+  }
+  frozen.thaw();
+  if (!ended) child->signal(SIGKILL);
+  const auto r = child->wait();
+  ASSERT_TRUE(ended) << "ferry pack still ran 90 s after storage froze:\n" << r.err;
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const auto endpoint = options.env["AWS_ENDPOINT_URL"];
+  EXPECT_TRUE(contains(r.err, "ferry: warning: storage at " + endpoint + " has made no progress for ")) << r.err;
+  const auto error = "ferry: error: storage at " + endpoint + " made no progress for ";
+  ASSERT_TRUE(contains(r.err, error)) << r.err;
+  const auto error_line = r.err.substr(r.err.find(error));
+  EXPECT_TRUE(contains(error_line, "s3://packs/" + prefix_ + "layers/")) << error_line;
+  // Never an upload id or a signature.
+  EXPECT_EQ(r.err.find("uploadId"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("X-Amz-"), std::string::npos) << r.err;
+  const auto tasks = eliot_parse({trace});
+  ASSERT_EQ(tasks.size(), 1u);
+  EXPECT_TRUE(tasks[0].at("complete").as_bool());
+  // The aborts were tried, each once, within their own budget.
+  EXPECT_TRUE(contains(read_file(trace), "AbortMultipartUpload")) << "no abort in the trace";
 }
 
 TEST_F(pack_cli, storage_that_freezes_mid_upload_ends_the_pack_with_an_error_not_a_hang) {
