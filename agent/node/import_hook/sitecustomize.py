@@ -279,7 +279,7 @@ def _ferry_site(spec, here, wait_dir):
         if imp["file"] == skip:
             continue
         try:
-            exec(imp["line"], vars(site), {})
+            _ferry_addpackage(imp["dir"], imp["file"], imp["line"], vars(site))
         except Exception:
             # As site.addpackage says it, and the rest of that file is skipped.
             import traceback
@@ -290,6 +290,12 @@ def _ferry_site(spec, here, wait_dir):
             sys.stderr.write("\nRemainder of file ignored\n")
             skip = imp["file"]
         point_editable_finders()
+
+
+def _ferry_addpackage(sitedir, name, line, site_globals):
+    # A .pth line runs as site.addpackage runs it: with site's globals, and called from a frame whose locals
+    # hold `sitedir` (the layer that holds the file), which a -nspkg.pth line reads through sys._getframe(1).
+    exec(line, site_globals, {})
 
 
 def _ferry_hide(hidden):
