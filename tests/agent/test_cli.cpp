@@ -226,7 +226,7 @@ TEST_F(cli, an_unknown_option_is_a_usage_error_naming_it_in_every_command) {
 TEST_F(cli, before_the_double_dash_an_unknown_option_is_a_usage_error_and_nothing_runs) {
   const auto marker = dir / "ran";
   const auto trace = dir / "t.jsonl";
-  for (const std::vector<std::string> command : std::vector<std::vector<std::string>>{
+  for (const auto& command : std::vector<std::vector<std::string>>{
            {"run"}, {"exec"}, {"map", "--range", "1..2"}, {"cluster", "run"}, {"run", "--nodes", "1"}}) {
     const auto name = fmt::format("{}", fmt::join(command, " "));
     for (const auto& extra : std::vector<std::vector<std::string>>{{"--frob", "--"}, {"--frob"}, {}}) {
@@ -236,7 +236,9 @@ TEST_F(cli, before_the_double_dash_an_unknown_option_is_a_usage_error_and_nothin
       args.insert(args.end(), {"touch", marker.string()});  // without `--`, not a command either
       const auto r = run_ferry(args, opts);
       EXPECT_EQ(r.exit_code, 2) << name << " " << fmt::format("{}", fmt::join(extra, " ")) << ": " << r.err;
-      if (!extra.empty()) EXPECT_NE(r.err.find("'--frob'"), std::string::npos) << name << ": " << r.err;
+      if (!extra.empty()) {
+        EXPECT_NE(r.err.find("'--frob'"), std::string::npos) << name << ": " << r.err;
+      }
       EXPECT_FALSE(std::filesystem::exists(trace)) << name << " started";
       EXPECT_FALSE(std::filesystem::exists(marker)) << name << " ran a command";
     }
