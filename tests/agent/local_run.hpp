@@ -5,6 +5,7 @@
 #include "provision/local/network.hpp"
 #include "tracing/sink.hpp"
 
+#include "support/moto.hpp"
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
 
@@ -31,6 +32,24 @@ inline void write_file(const std::filesystem::path& p, const std::string& text) 
 
 inline bool contains(const std::string& text, std::string_view part) { return text.find(part) != std::string::npos; }
 
+// How the end-to-end tests run ferry: against `moto` (storage.url `storage_url`), with its config, state and
+// cache under `home` (which is HOME too), no ssh agent, nodes allowed a minute to come up, in `cwd`.
+inline process_options local_ferry_env(const moto_server& moto, const std::filesystem::path& home,
+                                       const std::string& storage_url, const std::filesystem::path& cwd) {
+  process_options o;
+  for (const auto& [k, v] : moto.process_env().env) o.env[k] = v;
+  o.unset_env = moto.process_env().unset_env;
+  o.env["XDG_CONFIG_HOME"] = (home / "config").string();
+  o.env["XDG_STATE_HOME"] = (home / "state").string();
+  o.env["XDG_CACHE_HOME"] = (home / "cache").string();
+  o.env["HOME"] = home.string();
+  o.env["FERRY_NODES_READY_TIMEOUT"] = "60s";
+  o.env["FERRY_STORAGE_URL"] = storage_url;
+  o.unset_env.push_back("SSH_AUTH_SOCK");
+  o.cwd = cwd;
+  return o;
+}
+
 inline bool bridge_up() {
   auto out = tracing::sink::discard();
   auto root = tracing::action::start_task(*out, "test:bridge");
@@ -38,6 +57,21 @@ inline bool bridge_up() {
   auto r = run_io(provision::local::ensure_bridge(root, std::chrono::seconds(30), diag));
   if (!r) ADD_FAILURE() << diag.message;
   return static_cast<bool>(r);
+}
+
+// A python3 that says it is another version (sys.version_info), then runs what it was asked to run.
+inline void write_python_saying(const std::filesystem::path& file, const std::string& version_tuple) {
+  write_file(file, "#!/usr/bin/python3 -S\n"
+                   "import runpy, sys\n"
+                   "sys.version_info = (" + version_tuple + ", 'final', 0)\n"
+                   "args = [a for a in sys.argv[1:] if a != '-S']\n"
+                   "if args[0] == '-c':\n"
+                   "    sys.argv = ['-c'] + args[2:]\n"
+                   "    exec(compile(args[1], '<string>', 'exec'), {'__name__': '__main__'})\n"
+                   "else:\n"
+                   "    sys.argv = args\n"
+                   "    runpy.run_path(args[0], run_name='__main__')\n");
+  std::filesystem::permissions(file, std::filesystem::perms::owner_all | std::filesystem::perms::group_read | std::filesystem::perms::others_read);
 }
 
 // Every line of the node program's trace files beside `trace` (<stem>.node-<node>-<n>.jsonl).

@@ -6,7 +6,7 @@
 //
 // The project's venv holds distributed and what it imports (links into Debian's dist-packages, as a venv
 // with dask installed would hold copies), so the nodes run Dask from the shipped layers.
-#include "support/dask_venv.hpp"
+#include "support/venv_closure.hpp"
 #include "support/moto.hpp"
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
@@ -77,25 +77,15 @@ class cluster_cli : public ::testing::Test {
     const fs::path site_dir = site.out.substr(0, site.out.find('\n'));
     const auto closure = run({"/usr/bin/python3", "-c", dask_closure_script});
     ASSERT_EQ(closure.exit_code, 0) << "python3-distributed is needed (scripts/setup.sh installs it): " << closure.err;
-    ASSERT_GT(link_dask_closure(closure.out, site_dir), 5) << closure.out;
+    ASSERT_GT(link_closure(closure.out, site_dir), 5) << closure.out;
   }
 
   fs::path project() const { return home_ / "project"; }
   fs::path records() const { return home_ / "state" / "ferry" / "clusters"; }
 
   process_options env() const {
-    process_options o;
-    for (const auto& [k, v] : moto_->process_env().env) o.env[k] = v;
-    o.unset_env = moto_->process_env().unset_env;
-    o.env["XDG_CONFIG_HOME"] = (home_ / "config").string();
-    o.env["XDG_STATE_HOME"] = (home_ / "state").string();
-    o.env["XDG_CACHE_HOME"] = (home_ / "cache").string();
-    o.env["HOME"] = home_.path().string();
-    o.env["FERRY_NODES_READY_TIMEOUT"] = "60s";
-    o.env["FERRY_STORAGE_URL"] = "s3://ferry-cluster/p";
-    o.unset_env.push_back("SSH_AUTH_SOCK");
+    auto o = local_ferry_env(*moto_, home_.path(), "s3://ferry-cluster/p", project());
     o.unset_env.push_back("DASK_SCHEDULER_ADDRESS");
-    o.cwd = project();
     return o;
   }
 

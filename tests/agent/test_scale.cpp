@@ -108,18 +108,8 @@ class scale_cli : public ::testing::Test {
   fs::path local_state() const { return home_ / "state" / "ferry" / "local"; }
 
   process_options env() const {
-    process_options o;
-    for (const auto& [k, v] : moto_->process_env().env) o.env[k] = v;
-    o.unset_env = moto_->process_env().unset_env;
-    o.env["XDG_CONFIG_HOME"] = (home_ / "config").string();
-    o.env["XDG_STATE_HOME"] = (home_ / "state").string();
-    o.env["XDG_CACHE_HOME"] = (home_ / "cache").string();
-    o.env["HOME"] = home_.path().string();
-    o.env["FERRY_NODES_READY_TIMEOUT"] = "60s";
+    auto o = local_ferry_env(*moto_, home_.path(), "s3://ferry-scale/p", project());
     o.env["FERRY_NODES_MAX_NODES"] = std::to_string(node_count);
-    o.env["FERRY_STORAGE_URL"] = "s3://ferry-scale/p";
-    o.unset_env.push_back("SSH_AUTH_SOCK");
-    o.cwd = project();
     return o;
   }
 
