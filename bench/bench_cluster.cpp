@@ -11,7 +11,7 @@
 // shipped layers.
 #include "bench/bench_support.hpp"
 #include "bench/bench_world.hpp"
-#include "support/dask_venv.hpp"
+#include "support/venv_closure.hpp"
 
 #include <fmt/format.h>
 
@@ -72,7 +72,7 @@ void make_project(world& w) {
                                                      quote(w.project / ".venv" / "bin" / "python"))));
   std::ofstream(w.dir / "closure.py") << ferry::test::dask_closure_script;
   const auto names = output_of(fmt::format("/usr/bin/python3 {}", quote(w.dir / "closure.py")));
-  if (ferry::test::link_dask_closure(names, site) < 5) throw std::runtime_error("no distributed to link: " + names);
+  if (ferry::test::link_closure(names, site) < 5) throw std::runtime_error("no distributed to link: " + names);
 }
 
 double seconds_since(std::chrono::steady_clock::time_point start) {

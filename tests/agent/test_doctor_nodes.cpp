@@ -5,6 +5,7 @@
 #include "support/temp_dir.hpp"
 
 #include "../provision/local_node_guard.hpp"
+#include "local_run.hpp"
 
 #include <boost/json.hpp>
 #include <fmt/format.h>
@@ -17,8 +18,6 @@ namespace {
 
 namespace fs = std::filesystem;
 namespace json = boost::json;
-
-bool contains(const std::string& text, std::string_view part) { return text.find(part) != std::string::npos; }
 
 class doctor_nodes_cli : public ::testing::Test {
  protected:
@@ -67,6 +66,7 @@ TEST_F(doctor_nodes_cli, a_node_passes_until_its_host_key_changes) {
   EXPECT_EQ(code, 0) << json::serialize(good);
   EXPECT_EQ(good.at("status").as_string(), "passed") << json::serialize(good);
   EXPECT_TRUE(contains(std::string(good.at("detail").as_string()), "like ferry-node")) << json::serialize(good);
+  EXPECT_TRUE(contains(std::string(good.at("detail").as_string()), "; python3 3.11.")) << json::serialize(good);
 
   // known_hosts now holds ferry's own public key for the node: the node's real host key no longer matches.
   const auto known_hosts = home_ / "config" / "ferry" / "known_hosts";
@@ -81,6 +81,25 @@ TEST_F(doctor_nodes_cli, a_node_passes_until_its_host_key_changes) {
   EXPECT_TRUE(contains(std::string(bad.at("detail").as_string()), "different host key")) << json::serialize(bad);
   EXPECT_TRUE(contains(std::string(bad.at("fix").as_string()), known_hosts.string())) << json::serialize(bad);
 
+  EXPECT_EQ(run_ferry({"nodes", "down", "--all"}, options_).exit_code, 0);
+}
+
+TEST_F(doctor_nodes_cli, a_node_whose_python3_a_run_would_refuse_fails_its_check_naming_both) {
+  // ferry packs with an interpreter that says it is 3.10; the node's python3 is this machine's 3.11.
+  write_python_saying(home_ / "py310" / "python3", "3, 10, 12");
+  options_.env["FERRY_PACKAGING_PYTHON"] = (home_ / "py310" / "python3").string();
+  const auto up = run_ferry({"nodes", "up", "1"}, options_);
+  ASSERT_EQ(up.exit_code, 0) << up.out << up.err;
+  const auto registry = json::parse(read_file(home_ / "state" / "ferry" / "nodes.json"));
+  const auto& nodes = registry.is_array() ? registry.as_array() : registry.at("nodes").as_array();
+  const std::string id(nodes.at(0).at("id").as_string());
+  int code = -1;
+  const auto check = node_check(id, code);
+  EXPECT_NE(code, 0);
+  EXPECT_EQ(check.at("status").as_string(), "failed") << json::serialize(check);
+  const std::string detail(check.at("detail").as_string());
+  for (const auto* part : {"python3 is cpython 3.11.", "packed with cpython 3.10.12", "cannot load what was built for 3.10"})
+    EXPECT_TRUE(contains(detail, part)) << part << " in " << detail;
   EXPECT_EQ(run_ferry({"nodes", "down", "--all"}, options_).exit_code, 0);
 }
 

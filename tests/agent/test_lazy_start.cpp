@@ -102,18 +102,8 @@ class lazy_start : public ::testing::Test {
   }
 
   process_options env(const std::string& endpoint = "") const {
-    process_options o;
-    for (const auto& [k, v] : moto_->process_env().env) o.env[k] = v;
-    o.unset_env = moto_->process_env().unset_env;
+    auto o = local_ferry_env(*moto_, home_.path(), "s3://ferry-lazy/p", project());
     if (!endpoint.empty()) o.env["AWS_ENDPOINT_URL"] = endpoint;
-    o.env["XDG_CONFIG_HOME"] = (home_ / "config").string();
-    o.env["XDG_STATE_HOME"] = (home_ / "state").string();
-    o.env["XDG_CACHE_HOME"] = (home_ / "cache").string();
-    o.env["HOME"] = home_.path().string();
-    o.env["FERRY_NODES_READY_TIMEOUT"] = "60s";
-    o.env["FERRY_STORAGE_URL"] = "s3://ferry-lazy/p";
-    o.unset_env.push_back("SSH_AUTH_SOCK");
-    o.cwd = project();
     return o;
   }
 
@@ -334,8 +324,11 @@ TEST_F(lazy_start, the_order_one_run_records_orders_the_next) {
 }
 
 TEST_F(lazy_start, the_hook_runs_the_sitecustomize_it_hides_and_leaves_once_every_layer_landed) {
-  // The project's own sitecustomize, in site-packages: its layer may still be on its way at start-up.
-  write_file(site() / "sitecustomize.py", "import builtins\nbuiltins.ferry_test_chained = True\n");
+  // The project's own sitecustomize, first on the workstation's sys.path (PYTHONPATH, before the stdlib's
+  // own), in a directory of its own: its layer may still be on its way at start-up. (One in site-packages
+  // would not run: the stdlib directory, and Debian's sitecustomize there, come first.)
+  write_file(home_ / "boot" / "sitecustomize.py", "import builtins\nbuiltins.ferry_test_chained = True\n");
+  write_file(home_ / "boot" / "blob.bin", random_bytes(1 << 20, 7));
   site_package("late", 1 << 20);
   write_file(project() / "main.py",
              "import builtins, sys, importlib.metadata as md\n"
@@ -343,8 +336,9 @@ TEST_F(lazy_start, the_hook_runs_the_sitecustomize_it_hides_and_leaves_once_ever
              "print(getattr(builtins, 'ferry_test_chained', False))\n"
              "print([type(f).__name__ for f in sys.meta_path if type(f).__module__ == 'sitecustomize'])\n");
   auto& proxy = slow_storage(2 << 20);
-  const auto r = run_ferry({"--trace", (home_ / "run.jsonl").string(), "run", "--", "python3", "main.py"},
-                           env(proxy.endpoint()));
+  auto o = env(proxy.endpoint());
+  o.env["PYTHONPATH"] = (home_ / "boot").string();
+  const auto r = run_ferry({"--trace", (home_ / "run.jsonl").string(), "run", "--", "python3", "main.py"}, o);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   // Every layer (workspace, late, sitecustomize) was in place after `import late`: the finder had left.
   EXPECT_EQ(r.out, "True\n[]\n");

@@ -2,9 +2,10 @@
 // distributions, entry points and package data, and sys.path entry for entry. Real project shapes in a venv
 // of Debian's python3 (the interpreter local nodes run too): an editable install through setuptools' finder
 // (PEP 660) of a project beside the workspace, an editable src layout inside it, a .pth file that imports, a
-// distribution that ships a module of the standard library's name, and a namespace package split over the
-// workspace and site-packages. tests/peers/env_probe.py prints what a program sees; its output on the
-// workstation and through `ferry run` (eager and lazy start) and `ferry map` must be the same.
+// distribution that ships a module of the standard library's name, a namespace package split over the
+// workspace and site-packages, and one made by a -nspkg.pth file. tests/peers/env_probe.py prints what a
+// program sees; its output on the workstation and through `ferry run` (eager and lazy start) and `ferry map`
+// must be the same. A node's python3 of another version is refused, another patch level warned of.
 //
 // Local nodes share this machine's file system, so a node could read the workstation's project and venv
 // where a real node cannot: each node gets empty file systems mounted over them in its mount namespace.
@@ -91,11 +92,18 @@ class node_python : public ::testing::Test {
     write_file(dists / "pth" / "pyproject.toml",
                pyproject("pthdist", "[tool.setuptools]\npy-modules = [\"pthmark\"]\n"));
     write_file(dists / "pth" / "pthmark.py", "import os\nos.environ['PTHMARK'] = 'ran'\n");
+    // A namespace package the old way (setuptools' namespace_packages): the wheel's -nspkg.pth makes it, and
+    // its line reads `sitedir` from the frame that runs it.
+    write_file(dists / "nsp" / "setup.py",
+               "from setuptools import setup\n"
+               "setup(name='nspdist', version='1.2', packages=['nsp', 'nsp.sub'], namespace_packages=['nsp'])\n");
+    write_file(dists / "nsp" / "nsp" / "__init__.py", "__import__('pkg_resources').declare_namespace(__name__)\n");
+    write_file(dists / "nsp" / "nsp" / "sub" / "__init__.py", "S = 1\n");
 
     ASSERT_EQ(run({"/usr/bin/python3", "-m", "venv", "--without-pip", (project() / ".venv").string()}).exit_code, 0);
     ASSERT_NO_FATAL_FAILURE(wheel(project(), true));
     ASSERT_NO_FATAL_FAILURE(wheel(flatlib(), true));
-    for (const auto* d : {"shadow", "ns", "pth"}) ASSERT_NO_FATAL_FAILURE(wheel(dists / d, false));
+    for (const auto* d : {"shadow", "ns", "pth", "nsp"}) ASSERT_NO_FATAL_FAILURE(wheel(dists / d, false));
     std::vector<std::string> install = {"/usr/bin/python3", "-m", "pip", "--python", python().string(), "install",
                                         "--no-index", "--no-deps", "--quiet"};
     for (const auto& e : fs::directory_iterator(home_ / "wheels")) install.push_back(e.path().string());
@@ -104,29 +112,19 @@ class node_python : public ::testing::Test {
     const auto site = run({python().string(), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"});
     ASSERT_EQ(site.exit_code, 0) << site.err;
     site_ = site.out.substr(0, site.out.find('\n'));
-    // pip installs no .pth of a wheel's own; this one stands in site-packages as an installer would leave it.
+    // A .pth that imports, as a package's own installer step might leave one.
     write_file(fs::path(site_) / "zz_pthdist.pth", "import pthmark\n");
     write_file(project() / "ferry.toml", "[packaging]\npython = \".venv/bin/python\"\n");
   }
 
   process_options env() const {
-    process_options o;
-    for (const auto& [k, v] : moto_->process_env().env) o.env[k] = v;
-    o.unset_env = moto_->process_env().unset_env;
-    o.env["XDG_CONFIG_HOME"] = (home_ / "config").string();
-    o.env["XDG_STATE_HOME"] = (home_ / "state").string();
-    o.env["XDG_CACHE_HOME"] = (home_ / "cache").string();
-    o.env["HOME"] = home_.path().string();
-    o.env["FERRY_NODES_READY_TIMEOUT"] = "60s";
-    o.env["FERRY_STORAGE_URL"] = "s3://ferry-py/p";
-    o.unset_env.push_back("SSH_AUTH_SOCK");
-    o.cwd = project();
+    auto o = local_ferry_env(*moto_, home_.path(), "s3://ferry-py/p", project());
     return o;
   }
 
   std::vector<std::string> probe_args() const {
-    return {"env_probe.py", "flatlib", "wslib", "nspkg.a", "nspkg.b", "colorsys", "--read", "flatlib:data.txt",
-            "--read", "wslib:data.txt"};
+    return {"env_probe.py", "flatlib", "wslib", "nspkg.a", "nspkg.b", "nsp.sub", "colorsys", "--read",
+            "flatlib:data.txt", "--read", "wslib:data.txt"};
   }
 
   // What the probe prints on the workstation, run as the user would run it.
@@ -187,6 +185,7 @@ TEST_F(node_python, run_sees_the_workstation_environment_eagerly_and_lazily) {
   EXPECT_TRUE(contains(here, "module __editable___flatlib_1_2_finder ")) << here;
   EXPECT_TRUE(contains(here, fmt::format("nspath nspkg {}/nspkg\n", project().string()))) << here;
   EXPECT_TRUE(contains(here, "dist flatlib 1.2\n")) << here;
+  EXPECT_TRUE(contains(here, "module nsp.sub ")) << here;
   EXPECT_TRUE(contains(here, "entry console_scripts flat-cli flatlib:main\n")) << here;
   EXPECT_TRUE(contains(here, "read flatlib:data.txt flat data | flat data\n")) << here;
 
@@ -215,21 +214,6 @@ TEST_F(node_python, every_map_task_sees_the_workstation_environment) {
                            env());
   ASSERT_EQ(r.exit_code, 0) << r.err << read_file(out_dir / "0.err");
   for (int i = 0; i < 4; ++i) EXPECT_EQ(read_file(out_dir / fmt::format("{}.out", i)), here) << "task " << i;
-}
-
-// A python3 that says it is another version (sys.version_info), then runs what it was asked to run.
-void write_python_saying(const fs::path& file, const std::string& version_tuple) {
-  write_file(file, "#!/usr/bin/python3 -S\n"
-                   "import runpy, sys\n"
-                   "sys.version_info = (" + version_tuple + ", 'final', 0)\n"
-                   "args = [a for a in sys.argv[1:] if a != '-S']\n"
-                   "if args[0] == '-c':\n"
-                   "    sys.argv = ['-c'] + args[2:]\n"
-                   "    exec(compile(args[1], '<string>', 'exec'), {'__name__': '__main__'})\n"
-                   "else:\n"
-                   "    sys.argv = args\n"
-                   "    runpy.run_path(args[0], run_name='__main__')\n");
-  fs::permissions(file, fs::perms::owner_all | fs::perms::group_read | fs::perms::others_read);
 }
 
 TEST_F(node_python, a_node_python_of_another_version_is_refused_and_another_patch_level_warned) {

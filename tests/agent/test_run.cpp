@@ -3,6 +3,7 @@
 // checking off, because moto fails presigned GETs while it is on), and real nodes: local ones (sshd in
 // network namespaces) and ec2 ones from moto brought up by the harness.
 #include "provision/local/network.hpp"
+#include "support/venv_closure.hpp"
 #include "support/eliot.hpp"
 #include "support/moto.hpp"
 #include "support/process.hpp"
@@ -73,17 +74,7 @@ class run_cli : public ::testing::Test {
   fs::path project() const { return home_ / "project"; }
 
   process_options env() const {
-    process_options o;
-    for (const auto& [k, v] : moto_->process_env().env) o.env[k] = v;
-    o.unset_env = moto_->process_env().unset_env;
-    o.env["XDG_CONFIG_HOME"] = (home_ / "config").string();
-    o.env["XDG_STATE_HOME"] = (home_ / "state").string();
-    o.env["XDG_CACHE_HOME"] = (home_ / "cache").string();
-    o.env["HOME"] = home_.path().string();
-    o.env["FERRY_NODES_READY_TIMEOUT"] = "60s";
-    o.env["FERRY_STORAGE_URL"] = "s3://ferry-run/p";
-    o.unset_env.push_back("SSH_AUTH_SOCK");
-    o.cwd = project();
+    auto o = local_ferry_env(*moto_, home_.path(), "s3://ferry-run/p", project());
     return o;
   }
 
@@ -169,6 +160,10 @@ TEST_F(run_cli, run_ships_the_project_and_a_second_run_moves_nothing) {
 }
 
 TEST_F(run_cli, a_python_program_continues_the_run_trace) {
+  // eliot in the project's venv, as the workstation has it: the node's own dist-packages are hidden.
+  const auto closure = run({"/usr/bin/python3", "-c", closure_script("eliot")});
+  ASSERT_EQ(closure.exit_code, 0) << "python3-eliot is needed (scripts/setup.sh installs it): " << closure.err;
+  ASSERT_GT(link_closure(closure.out, site_), 0) << closure.out;
   auto o = env();
   const auto python_trace = home_ / "python.jsonl";
   write_file(project() / "traced.py",

@@ -3,6 +3,7 @@
 // read back by the independent decoder (protobufjs with the OTLP protos, tests/peers/otlp_decode); and
 // `ferry trace chrome` of a `ferry map` on 4 nodes, whose events Perfetto must be able to draw: on each
 // track, no two overlap without nesting. One set of 4 nodes serves every test (nodes are the slow part).
+#include "support/venv_closure.hpp"
 #include "support/moto.hpp"
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
@@ -39,23 +40,14 @@ struct nodes_and_storage {
   fs::path project() const { return home / "project"; }
 
   process_options env() const {
-    process_options o;
-    for (const auto& [k, v] : moto->process_env().env) o.env[k] = v;
-    o.unset_env = moto->process_env().unset_env;
-    o.env["XDG_CONFIG_HOME"] = (home / "config").string();
-    o.env["XDG_STATE_HOME"] = (home / "state").string();
-    o.env["XDG_CACHE_HOME"] = (home / "cache").string();
-    o.env["HOME"] = home.path().string();
-    o.env["FERRY_NODES_READY_TIMEOUT"] = "60s";
+    auto o = local_ferry_env(*moto, home.path(), "s3://ferry-otlp/p", project());
     o.env["FERRY_NODES_MAX_NODES"] = "4";  // the warm ones: a map makes no more
-    o.env["FERRY_STORAGE_URL"] = "s3://ferry-otlp/p";
-    o.unset_env.push_back("SSH_AUTH_SOCK");
-    o.cwd = project();
     return o;
   }
 
-  // A project whose Python (a venv without packages, so that little ships) runs traced.py: it continues
-  // ferry's task with eliot, in a file of its own under $FERRY_TRACE_DIR, as examples/project/train.py does.
+  // A project whose Python (a venv with eliot alone, linked from Debian's, so that little ships) runs
+  // traced.py: it continues ferry's task with eliot, in a file of its own under $FERRY_TRACE_DIR, as
+  // examples/project/train.py does. The nodes' own dist-packages are hidden from it.
   std::string make() {
     moto.emplace(moto_options{.host = "10.200.0.1"});
     moto->make_bucket("ferry-otlp");
@@ -72,6 +64,11 @@ struct nodes_and_storage {
                "            pass\n");
     const auto venv = run({system_python, "-m", "venv", "--without-pip", (project() / ".venv").string()});
     if (venv.exit_code != 0) return "venv: " + venv.err;
+    const auto site = run({(project() / ".venv" / "bin" / "python").string(), "-c",
+                           "import sysconfig; print(sysconfig.get_paths()['purelib'])"});
+    const auto closure = run({system_python, "-c", closure_script("eliot")});
+    if (site.exit_code != 0 || closure.exit_code != 0) return "eliot for the venv: " + site.err + closure.err;
+    if (link_closure(closure.out, site.out.substr(0, site.out.find('\n'))) == 0) return "no eliot to link";
     const auto up = run_ferry({"nodes", "up", "4"}, env());
     if (up.exit_code != 0) return "nodes up 4: " + up.err;
     return {};
