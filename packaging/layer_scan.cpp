@@ -83,7 +83,10 @@ void run_walk_job(walk_job& job, const scan_options& options, const hash_cache& 
       f.digest = net::sha256(f.link_target);  // a link's content is its target: nothing to read
     } else {
       if (auto digest = cache.find(f.key)) f.digest = *digest;
-      if (f.path.ends_with(".dist-info/RECORD") && std::count(f.path.begin(), f.path.end(), '/') == 1) {
+      // What each distribution owns: a wheel's RECORD, or an egg's top-level names (Debian's packages and
+      // older installs have no RECORD).
+      const bool owns = f.path.ends_with(".dist-info/RECORD") || f.path.ends_with(".egg-info/top_level.txt");
+      if (owns && std::count(f.path.begin(), f.path.end(), '/') == 1) {
         job.records.emplace_back(f.path.substr(0, f.path.find('/')), read_small_file(f.source));
       }
     }

@@ -101,6 +101,7 @@ void distribution_index::add_record(std::string_view dist_info_dir, std::string_
       it->second.clear();  // a namespace shared by several distributions
     }
   });
+  dists_.insert(dist);
   records_.emplace_back(std::move(dist), std::string(record_text));
   indexed_ = false;
 }
@@ -124,6 +125,11 @@ std::string distribution_index::group_of(std::string_view path) const {
     if (auto owned = owner_.find(path); owned != owner_.end()) return owned->second;
   }
   if (auto dist = distribution_of_metadata_dir(top); !dist.empty()) return dist;
+  // "zope.interface-5.5.2-nspkg.pth": with its distribution (a RECORD would have listed it).
+  if (constexpr std::string_view nspkg = "-nspkg.pth"; top.ends_with(nspkg)) {
+    auto dist = normalize_distribution(top.substr(0, top.find('-')));
+    if (dists_.contains(dist)) return dist;
+  }
   auto stem = top_level_stem(top);
   // "numpy.libs" unlisted in RECORD still belongs with the "numpy" package beside it.
   if (auto it = top_owner_.find(stem); it != top_owner_.end() && !it->second.empty()) return it->second;

@@ -4,11 +4,14 @@
 //
 // A distribution's layer holds every file its RECORD lists (its packages, its .dist-info, its .libs
 // companion, its .pth files), so upgrading one distribution changes one layer, and namespace packages
-// shared by several distributions (google/, azure/) are split by owner. A file no RECORD lists goes with
-// the distribution that owns the rest of its top-level name, or else forms a layer named after it.
+// shared by several distributions (google/, azure/) are split by owner. An egg (.egg-info, no RECORD: Debian's
+// packages, older installs) owns the top-level names its top_level.txt lists, and the NAME-VERSION-nspkg.pth
+// file setuptools wrote for it, whose line finds the namespace package beside itself. A file no record lists
+// goes with the distribution that owns the rest of its top-level name, or else forms a layer named after it.
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -16,8 +19,9 @@ namespace ferry::packaging {
 
 class distribution_index {
  public:
-  // `dist_info_dir` is the directory's name, e.g. "numpy-1.26.4.dist-info". Add every RECORD first, then
-  // ask group_of().
+  // `dist_info_dir` is the directory's name, e.g. "numpy-1.26.4.dist-info", and `record_text` its RECORD
+  // (or, for an .egg-info directory, its top_level.txt: a name a line). Add every one first, then ask
+  // group_of().
   void add_record(std::string_view dist_info_dir, std::string_view record_text);
 
   // The layer name for a path relative to site-packages: a normalised distribution name ("numpy",
@@ -37,6 +41,7 @@ class distribution_index {
   // per-file owner, and most site-packages have few such namespaces.
   std::vector<std::pair<std::string, std::string>> records_;  // (distribution, RECORD text)
   string_map top_owner_;       // top-level name -> distribution, "" if shared
+  std::unordered_set<std::string, string_hash, std::equal_to<>> dists_;  // every distribution added
   mutable string_map owner_;   // path -> distribution, for paths under shared names only
   mutable bool indexed_ = false;
 };

@@ -259,6 +259,30 @@ TEST(layer_scan, site_packages_split_by_distribution_with_namespaces_and_compani
   EXPECT_EQ(got.size(), 4u);
 }
 
+TEST(layer_scan, an_egg_owns_its_top_level_names_and_its_nspkg_pth) {
+  // As Debian installs python3-zope.interface: no RECORD, a top_level.txt, and the -nspkg.pth whose line
+  // makes zope a namespace package from the directory beside it (so both must land in one layer).
+  temp_dir sp;
+  sp.write("zope/__init__.py", "__import__('pkg_resources').declare_namespace(__name__)\n");
+  sp.write("zope/interface/__init__.py", "i");
+  sp.write("zope.interface-5.5.2.egg-info/top_level.txt", "zope\n");
+  sp.write("zope.interface-5.5.2.egg-info/PKG-INFO", "Name: zope.interface\n");
+  sp.write("zope.interface-5.5.2-nspkg.pth", "import sys\n");
+  sp.write("other-nspkg.pth", "import sys\n");  // no such distribution: a layer of its own
+  scanner s;
+  hash_cache cache;
+  auto r = s.scan({root_spec{sp.path(), root_spec::kind::site_packages, 0}}, cache);
+  ASSERT_TRUE(r) << s.diag.message;
+  std::map<std::string, std::vector<std::string>> got;
+  for (const auto& l : r->layers) got[l.name] = paths_of(l);
+  EXPECT_EQ(got["zope-interface"],
+            (std::vector<std::string>{"zope.interface-5.5.2-nspkg.pth", "zope.interface-5.5.2.egg-info/PKG-INFO",
+                                      "zope.interface-5.5.2.egg-info/top_level.txt", "zope/__init__.py",
+                                      "zope/interface/__init__.py"}));
+  EXPECT_EQ(got["other-nspkg"], std::vector<std::string>{"other-nspkg.pth"});
+  EXPECT_EQ(got.size(), 2u);
+}
+
 TEST(layer_scan, upgrading_one_distribution_changes_one_layer) {
   temp_dir sp;
   sp.write("a/__init__.py", "a1");
