@@ -196,6 +196,14 @@ TEST_F(node_python, run_sees_the_workstation_environment_eagerly_and_lazily) {
   EXPECT_TRUE(contains(lazy.err, "(lazy start)")) << lazy.err;
   EXPECT_EQ(lazy.out, here);
 
+  // The hook's own imports (its socket to the node program, under lazy start) are gone before the program.
+  const std::string own = "import sys; print([m for m in ('_socket', 'socket', 'json', 'threading') if m in sys.modules])";
+  const auto local_own = run({python().string(), "-c", own}, process_options{.cwd = project()});
+  const auto lazy_own = run_ferry({"run", "--", "python3", "-c", own}, o);
+  ASSERT_EQ(lazy_own.exit_code, 0) << lazy_own.err;
+  EXPECT_TRUE(contains(lazy_own.err, "(lazy start)")) << lazy_own.err;
+  EXPECT_EQ(lazy_own.out, local_own.out);
+
   std::string line = "python3";
   for (const auto& a : probe_args()) line += " " + a;
   const auto eager = run_ferry({"run", "--", "sh", "-c", line}, o);

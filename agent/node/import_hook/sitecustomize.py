@@ -22,7 +22,9 @@
 # program: the next run fetches those layers first.
 #
 # A wait releases CPython's global import lock (held while finders are asked), so other threads import
-# meanwhile. The modules this hook imports for itself leave sys.modules before the program's own code runs.
+# meanwhile. The hook runs at every start of Python, so it imports nothing that is not loaded already but
+# _socket and _thread (no json, socket, threading or importlib.util: tens of milliseconds), and what it did
+# import leaves sys.modules before the program's own code runs.
 # Written for every Python 3 a node may have (3.5 on): no f-strings, the standard library only. Then the
 # next sitecustomize on the path, if there is one, runs as it would have without this one.
 import os
@@ -31,17 +33,22 @@ import sys
 _ferry_before = set(sys.modules)
 
 
+def _ferry_json(text):
+    # JSON that the node program wrote (the site file, the import server's answers), never the user's: read
+    # as the Python expression it is, but for its three names, without importing json.
+    return eval(text, {"__builtins__": {}}, {"true": True, "false": False, "null": None})
+
+
 def _ferry_lazy(address):
     # The lazy start's finder, installed; returns wait(dir): blocks until the layer at that directory is in
     # place (ImportError when it failed), or None when the node program cannot be reached.
-    import json
-    import socket
+    import _socket
     import _thread
 
     lock = _thread.allocate_lock()
 
     def ask(line, timeout=None):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         try:
             s.settimeout(timeout)
             s.connect(address)
@@ -56,7 +63,7 @@ def _ferry_lazy(address):
                     break
             if not chunks:
                 raise OSError("the node program stopped")
-            return json.loads(b"".join(chunks).decode("utf-8"))
+            return _ferry_json(b"".join(chunks).decode("utf-8"))
         finally:
             s.close()
 
@@ -339,9 +346,8 @@ def _ferry_main():
     site_file = os.environ.get("FERRY_SITE")
     spec = None
     if site_file:
-        import json
         with open(site_file, "rb") as f:
-            spec = json.loads(f.read().decode("utf-8"))
+            spec = _ferry_json(f.read().decode("utf-8"))
     _ferry_forget(_ferry_before)
     if spec is not None:
         _ferry_site(spec, here, wait_dir)
@@ -353,10 +359,13 @@ def _ferry_chain():
     rest = [p for p in sys.path if p and os.path.abspath(p) != here]
     before = set(sys.modules)
     try:
-        import importlib.machinery
-        import importlib.util
-        spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
-        module = importlib.util.module_from_spec(spec) if spec is not None and spec.loader is not None else None
+        # importlib's own frozen modules, loaded at every start: importlib.util would cost milliseconds.
+        external, bootstrap = sys.modules.get("_frozen_importlib_external"), sys.modules.get("_frozen_importlib")
+        if external is None or bootstrap is None:
+            import importlib.machinery as external
+            import importlib.util as bootstrap
+        spec = external.PathFinder.find_spec("sitecustomize", rest)
+        module = bootstrap.module_from_spec(spec) if spec is not None and spec.loader is not None else None
         _ferry_forget(before)
         if module is None:
             return
