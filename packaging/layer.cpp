@@ -1,27 +1,16 @@
 #include "packaging/layer.hpp"
 
 #include "net/digest.hpp"
+#include "packaging/entries_id.hpp"
 
 #include <fmt/format.h>
 
 namespace ferry::packaging {
 
 sha256_digest entries_id(std::span<const file_entry> entries) {
-  // A version line first: a change to this format must never reuse an old id for different bytes.
-  net::sha256_stream h;
-  h.update(std::string_view("ferry-layer-v1\n"));
-  std::string line;
-  for (const auto& e : entries) {
-    line.clear();
-    line.append(e.path);
-    line.push_back('\0');  // paths may hold any byte but NUL
-    fmt::format_to(std::back_inserter(line), "{:o}", e.mode());
-    line.push_back('\0');
-    net::append_hex(line, e.digest);
-    line.push_back('\n');
-    h.update(line);
-  }
-  return h.finish();
+  entries_id_stream id;
+  for (const auto& e : entries) id.add(e.path, e.mode(), e.digest);
+  return id.finish();
 }
 
 void seal_layer(layer& l, std::uint64_t shard_size) {
