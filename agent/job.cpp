@@ -21,13 +21,15 @@ namespace asio = boost::asio;
 
 namespace {
 
-// A layer as a node needs it: its shards behind presigned URLs (credentials never reach a node).
+// A layer as a node needs it: its shards behind presigned URLs (credentials never reach a node), each
+// with the id this scan computed from the workstation's files, which the node checks what it inflates
+// against: a zip's digest may come back from storage, and proves nothing about who wrote the zip.
 layer_source source_of(const packaging::shipped_layer& l, const net::s3_client& s3, const std::string& bucket) {
   layer_source source;
   source.id = net::to_hex(l.packed->id);
   source.name = l.packed->name;
   for (const auto& s : l.shards)
-    source.shards.push_back({s3.presign_get(bucket, s.key), s.sha256, s.zip_bytes, s.files, s.bytes});
+    source.shards.push_back({s3.presign_get(bucket, s.key), s.sha256, s.zip_bytes, s.files, s.bytes, s.id, s.key});
   return source;
 }
 

@@ -2,7 +2,8 @@
 // Making a run's layers present on a node before its command runs: one exec per node of the node program
 // (agent/node/, put there first when the node lacks this build: agent/node_program.hpp), with the plan as
 // JSON lines on its stdin, each layer's line as soon as the layer is in storage (agent/layer_feed.hpp). The node program streams each missing layer's shards from their presigned URLs,
-// checks them against the manifest's SHA-256, sizes and file counts, extracts them with names kept byte
+// checks them against the manifest's SHA-256, the scan's sizes and file counts, and the shard ids this
+// workstation computed from its own files (agent/node/id_check.hpp), extracts them with names kept byte
 // for byte and every entry confined to its layer, and keeps them in its layer cache for later runs
 // (agent/node/layer_cache.hpp: per-layer locks, markers, least recently used layers evicted beyond
 // nodes.cache_size). The node needs nothing installed but `sh`, `cat`, `mkdir` and `chmod`.

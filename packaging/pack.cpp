@@ -92,7 +92,8 @@ class shipping {
     shipped_layer out{i, &l, {}};
     for (const auto& s : l.shards) {
       const auto& d = digests_.at(s.id);
-      out.shards.push_back({shard_key(prefix_, s), net::to_hex(d.sha256), d.zip_bytes, s.count, s.bytes});
+      out.shards.push_back(
+          {shard_key(prefix_, s), net::to_hex(d.sha256), d.zip_bytes, s.count, s.bytes, net::to_hex(s.id)});
     }
     progress_->on_layer_shipped(out);
   }

@@ -43,10 +43,11 @@ struct pack_settings {
 // A layer whose every shard is in storage, its zip's digest known: what a node needs to fetch it.
 struct shipped_shard {
   std::string key;
-  std::string sha256;  // of the zip, lowercase hex
+  std::string sha256;  // of the zip, lowercase hex: as far as storage can be believed (a quick check only)
   std::uint64_t zip_bytes = 0;
   std::uint64_t files = 0;
   std::uint64_t bytes = 0;  // of the files' content
+  std::string id;  // the shard's id from this scan, lowercase hex: what a node checks the entries against
 };
 struct shipped_layer {
   std::size_t index = 0;  // among the scan's layers, the manifest's order

@@ -19,6 +19,7 @@ class category_impl final : public boost::system::error_category {
       case errc::lock_timeout: return "layer stayed locked by another run";
       case errc::self_check_failed: return "node program does not match its digest";
       case errc::serve_failed: return "cannot serve shards to peers";
+      case errc::not_packed: return "object in storage does not match what this workstation packed";
     }
     return "unknown node error";
   }

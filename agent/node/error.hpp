@@ -18,6 +18,7 @@ enum class errc {
   lock_timeout,       // another run held a layer's lock past the plan's lock timeout
   self_check_failed,  // the node program's own bytes do not have the SHA-256 it was sent under
   serve_failed,       // `serve` could not listen on the node's address
+  not_packed,         // a shard's entries are not the ones the workstation packed (its id does not match)
 };
 
 const boost::system::error_category& category();

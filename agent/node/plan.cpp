@@ -21,6 +21,12 @@ result<void> check_layer(const layer_source& layer, diagnostics& diag) {
     if (s.sha256.size() != 64 || !is_hex(s.sha256))
       return bad(diag, fmt::format("shard {} of layer {} has the digest '{}', which is not a hex SHA-256", i + 1,
                                    layer.name, s.sha256));
+    if (s.id.size() != 64 || !is_hex(s.id))
+      return bad(diag, fmt::format("shard {} of layer {} has the id '{}', which is not a hex SHA-256: a shard "
+                                   "without the id its workstation packed cannot be checked",
+                                   i + 1, layer.name, s.id));
+    if (!one_line(s.key))
+      return bad(diag, fmt::format("shard {} of layer {} has a key with a line break", i + 1, layer.name));
     if (s.url.empty() || !one_line(s.url))
       return bad(diag, fmt::format("shard {} of layer {} has an empty URL or one with a line break", i + 1,
                                    layer.name));
@@ -88,7 +94,7 @@ std::string layer_line(std::size_t index, const layer_source& l) {
   json::array shards;
   for (const auto& s : l.shards)
     shards.push_back(json::object{{"url", s.url}, {"sha256", s.sha256}, {"bytes", s.bytes}, {"files", s.files},
-                                  {"content", s.content}});
+                                  {"content", s.content}, {"id", s.id}, {"key", s.key}});
   return json::serialize(
       json::object{{"layer", json::object{{"index", index}, {"id", l.id}, {"name", l.name}, {"shards", std::move(shards)}}}});
 }
@@ -188,8 +194,11 @@ result<placed_layer> read_layer(const json::object& lo, diagnostics& diag) {
     s.bytes = sr.number("bytes");
     s.files = sr.number_or("files", 0);
     s.content = sr.number_or("content", 0);
+    s.id = sr.text("id");
+    if (so->contains("key")) s.key = sr.text("key");
     if (sr.ec) return sr.ec;
     for (auto& c : s.sha256) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    for (auto& c : s.id) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     layer.shards.push_back(std::move(s));
   }
   if (auto r = check_layer(layer, diag); !r) return r.error();

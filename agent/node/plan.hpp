@@ -1,7 +1,8 @@
 #pragma once
 // What ferry asks of the node program, as the JSON lines it sends on stdin: the layers of a run, each
-// with its shards behind presigned URLs (credentials never reach a node) and the SHA-256, size, file count
-// and content bytes the manifest gives each shard's zip; where the node's cache lives and how large it may
+// with its shards behind presigned URLs (credentials never reach a node), each shard's id as this
+// workstation computed it from its own files (the trust anchor: the node recomputes it over what it
+// inflates), and the SHA-256, size, file count and content bytes of each shard's zip; where the node's cache lives and how large it may
 // grow; the limits and deadlines of the work; and the eliot task the node's own actions continue.
 // Both halves of the agent read this header: ferry writes the document, the node program parses it.
 #include "tracing/diagnostics.hpp"
@@ -17,10 +18,16 @@ namespace ferry::agent::node {
 
 struct shard_source {
   std::string url;              // presigned GET, as the node reaches storage
-  std::string sha256;           // hex SHA-256 of the zip's bytes
+  // hex SHA-256 of the zip's bytes: as storage or a manifest read back from it says, so only a quick
+  // check of the transfer, never proof of what the zip holds (that is `id`)
+  std::string sha256;
   std::uint64_t bytes = 0;      // the zip's size
-  std::uint64_t files = 0;      // entries it holds, from the manifest (0: not said)
-  std::uint64_t content = 0;    // bytes its files hold, from the manifest (0 with files 0: not said)
+  std::uint64_t files = 0;      // entries it holds, from the workstation's scan (0: not said)
+  std::uint64_t content = 0;    // bytes its files hold, from the scan (0 with files 0: not said)
+  // hex shard id (packaging/entries_id.hpp) as the workstation computed it from its own files: the node
+  // puts a shard in place only when what it inflated has this id
+  std::string id;
+  std::string key;              // the object's key in storage, for messages (not a credential)
 };
 
 struct layer_source {

@@ -1,6 +1,7 @@
 #include "agent/node/shard_fetch.hpp"
 
 #include "agent/node/error.hpp"
+#include "agent/node/id_check.hpp"
 #include "agent/node/shard_tee.hpp"
 #include "net/cancellation.hpp"
 #include "net/digest.hpp"
@@ -26,8 +27,8 @@ class shard_reader {
  public:
   shard_reader(fetch_context& ctx, const shard_source& shard, std::string_view layer, layer_writer& writer,
                url_parts url, std::string_view token)
-      : ctx_(ctx), shard_(shard), layer_(layer), writer_(writer), url_(std::move(url)), token_(token),
-        tee_(ctx.serve_dir, shard.sha256) {}
+      : ctx_(ctx), shard_(shard), layer_(layer), url_(std::move(url)), token_(token),
+        tee_(ctx.serve_dir, shard.sha256), checked_(writer) {}
 
   asio::awaitable<result<shard_outcome>> run(diagnostics& diag) {
     if (shard_.bytes < 22) co_return fail(errc::bad_zip, diag, fmt::format("{} is {} bytes: too short for a zip", layer_, shard_.bytes));
@@ -115,6 +116,19 @@ class shard_reader {
     return {};
   }
 
+  // The entries inflated have the id the workstation packed them under: anything else is not its own.
+  result<void> check_id(diagnostics& diag) {
+    const auto got = checked_.finish_hex();
+    if (got != shard_.id)
+      return fail(errc::not_packed, diag,
+                  fmt::format("{}: the object in storage{} does not match what this workstation packed: its entries "
+                              "have the id {}, not {}; refused, and nothing of it is kept. Someone else wrote it or "
+                              "edited its manifest: remove it and the manifests naming it from storage, then pack "
+                              "again",
+                              layer_, shard_.key.empty() ? std::string() : " at " + shard_.key, got, shard_.id));
+    return {};
+  }
+
   asio::awaitable<result<shard_outcome>> whole(diagnostics& diag) {
     std::string zip;
     if (auto r = co_await get(0, 0, &zip, nullptr, diag); !r) co_return r.error();
@@ -124,14 +138,16 @@ class shard_reader {
       hash_.update(zip);
       if (auto r = check_digest(diag); !r) return r;
       tee_.append(zip);
-      tee_.commit();
       const auto tail_size = std::min<std::uint64_t>(zip.size(), tail_span);
       if (auto r = read_directory(std::string_view(zip).substr(zip.size() - tail_size), diag); !r)
         return r;
       const std::string_view all(zip);
       if (auto r = take_entries(all.substr(tail_.directory_offset, tail_.directory_size), diag); !r) return r;
-      if (auto r = stream_->feed(all.substr(0, tail_.directory_offset), writer_, diag); !r) return r;
-      return stream_->finish(diag);
+      if (auto r = stream_->feed(all.substr(0, tail_.directory_offset), checked_, diag); !r) return r;
+      if (auto r = stream_->finish(diag); !r) return r;
+      if (auto r = check_id(diag); !r) return r;
+      tee_.commit();  // peers are handed only what was checked here
+      return result<void>{};
     });
     if (!done) co_return done.error();
     co_return shard_outcome{downloaded_, entries_};
@@ -164,7 +180,7 @@ class shard_reader {
         const std::string_view bytes(chunk.data(), chunk.size());
         hash_.update(bytes);
         tee_.append(bytes);
-        return stream_->feed(bytes, writer_, diag);
+        return stream_->feed(bytes, checked_, diag);
       });
       if (!r) co_return r.error();
       // Most of a download's time is spent on the pool, where a cancellation finds no I/O to cut: it is
@@ -183,6 +199,7 @@ class shard_reader {
       hash_.update(end_bytes);
       tee_.append(end_bytes);
       if (auto r = check_digest(diag); !r) return r;
+      if (auto r = check_id(diag); !r) return r;
       tee_.commit();
       return result<void>{};
     });
@@ -193,10 +210,10 @@ class shard_reader {
   fetch_context& ctx_;
   const shard_source& shard_;
   std::string_view layer_;
-  layer_writer& writer_;
   url_parts url_;
   std::string_view token_;
   shard_tee tee_;
+  id_check checked_;  // in front of the layer's writer
   zip_tail tail_;
   std::optional<zip_stream> stream_;
   net::sha256_stream hash_;

@@ -5,9 +5,11 @@
 // directory: every entry's name and size, checked against the manifest before any content), then its body
 // in ranged GETs of node_limits::range_size, in order.
 //
-// The caller renames the layer into place only when every shard succeeded: the digest is known only once
-// the last byte is in, so the files of a shard whose digest fails are written, then thrown away with the
-// layer's temporary directory.
+// Two checks, both known only once the last byte is in: the zip's SHA-256 (from the manifest, which storage
+// holds: a quick check of the transfer), and the shard's id recomputed over the entries inflated
+// (id_check.hpp), which must be the one the workstation computed from its own files. The caller renames the
+// layer into place only when every shard passed both, so the files of a shard that fails either are
+// written, then thrown away.
 #include "agent/node/layer_writer.hpp"
 #include "agent/node/plan.hpp"
 #include "net/http_client.hpp"
@@ -34,7 +36,8 @@ struct shard_outcome {
 // From a peer of the job (fan-out) when `token` is set: it goes as the x-ferry-token header.
 // Fails with net::errc for transport and HTTP
 // failures (server_error, throttled and timeouts are worth another attempt), errc::digest_mismatch,
-// errc::bad_zip, errc::over_manifest, or what the writer failed with.
+// errc::not_packed (the entries are not the workstation's: never worth another attempt), errc::bad_zip,
+// errc::over_manifest, or what the writer failed with.
 // `label` names the shard in messages: "layer numpy (3f2a9c01b2d4, shard 2 of 3)".
 asio::awaitable<result<shard_outcome>> fetch_shard(fetch_context& ctx, const shard_source& shard, std::string_view label,
                                                    layer_writer& writer, diagnostics& diag,

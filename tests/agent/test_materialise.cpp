@@ -13,6 +13,7 @@
 #include "net/run_all.hpp"
 #include "net/ssh_exec.hpp"
 #include "net/s3_session.hpp"
+#include "packaging/layer.hpp"
 #include "support/eliot.hpp"
 #include "support/fault_proxy.hpp"
 #include "support/moto.hpp"
@@ -30,9 +31,11 @@
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <csignal>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <sys/mount.h>
@@ -117,7 +120,8 @@ class materialise_node : public net::ssh_harness {
 
   static constexpr const char* bucket = "layers";
 
-  // A zip of `files`, made by Info-ZIP's zip from a real tree (modes and symlinks as it stores them).
+  // A zip of `files`, made by Info-ZIP's zip from a real tree (modes and symlinks as it stores them), in
+  // path order and without directory entries, as ferry's own zips are.
   std::string zip_of(const std::vector<file_spec>& files) {
     const auto tree = dir / fmt::format("tree-{}", ++zips_);
     fs::create_directories(tree);
@@ -139,10 +143,31 @@ class materialise_node : public net::ssh_harness {
     } else {
       test::process_options o;
       o.cwd = tree;
-      auto r = test::run({"zip", "-qry", out.string(), "."}, o);
+      std::vector<std::string> argv = {"zip", "-qyD", "-nw", out.string()};
+      for (const auto& f : sorted(files)) argv.push_back(f.path);
+      auto r = test::run(argv, o);
       if (r.exit_code != 0) throw std::runtime_error(r.out + r.err);
     }
     return test::read_file(out);
+  }
+
+  static std::vector<file_spec> sorted(std::vector<file_spec> files) {
+    std::sort(files.begin(), files.end(), [](const auto& a, const auto& b) { return a.path < b.path; });
+    return files;
+  }
+
+  // The id a workstation gives a shard of `files` (packaging/layer.hpp): what a node checks it against.
+  static std::string shard_id_of(const std::vector<file_spec>& files) {
+    std::vector<packaging::file_entry> entries;
+    for (const auto& f : sorted(files)) {
+      packaging::file_entry e;
+      e.path = f.path;
+      e.type = f.link.empty() ? packaging::file_entry::kind::regular : packaging::file_entry::kind::symlink;
+      e.permissions = f.link.empty() ? static_cast<std::uint32_t>(f.mode) : 0777;
+      e.digest = net::sha256(f.link.empty() ? f.content : f.link);
+      entries.push_back(std::move(e));
+    }
+    return net::to_hex(packaging::entries_id(entries));
   }
 
   // Stores `zip` in moto and describes it as a shard: a presigned URL, its digest and size, and what the
@@ -157,7 +182,7 @@ class materialise_node : public net::ssh_harness {
       co_return co_await t.s3_->s3->put_object(t.trace.root(), b, k, std::move(body), d);
     }(*this, key, zip, diag));
     if (!put) throw std::runtime_error(diag.message);
-    return {s3_->s3->presign_get(bucket, key), net::hex_sha256(zip), zip.size(), files, content};
+    return {s3_->s3->presign_get(bucket, key), net::hex_sha256(zip), zip.size(), files, content, hex64, key};
   }
 
   // A layer of one shard per group of files; its id is made up from the test, name and contents.
@@ -170,6 +195,7 @@ class materialise_node : public net::ssh_harness {
       std::uint64_t content = 0;
       for (const auto& f : shards[i]) content += f.link.empty() ? f.content.size() : f.link.size();
       l.shards.push_back(store(fmt::format("{}/{}-{}.zip", prefix_, name, i), zip, shards[i].size(), content));
+      l.shards.back().id = shard_id_of(shards[i]);
       seed += l.shards.back().sha256;
     }
     l.id = net::hex_sha256(seed);
@@ -516,7 +542,7 @@ TEST_F(materialise_node, a_large_plan_travels_on_stdin) {
   const std::string long_url = "http://127.0.0.1:9/never/fetched?" + std::string(400, 'q');
   for (int i = 0; i < 1000; ++i) {
     layer_source l{net::hex_sha256(fmt::format("{}/{}", prefix_, i)), fmt::format("layer-{}", i),
-                   {{long_url, hex64, 100}}};
+                   {{long_url, hex64, 100, 0, 0, hex64}}};
     fs::create_directories(layer_dir(l));
     std::ofstream(marker(l)) << "4096\n";
     plan.layers.push_back(std::move(l));
@@ -625,6 +651,34 @@ TEST_F(materialise_node, a_corrupt_digest_fails_naming_the_layer_and_leaves_noth
   EXPECT_EQ(count_status(action_types::node::attempt, "failed"), 2u);
   EXPECT_EQ(count_status(action_types::node::layer, "failed"), 1u);
   EXPECT_EQ(count_status(action_types::agent::materialise, "failed"), 1u);
+}
+
+// The zip's digest in the plan comes from the manifest, which storage holds: here it is the digest of the
+// zip as stored (a manifest edited to match). What decides is the shard id, which the workstation
+// computed from its own files: other content, or the same content under another mode, is refused at
+// once (no second attempt), naming the layer, the shard and the key, and nothing of it is kept. Through
+// both ways a shard comes: whole, and in ranges.
+TEST_F(materialise_node, a_shard_whose_entries_are_not_the_packed_ones_is_refused_whatever_its_digest_says) {
+  const std::vector<file_spec> packed = {{"main.py", "print('hello')\n"}, {"big.bin", random_bytes(2 << 20, 31)}};
+  auto foreign = layer("workspace", {{{"main.py", "import os\n"}, {"big.bin", random_bytes(2 << 20, 31)}}});
+  foreign.shards[0].id = shard_id_of(packed);
+  auto small = layer("small", {{{"run.sh", "#!/bin/sh\n", fs::perms(0755)}}});
+  small.shards[0].id = shard_id_of({{"run.sh", "#!/bin/sh\n", fs::perms(0644)}});
+  for (const auto& l : {foreign, small}) {
+    diagnostics diag;
+    auto r = materialise_now(plan_of({l}, 0), diag);
+    ASSERT_FALSE(r) << l.name;
+    EXPECT_EQ(r.error(), node::errc::not_packed) << diag.message;
+    EXPECT_NE(diag.message.find(fmt::format("layer {} ({}, shard 1 of 1): the object in storage at {} does not match "
+                                            "what this workstation packed",
+                                            l.name, l.id.substr(0, 12), l.shards[0].key)),
+              std::string::npos)
+        << diag.message;
+    EXPECT_FALSE(fs::exists(layer_dir(l)));
+    EXPECT_FALSE(fs::exists(marker(l)));
+    EXPECT_TRUE(leftovers().empty()) << fmt::format("{}", fmt::join(leftovers(), " "));
+  }
+  EXPECT_EQ(count_status(action_types::node::attempt, "failed"), 2u);  // one attempt each
 }
 
 TEST_F(materialise_node, a_missing_object_fails_the_download_naming_the_layer) {

@@ -19,7 +19,7 @@ layer_source layer(std::string id, std::uint64_t content) {
   layer_source l;
   l.id = std::move(id);
   l.name = "layer-" + l.id;
-  l.shards.push_back({"http://storage/" + l.id, std::string(64, 'a'), 100, 1, content});
+  l.shards.push_back({"http://storage/" + l.id, std::string(64, 'a'), 100, 1, content, std::string(64, 'b')});
   return l;
 }
 

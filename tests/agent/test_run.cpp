@@ -5,6 +5,7 @@
 #include "provision/local/network.hpp"
 #include "support/venv_closure.hpp"
 #include "support/eliot.hpp"
+#include "net/digest.hpp"
 #include "support/moto.hpp"
 #include "support/process.hpp"
 #include "support/quoted.hpp"
@@ -280,6 +281,70 @@ TEST_F(run_cli, a_job_of_many_nodes_hands_its_layers_on_and_storage_serves_each_
   ASSERT_EQ(again.size(), 1u);  // only the workspace changed
   EXPECT_EQ(again.begin()->second.first, 1u);
   EXPECT_EQ(again.begin()->second.second, 4u);
+}
+
+// Write access to the bucket is not enough to run code on a node. The attack: a layer's zip replaced by
+// another valid zip, and only the "sha256" and "zip_bytes" of its shard edited in the manifest, as text, to
+// match. The manifest's key is the hash of its content text (without the digests), so the next pack finds
+// it and believes it; no zip digest cache of the workstation's is ever asked. A fresh node must refuse
+// the zip (its entries are not the ones this workstation packed), run nothing, and keep nothing of it.
+TEST_F(run_cli, a_replaced_zip_with_its_manifest_edited_to_match_is_refused_and_never_runs) {
+  auto o = env();
+  const auto packed = run_ferry({"pack"}, o);
+  ASSERT_EQ(packed.exit_code, 0) << packed.out << packed.err;
+  const auto listed = moto_->aws({"s3", "ls", "--recursive", "s3://ferry-run/p/manifests/"});
+  ASSERT_EQ(listed.exit_code, 0) << listed.err;
+  const auto at = listed.out.find("p/manifests/");
+  ASSERT_NE(at, std::string::npos) << listed.out;
+  const auto manifest_key = listed.out.substr(at, listed.out.find('\n', at) - at);
+  temp_dir scratch;
+  ASSERT_EQ(moto_->aws({"s3", "cp", "s3://ferry-run/" + manifest_key, (scratch / "manifest.json").string()}).exit_code, 0);
+  auto text = read_file(scratch / "manifest.json");
+  std::string key, sha256;
+  std::uint64_t zip_bytes = 0;
+  const auto manifest = json::parse(text);
+  for (const auto& l : manifest.at("layers").as_array()) {
+    if (l.at("name").as_string() != "workspace") continue;
+    const auto& shard = l.at("shards").as_array().at(0).as_object();
+    key = shard.at("key").as_string();
+    sha256 = shard.at("sha256").as_string();
+    zip_bytes = shard.at("zip_bytes").to_number<std::uint64_t>();
+  }
+  ASSERT_FALSE(key.empty()) << text;
+
+  // Foreign code in a valid zip, within the shard's file and byte counts; it leaves a mark if it runs.
+  const auto marker = scratch / "foreign-code-ran";
+  const auto foreign_source = fmt::format("open('{}', 'w').close()\n", marker.string());
+  const auto zip = scratch / "foreign.zip";
+  ASSERT_EQ(run({"/usr/bin/python3", "-c",
+                 "import sys, zipfile\n"
+                 "with zipfile.ZipFile(sys.argv[1], 'w', zipfile.ZIP_DEFLATED) as z:\n"
+                 "    i = zipfile.ZipInfo('main.py'); i.external_attr = 0o100644 << 16; i.create_system = 3\n"
+                 "    z.writestr(i, sys.argv[2])\n",
+                 zip.string(), foreign_source})
+                .exit_code,
+            0);
+  const auto foreign = read_file(zip);
+  ASSERT_EQ(moto_->aws({"s3", "cp", zip.string(), "s3://ferry-run/" + key}).exit_code, 0);
+  const auto old_digest = fmt::format("\"sha256\":\"{}\",\"zip_bytes\":{}", sha256, zip_bytes);
+  ASSERT_NE(text.find(old_digest), std::string::npos) << text;
+  text.replace(text.find(old_digest), old_digest.size(),
+               fmt::format("\"sha256\":\"{}\",\"zip_bytes\":{}", net::hex_sha256(foreign), foreign.size()));
+  write_file(scratch / "edited.json", text);
+  ASSERT_EQ(moto_->aws({"s3", "cp", (scratch / "edited.json").string(), "s3://ferry-run/" + manifest_key}).exit_code, 0);
+
+  const auto trace = home_ / "tampered.jsonl";
+  const auto ran = run_ferry({"--trace", trace.string(), "run", "--", "python3", "main.py"}, o);
+  EXPECT_NE(ran.exit_code, 0) << ran.out << ran.err;
+  EXPECT_FALSE(fs::exists(marker)) << "the foreign code ran: " << ran.out << ran.err;
+  EXPECT_TRUE(contains(ran.err, "does not match what this workstation packed")) << ran.err;
+  EXPECT_TRUE(contains(ran.err, "layer workspace")) << ran.err;
+  EXPECT_TRUE(contains(ran.err, key)) << ran.err;
+  // Nothing of the foreign layer is kept anywhere: not in the node's cache, not under a temporary name.
+  for (const auto& e : fs::recursive_directory_iterator(home_.path(), fs::directory_options::skip_permission_denied)) {
+    if (!e.is_regular_file() || e.path().filename() != "main.py") continue;
+    EXPECT_NE(read_file(e.path()), foreign_source) << e.path();
+  }
 }
 
 TEST_F(run_cli, a_node_lost_mid_map_leaves_its_tasks_to_the_others) {

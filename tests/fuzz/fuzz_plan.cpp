@@ -18,7 +18,8 @@ bool same(const node::layer_source& a, const node::layer_source& b) {
   if (a.id != b.id || a.name != b.name || a.shards.size() != b.shards.size()) return false;
   for (std::size_t i = 0; i < a.shards.size(); ++i) {
     const auto &x = a.shards[i], &y = b.shards[i];
-    if (x.url != y.url || x.sha256 != y.sha256 || x.bytes != y.bytes || x.files != y.files || x.content != y.content)
+    if (x.url != y.url || x.sha256 != y.sha256 || x.bytes != y.bytes || x.files != y.files || x.content != y.content ||
+        x.id != y.id || x.key != y.key)
       return false;
   }
   return true;
