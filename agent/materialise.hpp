@@ -17,6 +17,7 @@
 //       ferry:materialise:layer {layer, name}            cached=true, or fetched
 //         ferry:materialise:lock, :attempt {attempt}
 //           ferry:materialise:shard {shard, bytes}       downloaded, entries
+//             ferry:materialise:resume {attempt}          a cut download goes on with a Range request
 // No credentials travel and none is traced: the URLs are presigned, go on stdin, never into an argv or a
 // file, and the plan is not written to the trace.
 #include "agent/layer_feed.hpp"

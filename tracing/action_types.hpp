@@ -253,6 +253,8 @@ inline constexpr std::string_view layer = "ferry:materialise:layer";      // {la
 inline constexpr std::string_view lock = "ferry:materialise:lock";        // waiting for another run's lock
 inline constexpr std::string_view attempt = "ferry:materialise:attempt";  // {attempt}: one try at a layer
 inline constexpr std::string_view shard = "ferry:materialise:shard";      // {layer, shard, bytes, source}: downloaded, entries
+// {attempt}: a download of a shard cut short goes on from where its bytes end, with a Range request.
+inline constexpr std::string_view resume = "ferry:materialise:resume";
 // Fan-out (agent/fanout_plan.hpp). Message {url}: a peer serves this job's shards; first attempts go there.
 inline constexpr std::string_view peer = "ferry:materialise:peer";
 // `ferry-node serve`'s root: the job's shards handed to peers; its success carries requests, served,

@@ -18,6 +18,34 @@ namespace {
 
 constexpr std::size_t max_link_target = 4096;
 
+std::string joined(const std::vector<std::string_view>& dirs, std::size_t count, std::string_view leaf = {}) {
+  std::string out;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (!out.empty()) out.push_back('/');
+    out.append(dirs[i]);
+  }
+  if (!leaf.empty()) {
+    if (!out.empty()) out.push_back('/');
+    out.append(leaf);
+  }
+  return out;
+}
+
+// Removes `path` (below `root`, '/'-joined) opening each directory on the way with O_NOFOLLOW.
+void remove_below(int root, std::string_view path, int flags) {
+  packaging::unique_fd held;
+  int parent = root;
+  for (auto slash = path.find('/'); slash != std::string_view::npos; slash = path.find('/')) {
+    const std::string part(path.substr(0, slash));
+    packaging::unique_fd next(::openat(parent, part.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (next.get() < 0) return;
+    held = std::move(next);
+    parent = held.get();
+    path.remove_prefix(slash + 1);
+  }
+  ::unlinkat(parent, std::string(path).c_str(), flags);
+}
+
 mode_t file_mode(const zip_entry& e) {
   const mode_t bits = e.mode & 0777;  // no set-id or sticky bits from a download
   return bits ? bits : 0644;
@@ -71,8 +99,8 @@ result<int> layer_writer::open_dirs(const std::vector<std::string_view>& dirs, s
   for (std::size_t i = keep; i < dirs.size(); ++i) {
     const int parent = i == 0 ? root_ : open_[i - 1].second.get();
     const std::string part(dirs[i]);
-    if (::mkdirat(parent, part.c_str(), 0755) != 0 && errno != EEXIST)
-      return io_failure(errno, "creating the directory of", name, diag);
+    if (::mkdirat(parent, part.c_str(), 0755) == 0) made_dirs_.push_back(joined(dirs, i + 1));
+    else if (errno != EEXIST) return io_failure(errno, "creating the directory of", name, diag);
     packaging::unique_fd fd(::openat(parent, part.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (fd.get() < 0) {
       if (errno == ELOOP || errno == ENOTDIR) return hostile(name, "passes through a symlink or a file", diag);
@@ -115,6 +143,7 @@ result<void> layer_writer::begin(const zip_entry& entry, diagnostics& diag) {
     if (errno == EEXIST) return hostile(entry.name, "is there twice (or a symlink holds its name)", diag);
     return io_failure(errno, "creating", entry.name, diag);
   }
+  made_files_.push_back(joined(path->dirs, path->dirs.size(), path->leaf));
   return {};
 }
 
@@ -148,6 +177,7 @@ result<void> layer_writer::end(diagnostics& diag) {
       if (errno == EEXIST) return hostile(e->name, "is there twice", diag);
       return io_failure(errno, "creating the symlink", e->name, diag);
     }
+    made_files_.push_back(joined(path->dirs, path->dirs.size(), path->leaf));
     bytes_written_ += link_target_.size();
     ++files_written_;
     return {};
@@ -155,6 +185,20 @@ result<void> layer_writer::end(diagnostics& diag) {
   if (::close(file_.release()) != 0) return io_failure(errno, "closing", e->name, diag);
   ++files_written_;
   return {};
+}
+
+void layer_writer::undo() {
+  file_ = packaging::unique_fd();
+  open_.clear();
+  entry_ = nullptr;
+  parent_ = -1;
+  for (auto it = made_files_.rbegin(); it != made_files_.rend(); ++it) remove_below(root_, *it, 0);
+  // Innermost first; one that another shard wrote into is not empty, and stays.
+  for (auto it = made_dirs_.rbegin(); it != made_dirs_.rend(); ++it) remove_below(root_, *it, AT_REMOVEDIR);
+  made_files_.clear();
+  made_dirs_.clear();
+  bytes_written_ = 0;
+  files_written_ = 0;
 }
 
 }  // namespace ferry::agent::node

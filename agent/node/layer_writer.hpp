@@ -31,6 +31,12 @@ class layer_writer final : public entry_sink {
   std::uint64_t bytes_written() const { return bytes_written_; }
   std::uint64_t files_written() const { return files_written_; }
 
+  // Removes what this writer made: its files and symlinks, then the directories it created that are empty
+  // (another shard's files keep theirs). A shard that failed is then fetched again into the same
+  // directory, beside the shards that succeeded, which stay. Confined as writing is: no component is
+  // followed through a symlink.
+  void undo();
+
  private:
   // Opens (creating what is missing) the directories `dirs` below the root; the descriptor of the last.
   result<int> open_dirs(const std::vector<std::string_view>& dirs, std::string_view name, diagnostics& diag);
@@ -49,6 +55,9 @@ class layer_writer final : public entry_sink {
   std::string link_target_;
   std::uint64_t bytes_written_ = 0;
   std::uint64_t files_written_ = 0;
+  // What undo() removes, as '/'-joined paths below the root, in the order they were made.
+  std::vector<std::string> made_files_;
+  std::vector<std::string> made_dirs_;
 };
 
 }  // namespace ferry::agent::node

@@ -155,7 +155,8 @@ asio::awaitable<void> fetch_one(tracing::action& act, shared_state& s, const lay
                                                         {"source", peer.empty() ? std::string("storage") : peer}});
   const auto label = fmt::format("layer {} ({}, shard {} of {}{})", layer.name, layer.id.substr(0, 12), i + 1,
                                  layer.shards.size(), peer.empty() ? "" : " from peer " + peer);
-  auto got = co_await fetch_shard(s.ctx, shard, label, writer, d, peer.empty() ? std::string_view() : s.token);
+  auto got = co_await fetch_shard(shard_act, s.ctx, shard, label, writer, d,
+                                 peer.empty() ? std::string_view() : s.token);
   if (!got) {
     out = got.error();
     shard_act.fail(out, d);
@@ -182,32 +183,55 @@ class temp_dir_guard {
   bool kept_ = false;
 };
 
-// One try at a layer: every shard into a fresh temporary directory, which becomes the layer when all
-// succeeded and is removed otherwise.
+// What a layer's attempts share: one temporary directory, and the shards already in it. A shard that
+// passed its checks stays there; a later attempt fetches only the others.
+struct layer_progress {
+  explicit layer_progress(std::size_t shards) : done(shards, false) {}
+
+  std::optional<std::string> temp;
+  std::optional<temp_dir_guard> guard;  // removes it on every way out, unless it became the layer
+  std::vector<bool> done;
+  std::uint64_t written = 0;     // by the shards done
+  std::uint64_t downloaded = 0;  // over every attempt
+};
+
+// One try at a layer: every shard not yet done into the layer's temporary directory, which becomes the
+// layer once all are done. A shard that fails takes back what it wrote.
 // `peer` by value: the caller's is a temporary, and this coroutine starts after it is gone.
 asio::awaitable<result<std::uint64_t>> attempt_layer(tracing::action& act, shared_state& s, const layer_source& layer,
-                                                     std::string peer, diagnostics& diag) {
-  auto temp = s.cache.make_temp(layer.id, diag);
-  if (!temp) co_return temp.error();
-  temp_dir_guard guard(s.cache, *temp);
-  packaging::unique_fd root(::open(temp->c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+                                                     std::string peer, layer_progress& progress, diagnostics& diag) {
+  if (!progress.temp) {
+    auto temp = s.cache.make_temp(layer.id, diag);
+    if (!temp) co_return temp.error();
+    progress.temp = std::move(*temp);
+    progress.guard.emplace(s.cache, *progress.temp);
+  }
+  const auto& temp = *progress.temp;
+  packaging::unique_fd root(::open(temp.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (root.get() < 0) {
-    diag.set(fmt::format("cannot open {}: {}", *temp, std::strerror(errno)));
+    diag.set(fmt::format("cannot open {}: {}", temp, std::strerror(errno)));
     co_return make_error_code(errc::cache_failed);
   }
   const auto total = content_bytes(layer);
-  std::vector<std::unique_ptr<layer_writer>> writers;
+  std::vector<std::unique_ptr<layer_writer>> writers(layer.shards.size());
   std::vector<diagnostics> diags(layer.shards.size());
   std::vector<error_code> errors(layer.shards.size());
-  std::uint64_t downloaded = 0;
   std::vector<asio::awaitable<void>> work;
   for (std::size_t i = 0; i < layer.shards.size(); ++i) {
-    writers.push_back(std::make_unique<layer_writer>(root.get(), *temp, layer.name, total));
-    work.push_back(fetch_one(act, s, layer, i, peer, *writers.back(), diags[i], errors[i], downloaded));
+    if (progress.done[i]) continue;
+    writers[i] = std::make_unique<layer_writer>(root.get(), temp, layer.name, total);
+    work.push_back(fetch_one(act, s, layer, i, peer, *writers[i], diags[i], errors[i], progress.downloaded));
   }
   co_await net::run_all(std::move(work));
-  std::uint64_t written = 0;
-  for (const auto& w : writers) written += w->bytes_written();
+  for (std::size_t i = 0; i < writers.size(); ++i) {
+    if (!writers[i]) continue;
+    if (errors[i]) {
+      writers[i]->undo();
+      continue;
+    }
+    progress.done[i] = true;
+    progress.written += writers[i]->bytes_written();
+  }
   // The writers' and the root's descriptors close before anything is removed or renamed.
   writers.clear();
   root = packaging::unique_fd();
@@ -216,9 +240,9 @@ asio::awaitable<result<std::uint64_t>> attempt_layer(tracing::action& act, share
     diag = std::move(diags[i]);
     co_return errors[i];
   }
-  if (auto r = s.cache.commit(layer.id, *temp, written, diag); !r) co_return r.error();
-  guard.keep();
-  co_return downloaded;
+  if (auto r = s.cache.commit(layer.id, temp, progress.written, diag); !r) co_return r.error();
+  progress.guard->keep();
+  co_return progress.downloaded;
 }
 
 bool worth_retrying(const error_code& ec) {
@@ -255,11 +279,12 @@ asio::awaitable<result<layer_result>> materialise_layer(tracing::action& parent,
   const config::retry_settings policy{attempts, std::chrono::milliseconds(s.ctx.limits.retry_base_ms),
                                       std::chrono::milliseconds(s.ctx.limits.retry_max_ms)};
   bool from_peer = false;
+  layer_progress progress(layer.shards.size());
   auto got = co_await net::with_retry<std::uint64_t>(
       act, action_types::node::attempt, policy,
       [&](tracing::action& try_act, net::attempt_info& info) {
         from_peer = info.number == 1 && !peer.empty();
-        return attempt_layer(try_act, s, layer, from_peer ? peer : std::string(), info.diag);
+        return attempt_layer(try_act, s, layer, from_peer ? peer : std::string(), progress, info.diag);
       },
       [&](const error_code& ec) {
         return !s.stop && ec != asio::error::operation_aborted && (from_peer || worth_retrying(ec));

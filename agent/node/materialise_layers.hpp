@@ -3,8 +3,10 @@
 // arrive (plan.hpp): `limits.parallelism` layers at a time, each under its own lock; their shards download
 // `limits.parallelism` at a time across the whole plan, each streamed, hashed and extracted straight into the layer's temporary directory
 // (shard_fetch.hpp); a layer whose shards all succeeded is renamed into place, then marked. A failed
-// attempt at a layer (a cut download, a 5xx) throws its directory away and tries again through the retry
-// helper; once a layer has failed for good, no new shard starts (in a lazy start only that layer fails:
+// attempt at a layer (a download still cut after its resumes, a 5xx) is tried again through the retry
+// helper, into the same directory: a shard that passed its checks stays, and only the others are fetched
+// again, each failed one's files removed first. Once a layer has failed for good (its directory goes
+// then), no new shard starts (in a lazy start only that layer fails:
 // the command may never import it, and needs the workspace whatever else failed). Least recently used layers beyond the
 // plan's cap are evicted at the end. What is known of the plan as it goes is plan_progress.hpp (sans-io).
 #include "agent/node/plan.hpp"

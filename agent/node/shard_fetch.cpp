@@ -6,6 +6,8 @@
 #include "net/cancellation.hpp"
 #include "net/digest.hpp"
 #include "net/error.hpp"
+#include "net/retry.hpp"
+#include "tracing/action_types.hpp"
 
 #include <fmt/format.h>
 
@@ -25,9 +27,9 @@ error_code fail(errc code, diagnostics& diag, std::string text) {
 
 class shard_reader {
  public:
-  shard_reader(fetch_context& ctx, const shard_source& shard, std::string_view layer, layer_writer& writer,
-               url_parts url, std::string_view token)
-      : ctx_(ctx), shard_(shard), layer_(layer), url_(std::move(url)), token_(token),
+  shard_reader(tracing::action& act, fetch_context& ctx, const shard_source& shard, std::string_view layer,
+               layer_writer& writer, url_parts url, std::string_view token)
+      : act_(act), ctx_(ctx), shard_(shard), layer_(layer), url_(std::move(url)), token_(token),
         tee_(ctx.serve_dir, shard.sha256), checked_(writer) {}
 
   asio::awaitable<result<shard_outcome>> run(diagnostics& diag) {
@@ -37,28 +39,67 @@ class shard_reader {
   }
 
  private:
-  // GETs bytes [first, last] (all when `last` is 0) into `out`, or streams them to `sink`.
+  // GETs bytes [first, last] (all when `last` is 0) into `out`, or streams them to `sink`. A transfer cut
+  // short goes on from where the bytes received end, with a Range request, up to the plan's attempts more
+  // times (net/retry, each a resume action): what came is never asked for again, and the sink (the running
+  // hash, the zip stream) carries on over the rest, so the checks still cover the whole shard.
   asio::awaitable<result<void>> get(std::uint64_t first, std::uint64_t last, std::string* out,
                                     const net::async_body_sink* sink, diagnostics& diag) {
+    std::uint64_t received = 0;
+    if (out) out->clear();
+    auto r = co_await get_from(first, last, received, out, sink, diag);
+    if (r || !resumable(r.error())) co_return r;
+    const config::retry_settings policy{ctx_.limits.attempts, std::chrono::milliseconds(ctx_.limits.retry_base_ms),
+                                        std::chrono::milliseconds(ctx_.limits.retry_max_ms)};
+    co_return co_await net::with_retry<void>(
+        act_, action_types::node::resume, policy,
+        [&](tracing::action&, net::attempt_info& info) {
+          return get_from(first, last, received, out, sink, info.diag);
+        },
+        [](const error_code& ec) { return resumable(ec); }, diag);
+  }
+
+  static bool resumable(const error_code& ec) {
+    return ec != asio::error::operation_aborted &&
+           (net::is_retryable(ec) || ec == make_error_code(errc::download_failed));
+  }
+
+  // One request for what of [first, last] has not come yet (`received` bytes have), adding to `received`
+  // what this one delivers.
+  asio::awaitable<result<void>> get_from(std::uint64_t first, std::uint64_t last, std::uint64_t& received,
+                                         std::string* out, const net::async_body_sink* sink, diagnostics& diag) {
     net::http_request request;
     request.target = url_.target;
     request.headers.set(net::http::field::host, url_.host_header);
     if (!token_.empty()) request.headers.set("x-ferry-token", token_);
-    const bool ranged = last != 0;
-    if (ranged) request.headers.set(net::http::field::range, fmt::format("bytes={}-{}", first, last));
-    const auto want = ranged ? last - first + 1 : shard_.bytes;
+    const auto to = last != 0 ? last : shard_.bytes - 1;
+    const auto from = first + received;
+    const bool ranged = last != 0 || received > 0;
+    if (ranged) request.headers.set(net::http::field::range, fmt::format("bytes={}-{}", from, to));
+    const auto asked = to - first + 1;
+    const auto want = to - from + 1;
     // What is kept whole is never more than was asked for, whatever the server says it sends.
     const net::body_sink keep = [&](std::span<const char> chunk) -> error_code {
-      if (out->size() + chunk.size() > want) {
-        diag.set(fmt::format("downloading {}: storage sent more than the {} bytes asked for", layer_, want));
+      if (out->size() + chunk.size() > asked) {
+        diag.set(fmt::format("downloading {}: storage sent more than the {} bytes asked for", layer_, asked));
         return make_error_code(errc::download_failed);
       }
       out->append(chunk.data(), chunk.size());
+      received += chunk.size();
+      downloaded_ += chunk.size();
       return {};
     };
-    if (out) out->clear();
-    auto response =
-        co_await ctx_.http.send(url_.to, request, net::response_sink{out ? &keep : nullptr, sink}, diag);
+    // Only what the sink took counts as received: a chunk it refused is not there to resume after.
+    const net::async_body_sink pass = [&](std::span<const char> chunk) -> asio::awaitable<error_code> {
+      const auto ec = co_await (*sink)(chunk);
+      if (!ec) {
+        received += chunk.size();
+        downloaded_ += chunk.size();
+      }
+      co_return ec;
+    };
+    auto response = co_await ctx_.http.send(url_.to, request,
+                                            net::response_sink{out ? &keep : nullptr, sink ? &pass : nullptr}, diag);
     if (!response) co_return response.error();
     if (response->status != (ranged ? 206u : 200u)) {
       if (response->status / 100 == 2)
@@ -71,7 +112,6 @@ class shard_reader {
       co_return fail(errc::download_failed, diag,
                      fmt::format("downloading {}: {} bytes came, {} were asked for", layer_,
                                  response->body_bytes, want));
-    downloaded_ += response->body_bytes;
     co_return result<void>{};
   }
 
@@ -207,6 +247,7 @@ class shard_reader {
     co_return shard_outcome{downloaded_, entries_};
   }
 
+  tracing::action& act_;
   fetch_context& ctx_;
   const shard_source& shard_;
   std::string_view layer_;
@@ -281,11 +322,12 @@ result<url_parts> split_url(std::string_view url, diagnostics& diag) {
   return out;
 }
 
-asio::awaitable<result<shard_outcome>> fetch_shard(fetch_context& ctx, const shard_source& shard, std::string_view label,
-                                                   layer_writer& writer, diagnostics& diag, std::string_view token) {
+asio::awaitable<result<shard_outcome>> fetch_shard(tracing::action& act, fetch_context& ctx, const shard_source& shard,
+                                                   std::string_view label, layer_writer& writer, diagnostics& diag,
+                                                   std::string_view token) {
   auto url = split_url(shard.url, diag);
   if (!url) co_return url.error();
-  shard_reader reader(ctx, shard, label, writer, std::move(*url), token);
+  shard_reader reader(act, ctx, shard, label, writer, std::move(*url), token);
   auto got = co_await reader.run(diag);
   // Every failure names the shard: the zip's and the transport's own words do not.
   if (!got && diag.message.find(label) == std::string::npos) diag.set(fmt::format("{}: {}", label, diag.message));

@@ -14,6 +14,7 @@
 #include "agent/node/plan.hpp"
 #include "net/http_client.hpp"
 #include "net/offload.hpp"
+#include "tracing/action.hpp"
 
 #include <boost/asio/awaitable.hpp>
 
@@ -39,8 +40,9 @@ struct shard_outcome {
 // errc::not_packed (the entries are not the workstation's: never worth another attempt), errc::bad_zip,
 // errc::over_manifest, or what the writer failed with.
 // `label` names the shard in messages: "layer numpy (3f2a9c01b2d4, shard 2 of 3)".
-asio::awaitable<result<shard_outcome>> fetch_shard(fetch_context& ctx, const shard_source& shard, std::string_view label,
-                                                   layer_writer& writer, diagnostics& diag,
+// A download cut short resumes with a Range request from where its bytes end (a resume action of `act`).
+asio::awaitable<result<shard_outcome>> fetch_shard(tracing::action& act, fetch_context& ctx, const shard_source& shard,
+                                                   std::string_view label, layer_writer& writer, diagnostics& diag,
                                                    std::string_view token = {});
 
 // An HTTP status from storage as net's codes, so a retry predicate knows 5xx and 429 (worth another try)

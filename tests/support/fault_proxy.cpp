@@ -9,9 +9,11 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -64,6 +66,8 @@ struct connection {
   const bool faulty;
   bool closed = false;
   std::array<std::uint64_t, 2> forwarded{};
+  std::string head;  // what the client sent first, up to the end of its first request's headers
+  bool head_done = false;
 };
 
 }  // namespace
@@ -103,6 +107,8 @@ struct fault_proxy::impl {
   std::atomic<std::uint64_t> accepted{0};
   std::atomic<std::uint64_t> cut{0};
   std::array<std::atomic<std::uint64_t>, 2> bytes{0, 0};
+  std::mutex heads_mutex;
+  std::vector<std::string> heads;  // each connection's first request head, as it was complete
   std::thread thread;
 };
 
@@ -141,6 +147,17 @@ asio::awaitable<void> fault_proxy::impl::pump(std::shared_ptr<connection> conn, 
     if (read_ec) {
       conn->reset();
       co_return;
+    }
+    if (d == upload && !conn->head_done) {
+      // The request line and headers: what a test asks of the requests (a Range header, say).
+      conn->head.append(buffer.data(), std::min<std::size_t>(n, 16384));
+      const auto end = conn->head.find("\r\n\r\n");
+      if (end != std::string::npos || conn->head.size() >= 16384) {
+        conn->head_done = true;
+        if (end != std::string::npos) conn->head.resize(end);
+        std::lock_guard lock(heads_mutex);
+        heads.push_back(conn->head);
+      }
     }
     if (const auto delay = delay_ms.load(); delay > 0) {
       timer.expires_after(std::chrono::milliseconds(delay));
@@ -202,5 +219,10 @@ std::uint64_t fault_proxy::connections_accepted() const { return impl_->accepted
 std::uint64_t fault_proxy::connections_cut() const { return impl_->cut; }
 std::uint64_t fault_proxy::bytes_uploaded() const { return impl_->bytes[upload]; }
 std::uint64_t fault_proxy::bytes_downloaded() const { return impl_->bytes[download]; }
+
+std::vector<std::string> fault_proxy::request_heads() const {
+  std::lock_guard lock(impl_->heads_mutex);
+  return impl_->heads;
+}
 
 }  // namespace ferry::test

@@ -16,6 +16,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace ferry::test {
 
@@ -52,6 +53,9 @@ class fault_proxy {
   std::uint64_t connections_cut() const;
   std::uint64_t bytes_uploaded() const;    // forwarded client -> server
   std::uint64_t bytes_downloaded() const;  // forwarded server -> client
+  // The head (request line and headers, without the blank line) of the first request on each connection,
+  // in the order they were complete.
+  std::vector<std::string> request_heads() const;
 
  private:
   struct impl;
