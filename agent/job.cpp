@@ -206,11 +206,11 @@ asio::awaitable<void> job::pack_step(diagnostics& diag) {
   }
 }
 
-asio::awaitable<bool> job::python_fits(ready_node& node) {
+asio::awaitable<bool> job::python_fits(ready_node& node, const environment& env) {
   if (python_.empty() || !local_python_) co_return true;
   auto act = act_.child(action_types::agent::python_check, {{"node", node.node.id}, {"python", python_}});
   diagnostics diag;
-  auto got = co_await ask_node_python(act, *node.session, python_, diag);
+  auto got = co_await ask_node_python(act, *node.session, python_, env.workdir, diag);
   if (!got) {
     act.fail(got.error(), diag);
     if (got.error() != asio::error::operation_aborted)
@@ -274,7 +274,7 @@ asio::awaitable<void> job::work_when_ready(ready_node& node, lazy_link& link) {
   if (link.early && !stopped) {
     began_work(begin);
     job_node jn{node, *link.early};
-    if (co_await python_fits(node)) co_await work_(jn);
+    if (co_await python_fits(node, *link.early)) co_await work_(jn);
   }
 }
 
@@ -366,7 +366,7 @@ asio::awaitable<void> job::node_steps(ready_node& node, const fanout_role* fan) 
   began_work(begin);
   times_.layers_fetched += env->layers_fetched;
   job_node jn{node, *env};
-  if (co_await python_fits(node)) co_await work_(jn);
+  if (co_await python_fits(node, *env)) co_await work_(jn);
 }
 
 asio::awaitable<void> job::provide(std::size_t count) {

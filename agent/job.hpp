@@ -104,7 +104,7 @@ class job {
   boost::asio::awaitable<void> work_when_ready(ready_node& node, lazy_link& link);
   void began_work(std::chrono::steady_clock::time_point begin);
   // The node's interpreter fits the packed environment (check_python); false: the node gets no work.
-  boost::asio::awaitable<bool> python_fits(ready_node& node);
+  boost::asio::awaitable<bool> python_fits(ready_node& node, const environment& env);
   // The order the nodes' commands imported layers in, merged with the stored one, stored when it changed.
   boost::asio::awaitable<void> store_import_order();
   void hurry(const std::vector<std::string>& ids);

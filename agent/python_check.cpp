@@ -112,8 +112,10 @@ python_verdict compare_python(const packaging::python_info& local, const node_py
 }
 
 boost::asio::awaitable<result<node_python>> ask_node_python(tracing::action& parent, net::ssh_session& session,
-                                                            const std::string& python, diagnostics& diag) {
-  const auto command = fmt::format("{} -S -c {}", net::shell_quote(python), net::shell_quote(script));
+                                                            const std::string& python, const std::string& workdir,
+                                                            diagnostics& diag) {
+  auto command = fmt::format("{} -S -c {}", net::shell_quote(python), net::shell_quote(script));
+  if (!workdir.empty()) command = fmt::format("cd {} && {}", net::shell_quote(workdir), command);
   auto ran = co_await net::run_command(parent, session, command, diag);
   if (!ran) co_return ran.error();
   node_python got;

@@ -41,8 +41,10 @@ bool parse_node_python(std::string_view out, node_python& got, std::string& why)
 python_verdict compare_python(const packaging::python_info& local, const node_python& node, std::string_view where,
                               const std::vector<std::string>& compiled);
 
-// Runs the check's program with `python` (as the command names it) on the node.
+// Runs the check's program with `python` (as the command names it) on the node, in `workdir` (where the
+// command runs: a relative interpreter path means the same there); empty: the login's directory.
 boost::asio::awaitable<result<node_python>> ask_node_python(tracing::action& parent, net::ssh_session& session,
-                                                            const std::string& python, diagnostics& diag);
+                                                            const std::string& python, const std::string& workdir,
+                                                            diagnostics& diag);
 
 }  // namespace ferry::agent

@@ -49,7 +49,8 @@ TEST(node_program, runs_on_debian_11_whose_glibc_is_older_and_which_has_no_curl_
   mo.auth = false;  // presigned GETs
   test::moto_server moto(mo);
   moto.make_bucket("old");
-  const auto zip = test_zip::make_zip({{"pkg/__init__.py", "X = 11\n"}, {"new\nline", "n"}});
+  const std::vector<test_zip::spec_entry> entries = {{"new\nline", "n"}, {"pkg/__init__.py", "X = 11\n"}};
+  const auto zip = test_zip::make_zip(entries);
   test::temp_dir dir;
   const auto file = dir.write("layer.zip", zip);
   ASSERT_EQ(moto.aws({"s3", "cp", file.string(), "s3://old/layer.zip"}).exit_code, 0);
@@ -60,7 +61,8 @@ TEST(node_program, runs_on_debian_11_whose_glibc_is_older_and_which_has_no_curl_
   plan.cache_dir = "/tmp/" + own + "/cache";
   plan.workspace = 0;
   plan.layers.push_back({net::hex_sha256("old-layer"), "workspace",
-                         {{url.out.substr(0, url.out.find('\n')), net::hex_sha256(zip), zip.size(), 2, 9}}});
+                         {{url.out.substr(0, url.out.find('\n')), net::hex_sha256(zip), zip.size(), 2, 9,
+                           test_zip::shard_id(entries), "layer.zip"}}});
   test::process_options o;
   o.input = plan_lines(plan);
   const auto r = test::run({"chroot", debian_11.string(), "/tmp/" + own + "/ferry-node", "materialise"}, o);

@@ -3,6 +3,8 @@
 // entries ferry's own writer never makes (hostile names, odd modes) as well as ordinary ones, and a
 // reader that runs agent/node's sans-io zip code over the bytes as they would arrive.
 #include "agent/node/zip_stream.hpp"
+#include "net/digest.hpp"
+#include "packaging/layer.hpp"
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
 
@@ -47,6 +49,21 @@ inline std::string make_zip(const std::vector<spec_entry>& entries, const std::s
   auto r = ferry::test::run(argv);
   if (r.exit_code != 0) throw std::runtime_error("make_zip.py: " + r.err);
   return ferry::test::read_file(out);
+}
+
+// The id a workstation gives a shard of `entries` (packaging/layer.hpp), which the node program checks what
+// it inflates against: the zip must hold them in this order (by path), as ferry's writer does.
+inline std::string shard_id(const std::vector<spec_entry>& entries) {
+  std::vector<packaging::file_entry> files;
+  for (const auto& e : entries) {
+    packaging::file_entry f;
+    f.path = e.name;
+    f.type = e.symlink ? packaging::file_entry::kind::symlink : packaging::file_entry::kind::regular;
+    f.permissions = e.symlink ? 0777 : e.mode;
+    f.digest = net::sha256(e.data);
+    files.push_back(std::move(f));
+  }
+  return net::to_hex(packaging::entries_id(files));
 }
 
 // The directory of a whole zip held in memory, as the node program reads it.
