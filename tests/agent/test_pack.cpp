@@ -15,6 +15,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <random>
 #include <thread>
@@ -572,10 +573,19 @@ TEST_F(pack_cli, a_slow_upload_that_moves_bytes_is_not_a_stall) {
   EXPECT_GE(proxy.bytes_uploaded(), 4u << 20);
 }
 
-TEST_F(pack_cli, storage_that_freezes_mid_upload_with_the_default_timeouts_ends_the_pack_at_the_stall_limit) {
-  // Two shards of one layer, each a multipart upload; storage stops answering once both are under way.
+// What a pack of two shards of one layer, each a multipart upload, did when storage stopped answering once
+// both were under way (`settings` on top of the usual environment), waited for up to `limit`.
+struct frozen_pack {
+  process_result result;
+  bool ended = false;     // before the limit
+  std::string endpoint;   // of the storage that froze
+};
+
+frozen_pack pack_into_storage_that_freezes(const std::map<std::string, std::string>& settings, unsigned seed,
+                                           std::chrono::seconds limit, const fs::path& trace,
+                                           const std::function<process_options(const temp_dir&)>& env_for_ws) {
   temp_dir ws;
-  std::mt19937 rng(7);
+  std::mt19937 rng(seed);
   for (const auto* name : {"a.bin", "b.bin"}) {
     std::string bytes(24u << 20, '\0');
     for (auto& b : bytes) b = static_cast<char>(rng());
@@ -583,16 +593,11 @@ TEST_F(pack_cli, storage_that_freezes_mid_upload_with_the_default_timeouts_ends_
   }
   moto_server frozen;
   frozen.make_bucket("packs");
-  auto options = env_for(ws, prefix_);
+  auto options = env_for_ws(ws);
   for (const auto& [k, v] : frozen.process_env().env) options.env[k] = v;
   options.env["FERRY_PACKAGING_SHIP_SITE_PACKAGES"] = "false";
   options.env["FERRY_PACKAGING_SHARD_SIZE"] = "20MiB";
-  // Reads and writes wait 60 s and each request is tried 5 times, as by default: only the stall bound and
-  // the abort's own budget can end it soon.
-  options.env["FERRY_NET_STALL_WARNING"] = "1s";
-  options.env["FERRY_NET_STALL_LIMIT"] = "3s";
-  options.env["FERRY_NET_ABORT_TIMEOUT"] = "1s";
-  const auto trace = scratch_ / "frozen.jsonl";
+  for (const auto& [k, v] : settings) options.env[k] = v;
   auto child = spawn_ferry({"pack", "--trace", trace.string()}, options);
   auto uploads = [&] {
     const auto log = frozen.log();
@@ -601,21 +606,33 @@ TEST_F(pack_cli, storage_that_freezes_mid_upload_with_the_default_timeouts_ends_
     return n;
   };
   for (int i = 0; i < 600 && uploads() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  ASSERT_GE(uploads(), 2u) << frozen.log();
+  EXPECT_GE(uploads(), 2u) << frozen.log();
   frozen.freeze();
-  bool ended = false;
-  for (int i = 0; i < 900 && !ended; ++i) {
+  frozen_pack out;
+  out.endpoint = options.env["AWS_ENDPOINT_URL"];
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (!out.ended && std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    ended = dead_or_zombie(child->pid());
+    out.ended = dead_or_zombie(child->pid());
   }
   frozen.thaw();
-  if (!ended) child->signal(SIGKILL);
-  const auto r = child->wait();
-  ASSERT_TRUE(ended) << "ferry pack still ran 90 s after storage froze:\n" << r.err;
+  if (!out.ended) child->signal(SIGKILL);
+  out.result = child->wait();
+  return out;
+}
+
+TEST_F(pack_cli, storage_that_freezes_mid_upload_with_the_default_timeouts_ends_the_pack_at_the_stall_limit) {
+  // Reads and writes wait 60 s and each request is tried 5 times, as by default: only the stall bound and
+  // the abort's own budget can end it soon.
+  const auto trace = scratch_ / "frozen.jsonl";
+  const auto got = pack_into_storage_that_freezes(
+      {{"FERRY_NET_STALL_WARNING", "1s"}, {"FERRY_NET_STALL_LIMIT", "3s"}, {"FERRY_NET_ABORT_TIMEOUT", "1s"}}, 7,
+      std::chrono::seconds(90), trace, [&](const temp_dir& ws) { return env_for(ws, prefix_); });
+  const auto& r = got.result;
+  ASSERT_TRUE(got.ended) << "ferry pack still ran 90 s after storage froze:\n" << r.err;
   EXPECT_EQ(r.exit_code, 1) << r.err;
-  const auto endpoint = options.env["AWS_ENDPOINT_URL"];
-  EXPECT_TRUE(contains(r.err, "ferry: warning: storage at " + endpoint + " has made no progress for ")) << r.err;
-  const auto error = "ferry: error: storage at " + endpoint + " made no progress for ";
+  EXPECT_TRUE(contains(r.err, "ferry: warning: storage at " + got.endpoint + " has made no progress for ")) << r.err;
+  const auto error = "ferry: error: storage at " + got.endpoint + " made no progress for ";
   ASSERT_TRUE(contains(r.err, error)) << r.err;
   const auto error_line = r.err.substr(r.err.find(error));
   EXPECT_TRUE(contains(error_line, "s3://packs/" + prefix_ + "layers/")) << error_line;
@@ -630,44 +647,13 @@ TEST_F(pack_cli, storage_that_freezes_mid_upload_with_the_default_timeouts_ends_
 }
 
 TEST_F(pack_cli, storage_that_freezes_mid_upload_ends_the_pack_with_an_error_not_a_hang) {
-  // Two shards of one layer, each a multipart upload; storage stops answering once both are under way.
-  temp_dir ws;
-  std::mt19937 rng(5);
-  for (const auto* name : {"a.bin", "b.bin"}) {
-    std::string bytes(24u << 20, '\0');
-    for (auto& b : bytes) b = static_cast<char>(rng());
-    std::ofstream(ws / name, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  }
-  moto_server frozen;
-  frozen.make_bucket("packs");
-  auto options = env_for(ws, prefix_);
-  for (const auto& [k, v] : frozen.process_env().env) options.env[k] = v;
-  options.env["FERRY_PACKAGING_SHIP_SITE_PACKAGES"] = "false";
-  options.env["FERRY_PACKAGING_SHARD_SIZE"] = "20MiB";
-  options.env["FERRY_NET_READ_TIMEOUT"] = "3s";
-  options.env["FERRY_NET_WRITE_TIMEOUT"] = "3s";
-  options.env["FERRY_NET_RETRY_MAX_ATTEMPTS"] = "1";
-  const auto trace = scratch_ / "frozen.jsonl";
-  auto child = spawn_ferry({"pack", "--trace", trace.string()}, options);
-  auto uploads = [&] {
-    const auto log = frozen.log();
-    std::size_t n = 0;
-    for (auto at = log.find("?uploads="); at != std::string::npos; at = log.find("?uploads=", at + 1)) ++n;
-    return n;
-  };
-  for (int i = 0; i < 600 && uploads() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  ASSERT_GE(uploads(), 2u) << frozen.log();
-  frozen.freeze();
   // Every request has a 3 s deadline and one attempt: a minute is ample; a hang never ends.
-  bool ended = false;
-  for (int i = 0; i < 600 && !ended; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    ended = dead_or_zombie(child->pid());
-  }
-  frozen.thaw();
-  if (!ended) child->signal(SIGKILL);
-  const auto r = child->wait();
-  ASSERT_TRUE(ended) << "ferry pack still ran a minute after storage froze";
+  const auto trace = scratch_ / "frozen.jsonl";
+  const auto got = pack_into_storage_that_freezes(
+      {{"FERRY_NET_READ_TIMEOUT", "3s"}, {"FERRY_NET_WRITE_TIMEOUT", "3s"}, {"FERRY_NET_RETRY_MAX_ATTEMPTS", "1"}},
+      5, std::chrono::seconds(60), trace, [&](const temp_dir& ws) { return env_for(ws, prefix_); });
+  const auto& r = got.result;
+  ASSERT_TRUE(got.ended) << "ferry pack still ran a minute after storage froze";
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("timeout"), std::string::npos) << r.err;
   const auto tasks = eliot_parse({trace});
