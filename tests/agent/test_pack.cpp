@@ -5,6 +5,7 @@
 #include "support/loopback_listener.hpp"
 #include "support/moto.hpp"
 #include "support/process.hpp"
+#include "support/random_bytes.hpp"
 #include "support/temp_dir.hpp"
 
 #include <boost/json.hpp>
@@ -554,12 +555,7 @@ TEST_F(pack_cli, a_slow_upload_that_moves_bytes_is_not_a_stall) {
   // storage until its end, under a stall limit of one second.
   temp_dir ws;
   ws.write("train.py", "print('train')\n");
-  {
-    std::mt19937 rng(3);
-    std::string bytes(4u << 20, '\0');
-    for (auto& b : bytes) b = static_cast<char>(rng());
-    std::ofstream(ws / "weights.bin", std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  }
+  write_random_file(ws / "weights.bin", 4u << 20, 3);
   fault_proxy proxy{"127.0.0.1", moto_->port()};
   proxy.set_rate(512u << 10);
   auto options = env_for(ws, prefix_);
@@ -585,12 +581,8 @@ frozen_pack pack_into_storage_that_freezes(const std::map<std::string, std::stri
                                            std::chrono::seconds limit, const fs::path& trace,
                                            const std::function<process_options(const temp_dir&)>& env_for_ws) {
   temp_dir ws;
-  std::mt19937 rng(seed);
-  for (const auto* name : {"a.bin", "b.bin"}) {
-    std::string bytes(24u << 20, '\0');
-    for (auto& b : bytes) b = static_cast<char>(rng());
-    std::ofstream(ws / name, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  }
+  write_random_file(ws / "a.bin", 24u << 20, seed);
+  write_random_file(ws / "b.bin", 24u << 20, seed + 1);
   moto_server frozen;
   frozen.make_bucket("packs");
   auto options = env_for_ws(ws);
@@ -666,12 +658,7 @@ TEST_F(pack_cli, ctrl_c_while_shipping_aborts_the_uploads_stores_no_manifest_and
   // (several parts of one multipart upload) when the interrupt comes.
   temp_dir ws;
   ws.write("train.py", "print('train')\n");
-  {
-    std::mt19937 rng(11);
-    std::string bytes(48u << 20, '\0');
-    for (auto& b : bytes) b = static_cast<char>(rng());
-    std::ofstream(ws / "weights.bin", std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  }
+  write_random_file(ws / "weights.bin", 48u << 20, 11);
   fault_proxy proxy{"127.0.0.1", moto_->port()};
   proxy.set_delay(std::chrono::milliseconds(5));
   auto options = env_for(ws, prefix_);
