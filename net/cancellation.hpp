@@ -11,7 +11,11 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/error.hpp>
 #include <boost/asio/experimental/channel_error.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/this_coro.hpp>
+
+#include <memory>
+#include <type_traits>
 
 namespace ferry::net {
 
@@ -76,6 +80,63 @@ class terminal_relay {
 inline boost::asio::awaitable<bool> cancelled() {
   auto state = co_await boost::asio::this_coro::cancellation_state;
   co_return state.cancelled() != boost::asio::cancellation_type::none;
+}
+
+namespace cancellation_detail {
+
+template <typename T>
+boost::asio::awaitable<T> cancelled_from_the_start(boost::asio::awaitable<T> op,
+                                                   std::shared_ptr<boost::asio::cancellation_signal> signal) {
+  co_await accept_cancellation();
+  // Recorded now, before `op`'s first step, so that its cancelled() is true from the start; and emitted
+  // again once `op` waits, so that its first operation ends at once (any later one is `op`'s own to avoid).
+  signal->emit(boost::asio::cancellation_type::total);
+  boost::asio::post(co_await boost::asio::this_coro::executor,
+                    [signal] { signal->emit(boost::asio::cancellation_type::total); });
+  co_return co_await std::move(op);
+}
+
+}  // namespace cancellation_detail
+
+// Awaits `op` on a coroutine thread of its own that counts as cancelled (total) from its first step; later
+// cancellations of the caller (terminal) reach it too. Asio records a cancellation in a coroutine's state
+// but hands it only to the operation in flight at that moment: work that a cancelled coroutine starts
+// afterwards on a thread of its own (run_all's tasks) would otherwise run on as if nothing had happened.
+template <typename T>
+boost::asio::awaitable<T> started_cancelled(boost::asio::awaitable<T> op) {
+  namespace asio = boost::asio;
+  auto signal = std::make_shared<asio::cancellation_signal>();
+  auto state = co_await boost::asio::this_coro::cancellation_state;
+  auto caller = state.slot();
+  struct forward {
+    asio::cancellation_slot slot;
+    ~forward() {
+      if (slot.is_connected()) slot.clear();
+    }
+  } forwarding{caller};
+  if (caller.is_connected()) caller.assign([signal](asio::cancellation_type t) { signal->emit(t); });
+  auto ex = co_await asio::this_coro::executor;
+  auto task = cancellation_detail::cancelled_from_the_start(std::move(op), signal);
+  auto token = asio::bind_cancellation_slot(signal->slot(), asio::use_awaitable);
+  if constexpr (std::is_void_v<T>) {
+    co_await asio::co_spawn(ex, std::move(task), token);
+  } else {
+    co_return co_await asio::co_spawn(ex, std::move(task), token);
+  }
+}
+
+// `op` as it is, or started_cancelled(op) when this coroutine was cancelled before it: for an operation
+// that runs on threads of its own (Asio's `a || b`).
+template <typename T>
+boost::asio::awaitable<T> carrying_cancellation(boost::asio::awaitable<T> op) {
+  const bool stopped = co_await cancelled();
+  if constexpr (std::is_void_v<T>) {
+    if (stopped) co_return co_await started_cancelled(std::move(op));
+    co_await std::move(op);
+  } else {
+    if (stopped) co_return co_await started_cancelled(std::move(op));
+    co_return co_await std::move(op);
+  }
 }
 
 }  // namespace ferry::net

@@ -2,8 +2,8 @@
 // The one place ferry races an operation with a timer. Asio's `a || b` co_spawns its operands, and a
 // spawned coroutine hears only terminal cancellation unless it accepts more: written inline, the race
 // ignores the total cancellation of Ctrl-C's first step and waits out the timer instead. Here both sides
-// accept it, so a cancelled caller is answered at once, and when the deadline comes first the operation is
-// cancelled (terminal) and waited for before this returns.
+// accept it, so a cancelled caller is answered at once (one cancelled before the call too), and when the
+// deadline comes first the operation is cancelled (terminal) and waited for before this returns.
 #include "net/cancellation.hpp"
 
 #include <boost/asio/awaitable.hpp>
@@ -42,7 +42,8 @@ boost::asio::awaitable<std::optional<T>> with_deadline(boost::asio::awaitable<T>
                                                        std::chrono::steady_clock::time_point deadline) {
   using namespace boost::asio::experimental::awaitable_operators;
   boost::asio::steady_timer timer(co_await boost::asio::this_coro::executor, deadline);
-  auto first = co_await (deadline_detail::accepting(std::move(op)) || deadline_detail::expiry(timer));
+  auto race = deadline_detail::accepting(std::move(op)) || deadline_detail::expiry(timer);
+  auto first = co_await carrying_cancellation(std::move(race));
   if (first.index() == 1) co_return std::nullopt;
   co_return std::optional<T>(std::get<0>(std::move(first)));
 }
@@ -52,7 +53,8 @@ inline boost::asio::awaitable<bool> with_deadline(boost::asio::awaitable<void> o
                                                   std::chrono::steady_clock::time_point deadline) {
   using namespace boost::asio::experimental::awaitable_operators;
   boost::asio::steady_timer timer(co_await boost::asio::this_coro::executor, deadline);
-  auto first = co_await (deadline_detail::accepting(std::move(op)) || deadline_detail::expiry(timer));
+  auto race = deadline_detail::accepting(std::move(op)) || deadline_detail::expiry(timer);
+  auto first = co_await carrying_cancellation(std::move(race));
   co_return first.index() == 0;
 }
 

@@ -55,6 +55,8 @@ struct first_failure_cancels_the_rest {
 
 asio::awaitable<result<void>> fan_out(std::size_t count, std::size_t limit, fan_out_item item, diagnostics& diag) {
   if (count == 0) co_return result<void>{};
+  // A caller cancelled before the call starts no item: it is cancelled already.
+  if (co_await cancelled()) co_return error_code(asio::error::operation_aborted);
   fan_out_state s;
   s.count = count;
   s.item = std::move(item);

@@ -2,8 +2,9 @@
 // The one bounded fan-out: item(0) .. item(count - 1), at most `limit` at once, on the caller's executor.
 // The first item to fail ends it: no further item starts, the ones in flight are cancelled (total
 // cancellation, so each ends its actions as cancelled), and that first failure, with its diagnostics, is
-// the result. Cancelling the caller cancels them all; the result is then operation_aborted. Work whose
-// items must all run whatever the others do keeps each outcome itself and returns success.
+// the result. Cancelling the caller cancels them all, and a caller cancelled before the call starts none;
+// the result is then operation_aborted. Work whose items must all run whatever the others do keeps each
+// outcome itself and returns success.
 #include "tracing/diagnostics.hpp"
 
 #include <boost/asio/awaitable.hpp>
