@@ -362,6 +362,9 @@ asio::awaitable<void> job::node_steps(ready_node& node, const fanout_role* fan) 
     if (!pack_error_) failures_.push_back(fmt::format("{}: {}", node.node.id, describe(env.error(), diag)));
     co_return;
   }
+  // A job cancelled while the layers landed starts no work here (a cancellation that reached the last
+  // step of materialise may leave it a success).
+  if (co_await net::cancelled()) co_return;
   // What the environment cost beyond the pack and the node: from the later of the two to its end.
   began_work(begin);
   times_.layers_fetched += env->layers_fetched;

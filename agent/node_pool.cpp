@@ -68,6 +68,16 @@ struct node_pool::round {
 node_pool::node_pool(const command_context& ctx, node_access& access, provision::provider& provider)
     : ctx_(ctx), access_(access), provider_(provider), start_(std::chrono::steady_clock::now()) {}
 
+// A node whose set-up the caller's cancellation reached (its watchdog's install, a registry write) is not
+// handed over: the work would start on it as if nothing had happened, since Asio hands a cancellation only
+// to the operation in flight when it comes. It stays recorded as it is, ready for a later job.
+asio::awaitable<bool> node_pool::handed_over_cancelled(round& r, tracing::action& act) {
+  if (!co_await net::cancelled()) co_return false;
+  act.fail(asio::error::operation_aborted, "cancelled");
+  r.one_done();
+  co_return true;
+}
+
 void node_pool::note_ready(provision_report& report) {
   report.until_ready = std::chrono::steady_clock::now() - start_;
 }
@@ -93,8 +103,9 @@ asio::awaitable<void> node_pool::join_warm_pool(tracing::action& act, provision:
   if (!settings.enabled() || stop.empty()) co_return;
   if (auto installed = co_await install_watchdog(act, session, n, stop, settings, d); installed) {
     note_watchdog(n, &settings);
-  } else {
+  } else if (!co_await net::cancelled()) {
     // The node works without it; it just will not stop itself. Said in the trace, not fatal to the job.
+    // (Cancelled, the install is no failure of the node: the caller sees the cancellation itself.)
     act.log(action_types::provision::watchdog_failed, {{"node", n.id}, {"reason", describe(installed.error(), d)}});
   }
 }
@@ -148,6 +159,10 @@ asio::awaitable<void> node_pool::take_warm(round& r, provision::node n, node_wor
     co_return;
   }
   co_await mark_used(act, n);
+  if (co_await handed_over_cancelled(r, act)) {
+    (*session)->close();
+    co_return;
+  }
   act.succeed();
   ++report.warm;
   note_ready(report);
@@ -242,6 +257,10 @@ asio::awaitable<void> node_pool::ready_new(round& r, provision::node n, node_wor
   co_await mark_used(act, n);
   co_await join_warm_pool(act, n, *session);
   co_await mark_used(act, n);
+  if (co_await handed_over_cancelled(r, act)) {
+    session->close();
+    co_return;
+  }
   act.succeed();
   ++report.created;
   note_ready(report);

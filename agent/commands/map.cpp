@@ -162,6 +162,7 @@ struct node_slot {
 asio::awaitable<void> worker(tracing::action& job_act, job_node& jn, map_state& st, node_slot& slot) {
   co_await net::accept_cancellation();
   while (!st.schedule.finished() && !slot.lost) {
+    if (co_await net::cancelled()) break;  // no task starts once the map is cancelled
     auto next = st.schedule.take(jn.ready.node.id, st.live_nodes);
     if (!next) {
       if (!co_await st.wait()) break;
