@@ -92,6 +92,13 @@ bool missing(const node_answer& a) { return a.exit.status == 127 && a.err.find(m
 
 }  // namespace
 
+std::chrono::milliseconds node_shutdown_grace(const config::settings& settings) {
+  // Half of the shorter wait: ferry's own grace before it cuts the clean-up off, and ssh.kill_grace before
+  // KILL. The other half carries the node program's last lines to ferry and lets it exit.
+  const auto shorter = std::min(settings.agent.shutdown_grace, settings.ssh.kill_grace);
+  return std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(shorter) / 2);
+}
+
 node::node_limits limits_of(const config::settings& settings) {
   node::node_limits l;
   l.connect_timeout_ms = settings.net.connect_timeout.count();
@@ -100,6 +107,7 @@ node::node_limits limits_of(const config::settings& settings) {
   l.attempts = std::max(1, settings.net.retry.max_attempts);
   l.retry_base_ms = settings.net.retry.base_delay.count();
   l.retry_max_ms = settings.net.retry.max_delay.count();
+  l.shutdown_grace_ms = node_shutdown_grace(settings).count();
   return l;
 }
 

@@ -48,9 +48,14 @@ struct node_answer {
 };
 
 // The deadlines and retries the node program works within, from config: net.connect_timeout,
-// agent.download_timeout (one read), agent.cache_lock_timeout, net.retry.*. Parallelism and sizes are the
-// caller's.
+// agent.download_timeout (one read), agent.cache_lock_timeout, net.retry.*, and its grace after TERM
+// (node_shutdown_grace). Parallelism and sizes are the caller's.
 node::node_limits limits_of(const config::settings& settings);
+
+// How long the node program has after TERM to end its actions before it exits regardless: half of the
+// shorter of agent.shutdown_grace and ssh.kill_grace, so that it is done before ferry sends KILL and
+// before ferry itself stops waiting for its last lines.
+std::chrono::milliseconds node_shutdown_grace(const config::settings& settings);
 
 // The node's own trace file for `act`'s node steps; a discarded trace (no file) discards the node's too.
 std::unique_ptr<tracing::sink> node_trace(const tracing::action& act, std::string_view node);

@@ -15,7 +15,8 @@
 //   ferry-node version
 //
 // Exit codes: 0 done, 1 failed (the reason on stderr and in the trace), 2 bad usage or plan, 130 stopped
-// by a signal (TERM, INT or HUP: the work is cancelled and every action still ends, as cancelled).
+// by a signal (TERM, INT or HUP: the work is cancelled and every action still ends, as cancelled; work
+// that has not ended within the plan's shutdown_grace_ms is cut off with the root action ended).
 #include "agent/node/error.hpp"
 #include "agent/node/idle_watchdog.hpp"
 #include "agent/node/line_reader.hpp"
@@ -37,12 +38,16 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/json/array.hpp>
 #include <boost/json/value.hpp>
 #include <boost/json/value_from.hpp>
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <functional>
 #include <variant>
 #include <exception>
 #include <csignal>
@@ -145,19 +150,36 @@ struct work_context {
 };
 
 // Runs `work` (-> awaitable<result<T>>) under `act` until it ends, or a signal (TERM, INT, HUP) cancels
-// it; then ends `act`: by `succeed(act, T)`, as failed, or as cancelled. The exit code.
+// it; then ends `act`: by `succeed(act, T)`, as failed, or as cancelled. The exit code. The cancelled work
+// has `grace` to end its actions; a second signal, or the end of the grace, ends the root action as
+// cancelled and the process at once (exit 130), so that the trace is closed before ferry's KILL.
 template <class T, class Work, class Succeed>
 int run_work(asio::io_context& io, ferry::tracing::sink& out, ferry::tracing::action& act, Work work, Succeed succeed,
-             diagnostics& diag) {
+             std::chrono::milliseconds grace, diagnostics& diag) {
   asio::cancellation_signal stop;
   asio::signal_set signals(io, SIGTERM, SIGINT, SIGHUP);
+  asio::steady_timer grace_timer(io);
   bool stopped = false;
-  signals.async_wait([&](const error_code& ec, int) {
-    if (ec) return;
-    stopped = true;
-    // Everything stops: the process is on its way out, so nothing need stay usable (terminal).
-    stop.emit(asio::cancellation_type::terminal);
-  });
+  auto give_up = [&] {
+    act.fail(asio::error::operation_aborted, "cancelled: the work did not end within its grace after the signal");
+    out.flush();
+    std::_Exit(130);
+  };
+  std::function<void()> wait_for_signal = [&] {
+    signals.async_wait([&](const error_code& ec, int) {
+      if (ec) return;
+      if (stopped) give_up();
+      stopped = true;
+      // Everything stops: the process is on its way out, so nothing need stay usable (terminal).
+      stop.emit(asio::cancellation_type::terminal);
+      grace_timer.expires_after(grace);
+      grace_timer.async_wait([&](const error_code& timer_ec) {
+        if (!timer_ec) give_up();
+      });
+      wait_for_signal();
+    });
+  };
+  wait_for_signal();
   std::optional<result<T>> outcome;
   std::exception_ptr bug;
   asio::co_spawn(
@@ -169,6 +191,7 @@ int run_work(asio::io_context& io, ferry::tracing::sink& out, ferry::tracing::ac
       asio::bind_cancellation_slot(stop.slot(), [&](std::exception_ptr e) {
         bug = e;
         signals.cancel();
+        grace_timer.cancel();
       }));
   io.run();
 
@@ -212,7 +235,8 @@ int run_plan(std::string_view type, Read read, Work work, Succeed succeed) {
   if (!tls) return say(1, ferry::describe(tls.error(), diag));
   work_context ctx(io, plan->limits, std::move(*tls));
   return run_work<T>(
-      io, *out, act, [&] { return work(act, ctx, *plan, lines, diag); }, succeed, diag);
+      io, *out, act, [&] { return work(act, ctx, *plan, lines, diag); }, succeed,
+      std::chrono::milliseconds(plan->limits.shutdown_grace_ms), diag);
 }
 
 int materialise() {

@@ -53,7 +53,8 @@ json::object limits_json(const node_limits& m) {
                       {"retry_max_ms", m.retry_max_ms},
                       {"parallelism", m.parallelism},
                       {"range_size", m.range_size},
-                      {"max_shard_content", m.max_shard_content}};
+                      {"max_shard_content", m.max_shard_content},
+                      {"shutdown_grace_ms", m.shutdown_grace_ms}};
 }
 
 result<node_limits> read_limits(const json::value* limits, diagnostics& diag) {
@@ -75,6 +76,7 @@ result<node_limits> read_limits(const json::value* limits, diagnostics& diag) {
   l.parallelism = static_cast<int>(std::clamp<std::uint64_t>(m.number_or("parallelism", l.parallelism), 1, 256));
   l.range_size = std::max<std::uint64_t>(m.number_or("range_size", l.range_size), 64 << 10);
   l.max_shard_content = m.number_or("max_shard_content", l.max_shard_content);
+  l.shutdown_grace_ms = deadline("shutdown_grace_ms", l.shutdown_grace_ms);
   if (m.ec) return m.ec;
   return l;
 }

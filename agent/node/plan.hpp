@@ -46,6 +46,9 @@ struct node_limits {
   int parallelism = 8;                       // shards downloading at once
   std::uint64_t range_size = 8 << 20;        // a shard over this comes in ranged GETs of this size
   std::uint64_t max_shard_content = 0;       // cap on what one shard may expand to; 0: none
+  // After TERM (or INT, HUP), how long the work has to wind down and end its actions before the program
+  // ends them itself and exits: shorter than the time ferry leaves before KILL (agent/node_call.hpp).
+  std::int64_t shutdown_grace_ms = 2'500;
 };
 
 // The plan as ferry sends it on stdin, JSON lines: a header, then one line per layer as soon as the layer

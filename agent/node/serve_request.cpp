@@ -22,7 +22,8 @@ std::string serve_request_line(const serve_request& r) {
                                                              {"token", r.token},
                                                              {"bind", r.bind},
                                                              {"wait_ms", r.wait_ms},
-                                                             {"read_timeout_ms", r.limits.read_timeout_ms}}}});
+                                                             {"read_timeout_ms", r.limits.read_timeout_ms},
+                                                             {"shutdown_grace_ms", r.limits.shutdown_grace_ms}}}});
 }
 
 result<serve_request> parse_serve_request(std::string_view line, diagnostics& diag) {
@@ -41,6 +42,8 @@ result<serve_request> parse_serve_request(std::string_view line, diagnostics& di
   out.wait_ms = static_cast<std::int64_t>(std::clamp<std::uint64_t>(r.number_or("wait_ms", 30'000), 1, 3'600'000));
   out.limits.read_timeout_ms =
       static_cast<std::int64_t>(std::clamp<std::uint64_t>(r.number_or("read_timeout_ms", 60'000), 1, 86'400'000));
+  out.limits.shutdown_grace_ms = static_cast<std::int64_t>(
+      std::clamp<std::uint64_t>(r.number_or("shutdown_grace_ms", out.limits.shutdown_grace_ms), 1, 86'400'000));
   if (r.ec) return r.ec;
   if (out.serve_id.empty() || out.serve_id.size() > 64 || !is_hex(out.serve_id))
     return bad(diag, "the serve request's serve_id is not hex");
