@@ -14,7 +14,6 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/this_coro.hpp>
 
-#include <memory>
 #include <type_traits>
 
 namespace ferry::net {
@@ -84,9 +83,12 @@ inline boost::asio::awaitable<bool> cancelled() {
 
 namespace cancellation_detail {
 
+// `signal` lives in started_cancelled's frame, which outlives this coroutine and the post below (the
+// spawned thread ends, and started_cancelled resumes, only through handlers queued after it). Raw
+// pointers in the lambdas: GCC 12 destroys some temporaries of a coroutine twice, a shared_ptr among them.
 template <typename T>
 boost::asio::awaitable<T> cancelled_from_the_start(boost::asio::awaitable<T> op,
-                                                   std::shared_ptr<boost::asio::cancellation_signal> signal) {
+                                                   boost::asio::cancellation_signal* signal) {
   co_await accept_cancellation();
   // Recorded now, before `op`'s first step, so that its cancelled() is true from the start; and emitted
   // again once `op` waits, so that its first operation ends at once (any later one is `op`'s own to avoid).
@@ -105,19 +107,21 @@ boost::asio::awaitable<T> cancelled_from_the_start(boost::asio::awaitable<T> op,
 template <typename T>
 boost::asio::awaitable<T> started_cancelled(boost::asio::awaitable<T> op) {
   namespace asio = boost::asio;
-  auto signal = std::make_shared<asio::cancellation_signal>();
+  asio::cancellation_signal signal;
   auto state = co_await boost::asio::this_coro::cancellation_state;
   auto caller = state.slot();
   struct forward {
-    asio::cancellation_slot slot;
+    explicit forward(asio::cancellation_slot s) : slot(s) {}
     ~forward() {
       if (slot.is_connected()) slot.clear();
     }
-  } forwarding{caller};
-  if (caller.is_connected()) caller.assign([signal](asio::cancellation_type t) { signal->emit(t); });
+    asio::cancellation_slot slot;
+  } forwarding(caller);
+  auto* to = &signal;
+  if (caller.is_connected()) caller.assign([to](asio::cancellation_type t) { to->emit(t); });
   auto ex = co_await asio::this_coro::executor;
-  auto task = cancellation_detail::cancelled_from_the_start(std::move(op), signal);
-  auto token = asio::bind_cancellation_slot(signal->slot(), asio::use_awaitable);
+  auto task = cancellation_detail::cancelled_from_the_start(std::move(op), to);
+  auto token = asio::bind_cancellation_slot(signal.slot(), asio::use_awaitable);
   if constexpr (std::is_void_v<T>) {
     co_await asio::co_spawn(ex, std::move(task), token);
   } else {
