@@ -90,6 +90,10 @@ pid_t spawn_loop(const std::string& dir) {
   const auto log = dir + "/watchdog.log";
   const pid_t pid = ::fork();
   if (pid != 0) return pid;
+  // `ferry-node watchdog` holds TERM back while it works; the watchdog must not inherit that.
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
   ::setsid();
   const int in = ::open("/dev/null", O_RDONLY);
   const int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);

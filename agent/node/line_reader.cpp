@@ -6,8 +6,6 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <fmt/format.h>
 
-#include <cerrno>
-#include <cstring>
 #include <unistd.h>
 
 namespace ferry::agent::node {
@@ -30,23 +28,6 @@ std::optional<std::string> line_reader::take_line() {
 error_code line_reader::too_long(diagnostics& diag) const {
   diag.set(fmt::format("a plan line is over {} bytes", max_line));
   return make_error_code(errc::bad_plan);
-}
-
-result<std::optional<std::string>> line_reader::next_blocking(diagnostics& diag) {
-  char chunk[1 << 16];
-  for (;;) {
-    if (auto line = take_line()) return line;
-    if (eof_) return std::optional<std::string>();
-    if (buffer_.size() > max_line) return too_long(diag);
-    const auto n = ::read(in_.native_handle(), chunk, sizeof chunk);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      diag.set(fmt::format("reading the plan from stdin: {}", std::strerror(errno)));
-      return make_error_code(errc::bad_plan);
-    }
-    if (n == 0) eof_ = true;
-    buffer_.append(chunk, static_cast<std::size_t>(n));
-  }
 }
 
 asio::awaitable<result<std::optional<std::string>>> line_reader::next(diagnostics& diag) {

@@ -1,7 +1,7 @@
 #pragma once
-// The plan's lines from the node program's stdin (a pipe from sshd): the header read before anything
-// starts, blocking, then the rest as they arrive, on the io_context, so the layers already there are
-// fetched while ferry is still packing the others. A line is capped: no plan line is near that long.
+// The plan's lines from the node program's stdin (a pipe from sshd), as they arrive, on the io_context:
+// the layers already there are fetched while ferry is still packing the others, and a signal ends a wait
+// for the plan as it ends any other. A line is capped: no plan line is near that long.
 #include "tracing/diagnostics.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
@@ -20,9 +20,8 @@ class line_reader {
   // Takes a descriptor of its own for `fd`.
   line_reader(boost::asio::any_io_executor io, int fd);
 
-  // The next line without its newline, blocking; none at the end of the input.
-  result<std::optional<std::string>> next_blocking(diagnostics& diag);
-  // The same, waiting on the io_context; operation_aborted once cancel() was called.
+  // The next line without its newline, none at the end of the input; operation_aborted once cancel() was
+  // called or the wait was cancelled.
   boost::asio::awaitable<result<std::optional<std::string>>> next(diagnostics& diag);
   // Ends a wait of next(), and any later one.
   void cancel();

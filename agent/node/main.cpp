@@ -15,8 +15,10 @@
 //   ferry-node version
 //
 // Exit codes: 0 done, 1 failed (the reason on stderr and in the trace), 2 bad usage or plan, 130 stopped
-// by a signal (TERM, INT or HUP: the work is cancelled and every action still ends, as cancelled; work
-// that has not ended within the plan's shutdown_grace_ms is cut off with the root action ended).
+// by a signal (TERM, INT or HUP), in any phase from the wait for the plan on: the work is cancelled and
+// every action still ends, as cancelled (or with its outcome, for work whose end a signal is: serve, or
+// that finishes first: watchdog); work that has not ended within the plan's shutdown_grace_ms is cut off
+// with the root action ended.
 #include "agent/node/error.hpp"
 #include "agent/node/idle_watchdog.hpp"
 #include "agent/node/line_reader.hpp"
@@ -105,21 +107,20 @@ ferry::tracing::action root_action(ferry::tracing::sink& out, const std::string&
   return ferry::tracing::action::start_task(out, type);
 }
 
-// The plan's first line, read before anything starts.
-result<std::string> first_line(node::line_reader& lines, diagnostics& diag) {
-  auto first = lines.next_blocking(diag);
-  if (!first) return first.error();
+// The plan's first line, which names the task the root action continues: read on the io_context, so that
+// a signal that comes while the plan is awaited ends the program as it ends any other phase.
+asio::awaitable<result<std::string>> first_line(node::line_reader& lines, diagnostics& diag) {
+  auto first = co_await lines.next(diag);
+  if (!first) co_return first.error();
   if (!*first) {
     diag.set("the plan is empty");
-    return make_error_code(node::errc::bad_plan);
+    co_return make_error_code(node::errc::bad_plan);
   }
-  return std::move(**first);
+  co_return std::move(**first);
 }
 
-result<node::plan_header> read_header(node::line_reader& lines, diagnostics& diag) {
-  auto first = first_line(lines, diag);
-  if (!first) return first.error();
-  auto parsed = node::parse_plan_line(*first, diag);
+result<node::plan_header> parse_header(std::string_view first, diagnostics& diag) {
+  auto parsed = node::parse_plan_line(first, diag);
   if (!parsed) return parsed.error();
   auto* header = std::get_if<node::plan_header>(&*parsed);
   if (!header) {
@@ -149,52 +150,124 @@ struct work_context {
   node::fetch_context fetch;
 };
 
-// Runs `work` (-> awaitable<result<T>>) under `act` until it ends, or a signal (TERM, INT, HUP) cancels
-// it; then ends `act`: by `succeed(act, T)`, as failed, or as cancelled. The exit code. The cancelled work
-// has `grace` to end its actions; a second signal, or the end of the grace, ends the root action as
-// cancelled and the process at once (exit 130), so that the trace is closed before ferry's KILL.
-template <class T, class Work, class Succeed>
-int run_work(asio::io_context& io, ferry::tracing::sink& out, ferry::tracing::action& act, Work work, Succeed succeed,
-             std::chrono::milliseconds grace, diagnostics& diag) {
-  asio::cancellation_signal stop;
-  asio::signal_set signals(io, SIGTERM, SIGINT, SIGHUP);
-  asio::steady_timer grace_timer(io);
-  bool stopped = false;
-  auto give_up = [&] {
-    act.fail(asio::error::operation_aborted, "cancelled: the work did not end within its grace after the signal");
-    out.flush();
-    std::_Exit(130);
-  };
-  std::function<void()> wait_for_signal = [&] {
-    signals.async_wait([&](const error_code& ec, int) {
+// TERM, INT and HUP, armed before the program reads its plan, so that no phase is left to their default
+// (death with the trace open, exit 143). The first signal cancels the work (terminal: the process is on
+// its way out, nothing need stay usable); the work then has its grace to end its actions. A second
+// signal, or the end of the grace, ends the root action (once it has begun) as cancelled and the process
+// at once (exit 130), so that the trace is closed before ferry's KILL.
+class signal_stop {
+ public:
+  explicit signal_stop(asio::io_context& io) : signals_(io, SIGTERM, SIGINT, SIGHUP), grace_timer_(io) { wait(); }
+
+  asio::cancellation_slot slot() { return stop_.slot(); }
+  bool stopped() const { return stopped_; }
+
+  // From here on, the end of the grace (`grace`) ends `act` before the process.
+  void guard(ferry::tracing::sink& out, ferry::tracing::action& act, std::chrono::milliseconds grace) {
+    out_ = &out;
+    act_ = &act;
+    grace_ = grace;
+    if (stopped_) start_grace();  // the signal came before the grace was known
+  }
+
+  // The work has ended: the io_context may end.
+  void disarm() {
+    error_code ignored;
+    signals_.cancel(ignored);
+    grace_timer_.cancel();
+    act_ = nullptr;
+  }
+
+ private:
+  void wait() {
+    signals_.async_wait([this](const error_code& ec, int) {
       if (ec) return;
-      if (stopped) give_up();
-      stopped = true;
-      // Everything stops: the process is on its way out, so nothing need stay usable (terminal).
-      stop.emit(asio::cancellation_type::terminal);
-      grace_timer.expires_after(grace);
-      grace_timer.async_wait([&](const error_code& timer_ec) {
-        if (!timer_ec) give_up();
-      });
-      wait_for_signal();
+      if (stopped_) give_up();
+      stopped_ = true;
+      stop_.emit(asio::cancellation_type::terminal);
+      start_grace();
+      wait();
     });
-  };
-  wait_for_signal();
+  }
+
+  void start_grace() {
+    grace_timer_.expires_after(grace_);
+    grace_timer_.async_wait([this](const error_code& ec) {
+      if (!ec) give_up();
+    });
+  }
+
+  [[noreturn]] void give_up() {
+    if (act_) {
+      act_->fail(asio::error::operation_aborted, "cancelled: the work did not end within its grace after the signal");
+      out_->flush();
+    }
+    std::_Exit(130);
+  }
+
+  asio::cancellation_signal stop_;
+  asio::signal_set signals_;
+  asio::steady_timer grace_timer_;
+  std::chrono::milliseconds grace_{node::node_limits{}.shutdown_grace_ms};
+  bool stopped_ = false;
+  ferry::tracing::sink* out_ = nullptr;
+  ferry::tracing::action* act_ = nullptr;
+};
+
+// A subcommand's whole life, every phase under signal_stop: the plan's first line, parsed by
+// `parse(line, diag)` (-> result<Plan>, a Plan with task_id and limits); then the root action `type`,
+// which continues the plan's task; the TLS context; then `work(act, ctx, plan, lines, diag)` (->
+// awaitable<result<T>>, which reads the rest of the plan if it has more), which ends the root action by
+// `succeed(act, T)`, as failed, or as cancelled. The exit code.
+template <class Plan, class T, class Parse, class Work, class Succeed>
+int run_plan(std::string_view type, Parse parse, Work work, Succeed succeed) {
+  asio::io_context io(1);
+  signal_stop signals(io);
+  node::line_reader lines(io.get_executor(), 0);
+  diagnostics diag;
+  std::unique_ptr<ferry::tracing::sink> out;
+  std::optional<ferry::tracing::action> act;
+  std::optional<Plan> plan;
+  std::optional<work_context> ctx;
+  error_code unread;  // the plan could not be read: no action began
   std::optional<result<T>> outcome;
   std::exception_ptr bug;
   asio::co_spawn(
       io,
       [&]() -> asio::awaitable<void> {
         co_await ferry::net::accept_cancellation();
-        outcome = co_await work();
+        auto first = co_await first_line(lines, diag);
+        if (!first) {
+          unread = first.error();
+          co_return;
+        }
+        auto parsed = parse(*first, diag);
+        if (!parsed) {
+          unread = parsed.error();
+          co_return;
+        }
+        plan.emplace(std::move(*parsed));
+        out = ferry::tracing::sink::adopt(::dup(1), "stdout");
+        act.emplace(root_action(*out, plan->task_id, type));
+        signals.guard(*out, *act, std::chrono::milliseconds(plan->limits.shutdown_grace_ms));
+        auto tls = ferry::net::make_tls_context("", diag);
+        if (!tls) {
+          outcome = result<T>(tls.error());
+          co_return;
+        }
+        ctx.emplace(io, plan->limits, std::move(*tls));
+        outcome = co_await work(*act, *ctx, *plan, lines, diag);
       },
-      asio::bind_cancellation_slot(stop.slot(), [&](std::exception_ptr e) {
+      asio::bind_cancellation_slot(signals.slot(), [&](std::exception_ptr e) {
         bug = e;
-        signals.cancel();
-        grace_timer.cancel();
+        signals.disarm();
       }));
   io.run();
 
+  if (!act && !bug) {
+    if (signals.stopped()) return 130;  // stopped before the plan named its task: nothing to end
+    return say(unread == node::errc::bad_plan ? 2 : 1, ferry::describe(unread, diag));
+  }
   if (bug || !outcome) {
     // A bug or an exhausted machine (bad_alloc): said, and the process ends with the trace closed.
     std::string what = "the work ended without a result";
@@ -203,45 +276,27 @@ int run_work(asio::io_context& io, ferry::tracing::sink& out, ferry::tracing::ac
     } catch (const std::exception& e) {
       what = e.what();
     }
-    act.fail_exception("exception", what);
-    out.flush();
+    if (act) {
+      act->fail_exception("exception", what);
+      out->flush();
+    }
     return say(1, "internal error: " + what);
   }
   const auto& got = *outcome;
   if (!got) {
-    act.fail(got.error(), diag);
-    out.flush();
-    if (stopped) return 130;
+    act->fail(got.error(), diag);
+    out->flush();
+    if (signals.stopped()) return 130;
     return say(got.error() == node::errc::bad_plan ? 2 : 1, ferry::describe(got.error(), diag));
   }
-  succeed(act, *got);
-  out.flush();
-  return 0;
-}
-
-// A subcommand's whole life: its plan read with `read(lines, diag)` (blocking, before anything starts; the
-// plan has a task_id and limits), then `work(act, ctx, plan, lines, diag)` under the root action `type`,
-// which continues the plan's task.
-template <class T, class Read, class Work, class Succeed>
-int run_plan(std::string_view type, Read read, Work work, Succeed succeed) {
-  asio::io_context io(1);
-  node::line_reader lines(io.get_executor(), 0);
-  diagnostics diag;
-  auto plan = read(lines, diag);
-  if (!plan) return say(2, ferry::describe(plan.error(), diag));
-  auto out = ferry::tracing::sink::adopt(::dup(1), "stdout");
-  auto act = root_action(*out, plan->task_id, type);
-  auto tls = ferry::net::make_tls_context("", diag);
-  if (!tls) return say(1, ferry::describe(tls.error(), diag));
-  work_context ctx(io, plan->limits, std::move(*tls));
-  return run_work<T>(
-      io, *out, act, [&] { return work(act, ctx, *plan, lines, diag); }, succeed,
-      std::chrono::milliseconds(plan->limits.shutdown_grace_ms), diag);
+  succeed(*act, *got);
+  out->flush();
+  return signals.stopped() ? 130 : 0;  // work that ends as it should when stopped (serve) still says so
 }
 
 int materialise() {
-  return run_plan<node::materialised>(
-      ferry::action_types::node::materialise, read_header,
+  return run_plan<node::plan_header, node::materialised>(
+      ferry::action_types::node::materialise, parse_header,
       [](ferry::tracing::action& act, work_context& ctx, const node::plan_header& header, node::line_reader& lines,
          diagnostics& diag) {
         return node::materialise_layers(
@@ -278,12 +333,10 @@ int materialise() {
 
 // Fan-out: this job's shards for the other nodes, until stdin ends (peer_server.hpp).
 int serve() {
-  return run_plan<node::serve_outcome>(
+  return run_plan<node::serve_request, node::serve_outcome>(
       ferry::action_types::node::serve,
-      [](node::line_reader& lines, diagnostics& diag) -> result<node::serve_request> {
-        auto first = first_line(lines, diag);
-        if (!first) return first.error();
-        auto request = node::parse_serve_request(*first, diag);
+      [](std::string_view first, diagnostics& diag) -> result<node::serve_request> {
+        auto request = node::parse_serve_request(first, diag);
         if (!request) return request.error();
         // The same directory materialise resolves: the configured one, or the XDG default.
         auto cache = node::layer_cache::open(request->cache_dir, diag);
@@ -308,56 +361,90 @@ int serve() {
       });
 }
 
-// The staging plan: its header line, then as many object lines as the header says.
-result<node::stage_request> read_stage(node::line_reader& lines, diagnostics& diag) {
-  auto first = first_line(lines, diag);
-  if (!first) return first.error();
-  auto header = node::parse_stage_header(*first, diag);
-  if (!header) return header.error();
-  auto& [request, count] = *header;
-  request.objects.reserve(std::min<std::size_t>(count, 1 << 20));
-  for (std::size_t i = 0; i < count; ++i) {
-    auto line = lines.next_blocking(diag);
-    if (!line) return line.error();
+// The staging plan: its header line, then as many object lines as the header says (`count`), read under
+// the root action.
+struct staging : node::stage_request {
+  std::size_t count = 0;
+};
+
+asio::awaitable<result<node::stage_outcome>> read_and_stage(ferry::tracing::action& act, work_context& ctx,
+                                                             staging& plan, node::line_reader& lines,
+                                                             diagnostics& diag) {
+  plan.objects.reserve(std::min<std::size_t>(plan.count, 1 << 20));
+  for (std::size_t i = 0; i < plan.count; ++i) {
+    auto line = co_await lines.next(diag);
+    if (!line) co_return line.error();
     if (!*line) {
-      diag.set(fmt::format("the staging plan ended after {} of its {} objects", i, count));
-      return make_error_code(node::errc::bad_plan);
+      diag.set(fmt::format("the staging plan ended after {} of its {} objects", i, plan.count));
+      co_return make_error_code(node::errc::bad_plan);
     }
     auto object = node::parse_stage_object(**line, i, diag);
-    if (!object) return object.error();
-    request.objects.push_back(std::move(*object));
+    if (!object) co_return object.error();
+    plan.objects.push_back(std::move(*object));
   }
-  return std::move(request);
+  co_return co_await node::stage_objects(act, ctx.fetch, plan, diag);
 }
 
 int stage() {
-  return run_plan<node::stage_outcome>(
-      ferry::action_types::node::stage, read_stage,
-      [](ferry::tracing::action& act, work_context& ctx, const node::stage_request& request, node::line_reader&,
-         diagnostics& diag) { return node::stage_objects(act, ctx.fetch, request, diag); },
+  return run_plan<staging, node::stage_outcome>(
+      ferry::action_types::node::stage,
+      [](std::string_view first, diagnostics& diag) -> result<staging> {
+        auto header = node::parse_stage_header(first, diag);
+        if (!header) return header.error();
+        staging plan;
+        static_cast<node::stage_request&>(plan) = std::move(header->first);
+        plan.count = header->second;
+        return plan;
+      },
+      read_and_stage,
       [](ferry::tracing::action& a, const node::stage_outcome& got) {
         a.succeed({{"fetched", got.fetched}, {"kept", got.kept}, {"bytes_fetched", got.bytes}});
       });
 }
 
-// One line on stdin: the watchdog's settings; the outcome ends the root action.
+// The signals a short, blocking piece of work holds back (blocked, so pending) until its action has ended.
+class held_signals {
+ public:
+  held_signals() {
+    sigemptyset(&set_);
+    for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&set_, sig);
+    ::sigprocmask(SIG_BLOCK, &set_, nullptr);
+  }
+  // Whether one came meanwhile.
+  bool came() const {
+    sigset_t pending;
+    sigemptyset(&pending);
+    ::sigpending(&pending);
+    for (int sig : {SIGTERM, SIGINT, SIGHUP})
+      if (sigismember(&pending, sig)) return true;
+    return false;
+  }
+
+ private:
+  sigset_t set_;
+};
+
+// One line on stdin: the watchdog's settings; the outcome ends the root action. Setting the watchdog is
+// short and blocking (at most a wait for an old watchdog to go): a signal that comes once the root action
+// has begun waits until it has ended with that outcome, then ends the program (exit 130).
 int watchdog() {
   std::string line;
   if (!std::getline(std::cin, line)) return say(2, "the watchdog plan is empty");
   diagnostics diag;
   auto request = node::parse_watchdog_line(line, diag);
   if (!request) return say(2, ferry::describe(request.error(), diag));
+  const held_signals held;
   auto out = ferry::tracing::sink::adopt(::dup(1), "stdout");
   auto act = root_action(*out, request->task_id, ferry::action_types::node::watchdog);
   auto outcome = node::set_watchdog(*request, diag);
   if (!outcome) {
     act.fail(outcome.error(), diag);
     out->flush();
-    return say(1, ferry::describe(outcome.error(), diag));
+    return held.came() ? 130 : say(1, ferry::describe(outcome.error(), diag));
   }
   act.succeed({{"outcome", *outcome}});
   out->flush();
-  return 0;
+  return held.came() ? 130 : 0;
 }
 
 }  // namespace
