@@ -1,11 +1,11 @@
 // The node program and TERM: the real ferry-node binary, run here with its plan on a pipe, gets TERM
 // while it is in a given phase (waiting for its plan, before and after the line that names its task;
-// fetching from a server that never answers, for materialise and for stage; serving; a lazy start whose
-// command waits on an import; setting the idle watchdog), and must then end every action it began and
-// exit by itself (130), never by the KILL that ferry sends after ssh.kill_grace. Python's eliot parser is
-// the judge of its trace. The phase is read from its own trace (or, before it has one, from its state in
-// /proc), never guessed from a sleep. A program that ignored TERM is killed once its output has been
-// silent for a bound, and the test fails.
+// loading its TLS context; fetching from a server that never answers, for materialise and for stage;
+// serving; a lazy start whose command waits on an import; setting the idle watchdog), and must then end
+// every action it began and exit by itself (130), never by the KILL that ferry sends after
+// ssh.kill_grace. Python's eliot parser is the judge of its trace. The phase is read from its own trace
+// (and /proc, where the trace cannot tell), never guessed from a sleep. A program that ignored TERM is
+// killed once its output has been silent for a bound, and the test fails.
 #include "agent/node/idle_watchdog.hpp"
 #include "agent/node/plan.hpp"
 #include "agent/node/serve_request.hpp"
@@ -29,6 +29,7 @@
 #include <spawn.h>
 #include <string>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -44,7 +45,8 @@ namespace json = boost::json;
 // ferry-node with its stdin and stdout on pipes: the test writes the plan, reads the trace as it comes.
 class node_program_run {
  public:
-  explicit node_program_run(const std::string& subcommand) {
+  // `extra_env`: NAME=VALUE entries added to this process's environment.
+  explicit node_program_run(const std::string& subcommand, const std::vector<std::string>& extra_env = {}) {
     int in[2], out[2];
     if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
     posix_spawn_file_actions_t actions;
@@ -53,7 +55,10 @@ class node_program_run {
     posix_spawn_file_actions_adddup2(&actions, out[1], 1);
     std::vector<std::string> argv{FERRY_NODE_PROGRAM, subcommand};
     auto pointers = test::c_pointers(argv);
-    if (::posix_spawn(&pid_, argv[0].c_str(), &actions, nullptr, pointers.data(), environ) != 0)
+    std::vector<std::string> env(extra_env);
+    for (char** e = environ; *e; ++e) env.emplace_back(*e);
+    auto env_pointers = test::c_pointers(env);
+    if (::posix_spawn(&pid_, argv[0].c_str(), &actions, nullptr, pointers.data(), env_pointers.data()) != 0)
       throw std::runtime_error("cannot start the node program");
     posix_spawn_file_actions_destroy(&actions);
     ::close(in[0]);
@@ -112,8 +117,8 @@ class node_program_run {
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   }
 
-  // Waits until the program, exec'd, sleeps in a system call: before its plan's first line, it can only be
-  // waiting for that line. False when it ended, or did not sleep within the bound.
+  // Waits until the program's main thread, exec'd, sleeps in a system call (before its plan's first line,
+  // it can only be waiting for that line). False when it ended, or did not sleep within the bound.
   bool wait_until_asleep() {
     const auto exe = fs::canonical(FERRY_NODE_PROGRAM);
     for (int i = 0; i < bound_polls; ++i) {
@@ -207,6 +212,19 @@ TEST_F(node_signals, term_before_the_plan_names_its_task_exits_with_nothing_begu
   ASSERT_TRUE(run.wait_until_asleep());
   EXPECT_EQ(run.signal_and_wait(SIGTERM), 130);
   EXPECT_EQ(run.trace(), "");
+}
+
+// The system's trusted certificates are read from a FIFO that nobody writes: loading them blocks in open()
+// until a signal comes, with the root action begun.
+TEST_F(node_signals, term_while_the_tls_context_loads_ends_every_action) {
+  const auto fifo = dir.path() / "certificates.pem";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  node_program_run run("materialise", {"SSL_CERT_FILE=" + fifo.string()});
+  run.write(header_line(header()) + "\n");
+  ASSERT_TRUE(run.wait_for(action_types::node::materialise));
+  ASSERT_TRUE(run.wait_until_asleep());
+  EXPECT_EQ(run.signal_and_wait(SIGTERM), 130);
+  expect_every_action_ended(run.trace(), action_types::node::materialise);
 }
 
 TEST_F(node_signals, term_while_the_plan_streams_in_ends_every_action_and_exits) {
