@@ -71,11 +71,11 @@ node_pool::node_pool(const command_context& ctx, node_access& access, provision:
 // A node whose set-up the caller's cancellation reached (its watchdog's install, a registry write) is not
 // handed over: the work would start on it as if nothing had happened, since Asio hands a cancellation only
 // to the operation in flight when it comes. It stays recorded as it is, ready for a later job.
-asio::awaitable<bool> node_pool::handed_over_cancelled(round& r, tracing::action& act) {
-  if (!co_await net::cancelled()) co_return false;
+// (A plain function, called once net::cancelled() said so: GCC 12 built a coroutine that took these
+// references inside an if's condition with a frame that read `act` from the wrong place.)
+void node_pool::set_up_cancelled(round& r, tracing::action& act) {
   act.fail(asio::error::operation_aborted, "cancelled");
   r.one_done();
-  co_return true;
 }
 
 void node_pool::note_ready(provision_report& report) {
@@ -159,7 +159,8 @@ asio::awaitable<void> node_pool::take_warm(round& r, provision::node n, node_wor
     co_return;
   }
   co_await mark_used(act, n);
-  if (co_await handed_over_cancelled(r, act)) {
+  if (co_await net::cancelled()) {
+    set_up_cancelled(r, act);
     (*session)->close();
     co_return;
   }
@@ -257,7 +258,8 @@ asio::awaitable<void> node_pool::ready_new(round& r, provision::node n, node_wor
   co_await mark_used(act, n);
   co_await join_warm_pool(act, n, *session);
   co_await mark_used(act, n);
-  if (co_await handed_over_cancelled(r, act)) {
+  if (co_await net::cancelled()) {
+    set_up_cancelled(r, act);
     session->close();
     co_return;
   }

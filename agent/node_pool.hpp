@@ -66,8 +66,8 @@ class node_pool {
   // otherwise watched by an idle watchdog that stops it after nodes.idle_timeout (node_watchdog.hpp).
   boost::asio::awaitable<void> join_warm_pool(tracing::action& act, provision::node& n, net::ssh_session& session);
   void note_ready(provision_report& report);
-  // True, with the node's action ended as cancelled, when the job was cancelled during its set-up.
-  boost::asio::awaitable<bool> handed_over_cancelled(round& r, tracing::action& act);
+  // The job was cancelled during a node's set-up: its action ends as cancelled, and it is not handed over.
+  static void set_up_cancelled(round& r, tracing::action& act);
 
   const command_context& ctx_;
   node_access& access_;
