@@ -1,0 +1,171 @@
+// Ctrl-C while a map's node is still being set up, on a local node against moto_server. The node is a
+// warm one (`ferry nodes up` made it); the map's set-up of it records its use in the node registry, and
+// the test holds the registry's lock, so the set-up waits there until the signal comes: the phase is held
+// open by the test, and read from ferry's own trace, never guessed from a sleep. A node whose set-up was
+// cancelled must not be handed over: no task starts, ferry ends with its error line, exits 130, and every
+// action of its trace ends.
+#include "support/eliot.hpp"
+#include "support/moto.hpp"
+#include "support/process.hpp"
+#include "support/temp_dir.hpp"
+#include "tracing/action_types.hpp"
+
+#include "../provision/local_node_guard.hpp"
+#include "local_run.hpp"
+
+#include <boost/asio/error.hpp>
+#include <boost/json.hpp>
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <fcntl.h>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <poll.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+namespace ferry::test {
+namespace {
+
+namespace fs = std::filesystem;
+namespace json = boost::json;
+
+// A trace file read as ferry writes it: whole lines only, from where the last look stopped.
+class trace_follower {
+ public:
+  explicit trace_follower(fs::path file) : file_(std::move(file)) {}
+
+  // Waits until a line for which `match` holds has been written; false after the bound without one.
+  template <class Match>
+  bool wait_for(Match match) {
+    for (int i = 0; i < bound_polls; ++i) {
+      std::ifstream in(file_, std::ios::binary);
+      in.seekg(static_cast<std::streamoff>(read_));
+      std::string text((std::istreambuf_iterator<char>(in)), {});
+      for (auto nl = text.find('\n'); nl != std::string::npos; nl = text.find('\n')) {
+        const auto line = text.substr(0, nl);
+        text.erase(0, nl + 1);
+        read_ += nl + 1;
+        json::error_code ec;
+        const auto v = json::parse(line, ec);
+        if (!ec && v.is_object() && match(v.get_object())) return true;
+      }
+      ::poll(nullptr, 0, poll_ms);
+    }
+    return false;
+  }
+
+ private:
+  static constexpr int poll_ms = 20;
+  static constexpr int bound_polls = 9000;  // 3 minutes: the pack of this small project is far shorter
+  fs::path file_;
+  std::size_t read_ = 0;
+};
+
+bool is_action(const json::object& o, std::string_view type, std::string_view status) {
+  const auto* t = o.if_contains("action_type");
+  const auto* s = o.if_contains("action_status");
+  return t && s && t->as_string() == type && s->as_string() == status;
+}
+
+class map_interrupt : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "local nodes in network namespaces need root (CI runs as root)";
+    ASSERT_TRUE(bridge_up());
+    moto_.emplace(moto_options{.host = "10.200.0.1"});
+    moto_->make_bucket("ferry-run");
+    write_file(project() / "data.txt", "what the map ships\n");
+  }
+  void TearDown() override {
+    if (lock_fd_ >= 0) ::close(lock_fd_);
+    if (moto_) run_ferry({"nodes", "down", "--all"}, env());
+  }
+
+  fs::path project() const { return home_ / "project"; }
+
+  process_options env() const { return local_ferry_env(*moto_, home_.path(), "s3://ferry-run/p", project()); }
+
+  // Takes the node registry's lock, as another ferry command writing it would.
+  void hold_registry_lock() {
+    const auto lock = home_ / "state" / "ferry" / "nodes.json.lock";
+    lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    ASSERT_GE(lock_fd_, 0) << lock;
+    ASSERT_EQ(::flock(lock_fd_, LOCK_EX), 0);
+  }
+  void release_registry_lock() {
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+  }
+
+  temp_dir home_;
+  local_node_guard guard_{home_ / "state" / "ferry" / "local"};
+  std::optional<moto_server> moto_;
+  int lock_fd_ = -1;
+};
+
+TEST_F(map_interrupt, ctrl_c_while_a_node_is_set_up_hands_it_over_to_no_task) {
+  auto o = env();
+  const auto up = run_ferry({"nodes", "up", "1"}, o);
+  ASSERT_EQ(up.exit_code, 0) << up.err;
+  ASSERT_TRUE(fs::exists(home_ / "state" / "ferry" / "nodes.json"));
+  hold_registry_lock();
+
+  const auto trace = home_ / "map.jsonl";
+  auto child = spawn_ferry({"--trace", trace.string(), "map", "--nodes", "1", "--range", "1..40", "--concurrency",
+                            "2", "--", "sh", "-c", "echo task $1", "_", "{}"},
+                           o);
+  trace_follower follow(trace);
+  // The warm node's set-up records its use in the registry, and waits for the lock the test holds.
+  const bool waiting = follow.wait_for([](const json::object& m) {
+    return is_action(m, action_types::registry::update, "started");
+  });
+  if (!waiting) {
+    child->signal(SIGKILL);
+    FAIL() << "the map never came to record its node's use: " << child->wait().err;
+  }
+  child->signal(SIGINT);
+  // The cancelled wait ends; only then can the registry be written again, by whatever ferry does next.
+  const bool ended = follow.wait_for([](const json::object& m) {
+    return is_action(m, action_types::registry::update, "failed") ||
+           is_action(m, action_types::registry::update, "succeeded");
+  });
+  release_registry_lock();
+  const auto r = child->wait();
+  ASSERT_TRUE(ended) << r.err;
+
+  EXPECT_EQ(r.exit_code, 130) << r.err;
+  // The line every command ends with when Ctrl-C stopped it.
+  const auto error_line =
+      "ferry: error: " + boost::system::error_code(boost::asio::error::operation_aborted).message() + "\n";
+  EXPECT_TRUE(r.err.ends_with(error_line)) << r.err;
+  EXPECT_EQ(r.out, "") << "a task ran after the signal";
+
+  // The node's set-up ended as cancelled and nothing began on it: no environment, no task, here or on the
+  // node; and eliot rebuilds every action of ferry's trace as ended.
+  const auto log = read_file(trace);
+  std::istringstream lines(log);
+  for (std::string line; std::getline(lines, line);) {
+    json::error_code ec;
+    const auto v = json::parse(line, ec);
+    if (ec || !v.is_object()) continue;
+    EXPECT_FALSE(is_action(v.get_object(), action_types::provision::node, "succeeded")) << "handed over: " << line;
+    EXPECT_FALSE(is_action(v.get_object(), action_types::agent::materialise, "started")) << "set to work: " << line;
+  }
+  EXPECT_FALSE(contains(log, std::string("\"action_type\":\"") + std::string(action_types::agent::task) + "\""))
+      << "a task started after the signal";
+  const auto tasks = eliot_parse({trace});
+  ASSERT_FALSE(tasks.empty());
+  for (const auto& t : tasks) {
+    EXPECT_TRUE(t.at("complete").as_bool()) << json::serialize(t);
+    for (const auto& line : flatten(t.at("root"))) EXPECT_FALSE(contains(line, ":started")) << "never ended: " << line;
+  }
+  for (const auto& m : node_lines(trace))
+    EXPECT_FALSE(is_action(m, action_types::agent::task, "started")) << json::serialize(m);
+  if (HasFailure()) std::cerr << "ferry's trace:\n" << log;
+}
+
+}  // namespace
+}  // namespace ferry::test
