@@ -174,16 +174,27 @@ class shard_reader {
     if (auto r = co_await get(0, 0, &zip, nullptr, diag); !r) co_return r.error();
     // A cancellation that came while no I/O was waiting is seen only when asked for.
     if (co_await net::cancelled()) co_return error_code(asio::error::operation_aborted);
-    auto done = co_await net::offload(ctx_.pool, [&]() -> result<void> {
+    const std::string_view all(zip);
+    auto opened = co_await net::offload(ctx_.pool, [&]() -> result<void> {
       hash_.update(zip);
       if (auto r = check_digest(diag); !r) return r;
       tee_.append(zip);
       const auto tail_size = std::min<std::uint64_t>(zip.size(), tail_span);
-      if (auto r = read_directory(std::string_view(zip).substr(zip.size() - tail_size), diag); !r)
-        return r;
-      const std::string_view all(zip);
-      if (auto r = take_entries(all.substr(tail_.directory_offset, tail_.directory_size), diag); !r) return r;
-      if (auto r = stream_->feed(all.substr(0, tail_.directory_offset), checked_, diag); !r) return r;
+      if (auto r = read_directory(all.substr(zip.size() - tail_size), diag); !r) return r;
+      return take_entries(all.substr(tail_.directory_offset, tail_.directory_size), diag);
+    });
+    if (!opened) co_return opened.error();
+    // Inflated a slice at a time: a megabyte of zip may hold a gigabyte, and a cancellation (TERM) is heard
+    // between slices, where the pool's work leaves no I/O for it to cut.
+    constexpr std::size_t slice = 64 << 10;
+    const auto body = all.substr(0, tail_.directory_offset);
+    for (std::size_t at = 0; at < body.size(); at += slice) {
+      auto fed = co_await net::offload(
+          ctx_.pool, [&]() -> result<void> { return stream_->feed(body.substr(at, slice), checked_, diag); });
+      if (!fed) co_return fed.error();
+      if (co_await net::cancelled()) co_return error_code(asio::error::operation_aborted);
+    }
+    auto done = co_await net::offload(ctx_.pool, [&]() -> result<void> {
       if (auto r = stream_->finish(diag); !r) return r;
       if (auto r = check_id(diag); !r) return r;
       tee_.commit();  // peers are handed only what was checked here

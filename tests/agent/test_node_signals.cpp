@@ -200,7 +200,9 @@ class node_signals : public ::testing::Test {
       }
     }
     EXPECT_TRUE(root_seen) << trace;
-    if (how == "failed") EXPECT_NE(trace.find("\"reason\":\"cancelled\""), std::string::npos) << trace;
+    if (how == "failed") {
+      EXPECT_NE(trace.find("\"reason\":\"cancelled\""), std::string::npos) << trace;
+    }
   }
 
   test::temp_dir dir;
