@@ -1,6 +1,7 @@
 // The node program and TERM: the real ferry-node binary, run here with its plan on a pipe, gets TERM
 // while it is in a given phase (waiting for its plan, before and after the line that names its task;
 // loading its TLS context; fetching from a server that never answers, for materialise and for stage;
+// inflating a shard;
 // serving; a lazy start whose command waits on an import; setting the idle watchdog), and must then end
 // every action it began and exit by itself (130), never by the KILL that ferry sends after
 // ssh.kill_grace. Python's eliot parser is the judge of its trace. The phase is read from its own trace
@@ -11,15 +12,20 @@
 #include "agent/node/serve_request.hpp"
 #include "agent/node/stage_plan.hpp"
 #include "support/eliot.hpp"
+#include "net/digest.hpp"
 #include "support/loopback_listener.hpp"
+#include "support/moto.hpp"
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
 #include "tracing/action_types.hpp"
+
+#include "zip_fixture.hpp"
 
 #include <boost/json.hpp>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <fcntl.h>
@@ -28,6 +34,7 @@
 #include <poll.h>
 #include <spawn.h>
 #include <string>
+#include <thread>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -279,6 +286,75 @@ TEST_F(node_signals, term_while_a_lazy_start_command_waits_on_an_import_ends_eve
   EXPECT_EQ(run.signal_and_wait(SIGTERM), 130);
   ::close(hook);
   ::close(silent.fd);
+  expect_every_action_ended(run.trace(), action_types::node::materialise);
+}
+
+// The largest file named `name` below `dir` now (0: none), while the program makes and removes directories.
+std::uintmax_t largest(const fs::path& dir, const std::string& name) {
+  std::uintmax_t most = 0;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->path().filename() != name) continue;
+    std::error_code size_ec;
+    const auto size = fs::file_size(it->path(), size_ec);
+    if (!size_ec) most = std::max(most, size);
+  }
+  return most;
+}
+
+// A shard of 900 MiB of zeros, which deflate makes less than a megabyte: it comes whole in one GET, and
+// inflating it is the pool's work, where no I/O waits for TERM to cut. How far the entry grew on disk
+// tells whether inflating stopped soon after TERM (a slice) or went on to the end.
+TEST_F(node_signals, term_while_a_shard_inflates_stops_within_a_slice_and_ends_every_action) {
+  constexpr std::size_t size = 900u << 20;
+  const auto zip_file = dir.path() / "big.zip";
+  const auto made = test::run({test::system_python, "-c",
+                               fmt::format("import zipfile\n"
+                                           "z = zipfile.ZipFile({:?}, 'w', zipfile.ZIP_DEFLATED)\n"
+                                           "i = zipfile.ZipInfo('big.bin', (2020, 1, 1, 0, 0, 0))\n"
+                                           "i.external_attr = 0o100644 << 16\n"
+                                           "i.compress_type = zipfile.ZIP_DEFLATED\n"
+                                           "z.writestr(i, bytes({}))\n"
+                                           "z.close()\n",
+                                           zip_file.string(), size)});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  const auto zip = test::read_file(zip_file);
+  ASSERT_LT(zip.size(), 1u << 20);  // comes whole (shard_fetch.cpp)
+  test::moto_options mo;
+  mo.auth = false;  // presigned GETs
+  test::moto_server moto(mo);
+  moto.make_bucket("big");
+  ASSERT_EQ(moto.aws({"s3", "cp", zip_file.string(), "s3://big/big.zip"}).exit_code, 0);
+  const auto url = moto.aws({"s3", "presign", "s3://big/big.zip"});
+  ASSERT_EQ(url.exit_code, 0) << url.err;
+  layer_source layer;
+  layer.id = std::string(64, 'f');
+  layer.name = "big";
+  layer.shards.push_back({url.out.substr(0, url.out.find('\n')), net::hex_sha256(zip), zip.size(), 1, size,
+                          test_zip::shard_id({{"big.bin", std::string(size, '\0')}}), "big.zip"});
+
+  node_program_run run("materialise");
+  run.write(header_line(header()) + "\n");
+  run.write(layer_line(0, layer) + "\n");
+  run.write(end_line({1, std::nullopt}) + "\n");
+  std::atomic<bool> over{false};
+  std::atomic<std::uintmax_t> most{0};
+  std::thread watch([&] {
+    while (!over) {
+      most = std::max<std::uintmax_t>(most, largest(dir.path() / "cache", "big.bin"));
+      ::poll(nullptr, 0, 2);
+    }
+  });
+  // TERM once inflating has begun: the entry is on disk.
+  for (int i = 0; i < 15000 && most == 0; ++i) ::poll(nullptr, 0, 2);
+  const bool began = most > 0;
+  const auto code = run.signal_and_wait(SIGTERM);
+  over = true;
+  watch.join();
+  ASSERT_TRUE(began) << "the entry never appeared:\n" << run.trace();
+  EXPECT_EQ(code, 130);
+  EXPECT_LT(most.load(), size / 2) << "inflating went on after TERM";
+  EXPECT_EQ(largest(dir.path() / "cache", "big.bin"), 0u);  // nothing half made is kept
   expect_every_action_ended(run.trace(), action_types::node::materialise);
 }
 
