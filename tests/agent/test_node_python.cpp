@@ -212,6 +212,28 @@ TEST_F(node_python, run_sees_the_workstation_environment_eagerly_and_lazily) {
   EXPECT_EQ(eager.out, here);
 }
 
+TEST_F(node_python, a_run_from_a_subdirectory_sees_what_python_sees_there) {
+  // ferry in project/tools: that directory is the workspace, its ferry.toml names the venv above it. The
+  // editable src layout's directory and the editable project beside lie outside the workspace and ship
+  // as directories of their own.
+  const auto tools = project() / "tools";
+  write_file(tools / "env_probe.py", read_file(project() / "env_probe.py"));
+  write_file(tools / "ferry.toml", "[packaging]\npython = \"../.venv/bin/python\"\n");
+  const std::vector<std::string> args = {"env_probe.py", "flatlib", "wslib", "nsp.sub", "colorsys", "--read",
+                                         "flatlib:data.txt", "--read", "wslib:data.txt"};
+  const auto here = run(with({python().string()}, args), process_options{.cwd = tools});
+  ASSERT_EQ(here.exit_code, 0) << here.err;
+  EXPECT_TRUE(contains(here.out, fmt::format("path 00 {}\n", tools.string()))) << here.out;
+  EXPECT_TRUE(contains(here.out, fmt::format("module wslib {}/src/wslib/__init__.py\n", project().string())))
+      << here.out;
+  ASSERT_NO_FATAL_FAILURE(nodes_up(1));
+  auto o = env();
+  o.cwd = tools;
+  const auto there = run_ferry(with({"run", "--", "python3"}, args), o);
+  ASSERT_EQ(there.exit_code, 0) << there.err;
+  EXPECT_EQ(there.out, here.out);
+}
+
 TEST_F(node_python, every_map_task_sees_the_workstation_environment) {
   const auto here = local_probe();
   ASSERT_NO_FATAL_FAILURE(nodes_up(2));
