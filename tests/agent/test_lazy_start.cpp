@@ -155,6 +155,27 @@ class lazy_start : public ::testing::Test {
   std::string site_;
 };
 
+// An egg with a -nspkg.pth file, as Debian and setuptools' namespace_packages install one: the file's line
+// looks for its namespace package in its own site directory (sitedir) at start-up, before the layer that
+// holds both, slowed by a blob, has landed. The line must wait for that layer.
+TEST_F(lazy_start, a_nspkg_pth_line_waits_for_the_layer_it_looks_in) {
+  write_file(site() / "nsp" / "__init__.py", "__import__('pkg_resources').declare_namespace(__name__)\n");
+  write_file(site() / "nsp" / "sub" / "__init__.py", "S = 'from-nsp'\n");
+  write_file(site() / "nsp" / "sub" / "blob.bin", random_bytes(3 << 20, 11));
+  write_file(site() / "nspdist-1.2.egg-info" / "top_level.txt", "nsp\n");
+  write_file(site() / "nspdist-1.2.egg-info" / "PKG-INFO", "Metadata-Version: 2.1\nName: nspdist\nVersion: 1.2\n");
+  write_file(site() / "nspdist-1.2-nspkg.pth", "import sys, types, os;has_mfs = sys.version_info > (3, 5);p = os.path.join(sys._getframe(1).f_locals['sitedir'], *('nsp',));importlib = has_mfs and __import__('importlib.util');has_mfs and __import__('importlib.machinery');m = has_mfs and sys.modules.setdefault('nsp', importlib.util.module_from_spec(importlib.machinery.PathFinder.find_spec('nsp', [os.path.dirname(p)])));m = m or sys.modules.setdefault('nsp', types.ModuleType('nsp'));mp = (m or []) and m.__dict__.setdefault('__path__',[]);(p not in mp) and mp.append(p)\n");
+  write_file(project() / "main.py", "print('started', flush=True)\nimport nsp.sub\nprint(nsp.sub.S)\n");
+  const auto local = run({(project() / ".venv" / "bin" / "python").string(), "main.py"}, process_options{.cwd = project()});
+  ASSERT_EQ(local.out, "started\nfrom-nsp\n") << local.err;
+  auto& proxy = slow_storage(2 << 20);
+  const auto r = run_ferry({"run", "--", "python3", "main.py"}, env(proxy.endpoint()));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.out, local.out);
+  EXPECT_TRUE(contains(r.err, "(lazy start)")) << r.err;
+  EXPECT_FALSE(contains(r.err, "Error processing line")) << r.err;
+}
+
 TEST_F(lazy_start, an_import_waits_for_its_layer_and_proceeds_when_it_lands) {
   site_package("slowpkg", 3 << 20);
   write_file(project() / "main.py",

@@ -286,6 +286,10 @@ def _ferry_site(spec, here, wait_dir):
         if imp["file"] == skip:
             continue
         try:
+            # Under lazy start an import waits through the finder, but a line that looks in its own site
+            # directory (a -nspkg.pth's does, through sitedir) needs its layer in place first.
+            if wait_dir and "sitedir" in imp["line"]:
+                wait_dir(imp["dir"])
             _ferry_addpackage(imp["dir"], imp["file"], imp["line"], vars(site))
         except Exception:
             # As site.addpackage says it, and the rest of that file is skipped.
