@@ -1,4 +1,5 @@
-// The node program's plan parsers on hostile lines: the environment plan (header, layer and end lines) and
+// The node program's plan parsers on hostile lines: the environment plan (header, layer, end, catalogue, site,
+// peer and work_done lines) and
 // the staging request. The plan arrives on stdin from ferry, but a parser that trusts its input is one
 // protocol bug away from writing outside the cache. What parses must survive a round trip unchanged.
 #include "agent/node/plan.hpp"
@@ -49,6 +50,26 @@ void round_trip(const node::plan_line& line) {
           a.dists != b.dists)
         std::abort();
     }
+  } else if (const auto* site = std::get_if<node::plan_site>(&line)) {
+    auto again = node::parse_plan_line(node::site_line(*site), diag);
+    const auto* back = again ? std::get_if<node::plan_site>(&*again) : nullptr;
+    if (!back || back->hide_node_site != site->hide_node_site || back->path.size() != site->path.size() ||
+        back->imports.size() != site->imports.size() || back->dirs.size() != site->dirs.size())
+      std::abort();
+    for (std::size_t i = 0; i < back->path.size(); ++i) {
+      const auto &a = back->path[i], &b = site->path[i];
+      if (a.what != b.what || a.ids != b.ids || a.raw != b.raw) std::abort();
+    }
+    for (std::size_t i = 0; i < back->imports.size(); ++i) {
+      const auto &a = back->imports[i], &b = site->imports[i];
+      if (a.id != b.id || a.file != b.file || a.line != b.line) std::abort();
+    }
+    for (std::size_t i = 0; i < back->dirs.size(); ++i)
+      if (back->dirs[i].local != site->dirs[i].local || back->dirs[i].id != site->dirs[i].id) std::abort();
+  } else if (const auto* peer = std::get_if<node::plan_peer>(&line)) {
+    auto again = node::parse_plan_line(node::peer_line(*peer), diag);
+    const auto* back = again ? std::get_if<node::plan_peer>(&*again) : nullptr;
+    if (!back || back->url != peer->url) std::abort();
   } else if (std::holds_alternative<node::plan_work_done>(line)) {
     auto again = node::parse_plan_line(node::work_done_line(), diag);
     if (!again || !std::holds_alternative<node::plan_work_done>(*again)) std::abort();
