@@ -1,7 +1,7 @@
 // The node program's plan parsers on hostile lines: the environment plan (header, layer, end, catalogue, site,
-// peer and work_done lines) and
-// the staging request. The plan arrives on stdin from ferry, but a parser that trusts its input is one
-// protocol bug away from writing outside the cache. What parses must survive a round trip unchanged.
+// peer and work_done lines) and the staging request. The plan arrives on stdin from ferry, but a parser that
+// trusts its input is one protocol bug away from writing outside the cache. What parses must survive a round
+// trip unchanged.
 #include "agent/node/plan.hpp"
 #include "agent/node/stage_plan.hpp"
 
