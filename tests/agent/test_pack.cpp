@@ -36,6 +36,14 @@ void age(const fs::path& path) {
   fs::last_write_time(path, fs::file_time_type::clock::now() - std::chrono::hours(1));
 }
 
+// The keys of the multipart uploads under way in moto's bucket "packs", as the aws CLI lists them.
+std::string multipart_keys(const moto_server& moto) {
+  const auto r = moto.aws({"s3api", "list-multipart-uploads", "--bucket", "packs", "--query", "Uploads[].Key",
+                           "--output", "text"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return r.out;
+}
+
 class pack_cli : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -436,12 +444,7 @@ TEST_F(pack_cli, a_pack_aborts_the_multipart_uploads_an_earlier_one_left_under_i
   begin(prefix_ + "layers/left-behind.zip");
   begin(prefix_ + "data/not-a-layer.bin");
   begin("other-prefix/layers/someone-elses.zip");
-  auto uploads = [&] {
-    const auto r = moto.aws({"s3api", "list-multipart-uploads", "--bucket", "packs", "--query", "Uploads[].Key",
-                             "--output", "text"});
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    return r.out;
-  };
+  const auto uploads = [&] { return multipart_keys(moto); };
   auto options = env_for(ws_, prefix_);
   for (const auto& [k, v] : moto.process_env().env) options.env[k] = v;
   // As people write it: s3://packs/NAME, which names the folder NAME/.
@@ -475,12 +478,7 @@ TEST_F(pack_cli, storage_gc_lists_stale_multipart_uploads_and_aborts_them_with_d
     const auto r = moto.aws({"s3api", "create-multipart-upload", "--bucket", "packs", "--key", key});
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
-  const auto uploads = [&] {
-    const auto r = moto.aws({"s3api", "list-multipart-uploads", "--bucket", "packs", "--query", "Uploads[].Key",
-                             "--output", "text"});
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    return r.out;
-  };
+  const auto uploads = [&] { return multipart_keys(moto); };
   auto options = env_for(ws_, prefix_);
   for (const auto& [k, v] : moto.process_env().env) options.env[k] = v;
   // moto reports every upload as begun on 2010-11-10: a century counts it young, a day old.
