@@ -143,4 +143,32 @@ boost::asio::awaitable<T> carrying_cancellation(boost::asio::awaitable<T> op) {
   }
 }
 
+namespace cancellation_detail {
+inline boost::asio::awaitable<void> accepting(boost::asio::awaitable<void> work) {
+  // A spawned coroutine hears only terminal cancellation unless it accepts more.
+  co_await accept_cancellation();
+  co_await std::move(work);
+}
+}  // namespace cancellation_detail
+
+// Awaits `work` on a coroutine thread of its own that `stop.emit(type)` cancels from outside, without
+// cancelling the caller: one part of a larger whole that may be ended on its own (the layers a node is
+// still fetching when its command is over; a node's steps once the job's work is done). The caller's own
+// cancellation reaches `work` too. `stop` must outlive the call.
+inline boost::asio::awaitable<void> stoppable(boost::asio::awaitable<void> work,
+                                              boost::asio::cancellation_signal& stop) {
+  namespace asio = boost::asio;
+  auto io = co_await asio::this_coro::executor;
+  const auto state = co_await asio::this_coro::cancellation_state;
+  struct forward {
+    asio::cancellation_slot outer;
+    ~forward() {
+      if (outer.is_connected()) outer.clear();
+    }
+  } f{state.slot()};
+  if (f.outer.is_connected()) f.outer.assign([&stop](asio::cancellation_type t) { stop.emit(t); });
+  co_await asio::co_spawn(io, cancellation_detail::accepting(std::move(work)),
+                          asio::bind_cancellation_slot(stop.slot(), asio::use_awaitable));
+}
+
 }  // namespace ferry::net

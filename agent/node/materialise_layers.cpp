@@ -9,6 +9,7 @@
 #include "agent/node/peer_server.hpp"
 #include "tracing/sink.hpp"
 #include "agent/node/plan_progress.hpp"
+#include "agent/node/shard_tee.hpp"
 #include "net/cancellation.hpp"
 #include "net/retry.hpp"
 #include "net/run_all.hpp"
@@ -259,18 +260,16 @@ asio::awaitable<result<layer_result>> materialise_layer(tracing::action& parent,
     act.fail(ec, diag);
     return result<layer_result>(boost::system::in_place_error, ec);
   };
-  if (s.cache.cached(layer.id)) {
+  auto cached = [&]() {
     s.cache.touch(layer.id);
+    for (const auto& shard : layer.shards) no_copy_of(s.ctx.serve_dir, shard.sha256);
     act.succeed({{"cached", true}});
-    co_return layer_result{true, 0};
-  }
+    return layer_result{true, 0};
+  };
+  if (s.cache.cached(layer.id)) co_return cached();
   auto lock = co_await lock_layer(act, s, layer, diag);
   if (!lock) co_return finish(lock.error());
-  if (s.cache.cached(layer.id)) {  // another run made it while we waited
-    s.cache.touch(layer.id);
-    act.succeed({{"cached", true}});
-    co_return layer_result{true, 0};
-  }
+  if (s.cache.cached(layer.id)) co_return cached();  // another run made it while we waited
   if (auto r = check_space(s.cache, layer, diag); !r) co_return finish(r.error());
   // With a peer, the first attempt goes there, and every failure of it (a peer that is gone, slow, or
   // sends bytes that do not match) is followed by the usual attempts from storage.
@@ -526,27 +525,6 @@ asio::awaitable<void> read_lazy_plan(line_source& next, arrivals& in, shared_sta
   }
 }
 
-// Runs `work` until it ends, `stop` is emitted, or the caller is cancelled.
-asio::awaitable<void> accepting(asio::awaitable<void> work) {
-  // A spawned coroutine hears only terminal cancellation unless it accepts more (net/deadline.hpp).
-  co_await net::accept_cancellation();
-  co_await std::move(work);
-}
-
-asio::awaitable<void> stoppable(asio::awaitable<void> work, asio::cancellation_signal& stop) {
-  auto io = co_await asio::this_coro::executor;
-  const auto state = co_await asio::this_coro::cancellation_state;
-  struct forward {
-    asio::cancellation_slot outer;
-    ~forward() {
-      if (outer.is_connected()) outer.clear();
-    }
-  } f{state.slot()};
-  if (f.outer.is_connected()) f.outer.assign([&stop](asio::cancellation_type t) { stop.emit(t); });
-  co_await asio::co_spawn(io, accepting(std::move(work)),
-                          asio::bind_cancellation_slot(stop.slot(), asio::use_awaitable));
-}
-
 // One of the plan's workers: takes queued layers one at a time until the queue closes. A layer that
 // failed for good stops the rest: no new shard starts, no new layer is taken, and the plan is not read on.
 asio::awaitable<void> work_on_layers(tracing::action& act, shared_state& s, arrivals& in,
@@ -609,7 +587,7 @@ asio::awaitable<result<materialised>> materialise_lazily(tracing::action& act, s
   for (int i = 0; i < in.workers; ++i) layers.push_back(work_on_layers(act, s, in, stop_reading, &lazy));
   std::vector<asio::awaitable<void>> work;
   work.push_back(read_lazy_plan(next, in, s, lazy));
-  work.push_back(stoppable(net::run_all(std::move(layers)), lazy.stop_work));
+  work.push_back(net::stoppable(net::run_all(std::move(layers)), lazy.stop_work));
   work.push_back(lazy.server->serve(act));
   co_await net::run_all(std::move(work));
   if (co_await net::cancelled()) co_return error_code(asio::error::operation_aborted);
@@ -641,6 +619,11 @@ asio::awaitable<result<materialised>> materialise_layers(tracing::action& act, f
   shared_state s(ctx, *cache, io);
   s.token = header.peer_token;
   ctx.serve_dir = header.serve_id.empty() ? std::string() : serve_dir_of(cache->dir(), header.serve_id);
+  // However this ends, the node's server stops holding peers' requests for copies that will not come.
+  struct over_at_end {
+    const std::string& dir;
+    ~over_at_end() { copies_over(dir); }
+  } over{ctx.serve_dir};
   // Layers in progress at once: each holds its lock and its directory open.
   const int workers = std::max(1, ctx.limits.parallelism);
   arrivals in(io, workers);

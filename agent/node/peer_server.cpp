@@ -2,6 +2,7 @@
 
 #include "agent/node/error.hpp"
 #include "agent/node/plan_reader.hpp"
+#include "agent/node/shard_tee.hpp"
 #include "net/cancellation.hpp"
 #include "net/run_all.hpp"
 #include "tracing/action_types.hpp"
@@ -106,7 +107,11 @@ asio::awaitable<bool> wait_for_copy(server_state& s, const std::string& path) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(s.request.wait_ms);
   for (;;) {
     if (exists(path)) co_return true;
-    if (exists(path + ".failed") || s.stopping || std::chrono::steady_clock::now() >= deadline) co_return false;
+    // Failed here, or this node's materialise is over without it (a layer it had cached, one it never
+    // fetched because the work ended first): it will not come from here.
+    if (exists(path + ".failed") || copies_are_over(s.dir) || s.stopping ||
+        std::chrono::steady_clock::now() >= deadline)
+      co_return false;
     timer.expires_after(poll_every);
     error_code ec;
     co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));

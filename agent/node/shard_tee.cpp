@@ -6,6 +6,26 @@
 #include <unistd.h>
 
 namespace ferry::agent::node {
+namespace {
+
+constexpr const char* over_marker = "/.over";
+
+void touch(const std::string& path) {
+  const int marker = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (marker >= 0) ::close(marker);
+}
+
+}  // namespace
+
+void no_copy_of(const std::string& dir, std::string_view sha256) {
+  if (!dir.empty()) touch(dir + "/" + std::string(sha256) + ".failed");
+}
+
+void copies_over(const std::string& dir) {
+  if (!dir.empty()) touch(dir + over_marker);
+}
+
+bool copies_are_over(const std::string& dir) { return ::access((dir + over_marker).c_str(), F_OK) == 0; }
 
 shard_tee::shard_tee(const std::string& dir, std::string_view sha256) {
   if (dir.empty()) return;
@@ -50,8 +70,7 @@ void shard_tee::give_up() {
   fd_ = -1;
   ::unlink(part_.c_str());
   // Peers waiting for it learn at once that it will not come from here.
-  const int marker = ::open(failed_.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (marker >= 0) ::close(marker);
+  touch(failed_);
 }
 
 }  // namespace ferry::agent::node

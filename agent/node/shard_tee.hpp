@@ -35,4 +35,13 @@ class shard_tee {
   bool committed_ = false;
 };
 
+// This node will not copy the shard (its layer was in the cache already): peers asking for it turn to
+// storage at once rather than wait for a copy that never comes. `dir` empty: nothing to say.
+void no_copy_of(const std::string& dir, std::string_view sha256);
+
+// This node's materialise is over: a shard with no copy by now will never have one. Written on every way
+// out, so a peer's wait (peer_server.hpp) never outlasts the work that could have made the copy.
+void copies_over(const std::string& dir);
+bool copies_are_over(const std::string& dir);
+
 }  // namespace ferry::agent::node
