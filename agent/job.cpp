@@ -107,16 +107,19 @@ node::plan_site site_of(const packaging::site_plan& site, const packaging::scan_
 
 }  // namespace
 
-std::string startup_line(const startup_times& t, double ran) {
+std::string startup_line(const startup_times& t, double ran, double total) {
   std::string nodes = t.nodes_new == 0 ? std::string("warm")
                                        : fmt::format("{} new{}", t.nodes_new,
                                                      t.nodes_warm ? fmt::format(", {} warm", t.nodes_warm) : "");
-  std::string env = t.layers_fetched == 0 ? std::string("cached") : fmt::format("{} layers", t.layers_fetched);
+  std::string env = t.layers_fetched == 0 ? std::string("cached")
+                                          : fmt::format("{} layer{}", t.layers_fetched, t.layers_fetched == 1 ? "" : "s");
   const auto first = t.first_line >= 0 ? fmt::format("; first line at {:.2f} s", t.first_line) : std::string();
+  const auto after = t.work_end >= 0 ? fmt::format("; {:.2f} s after the work", std::max(0.0, total - t.work_end))
+                                     : std::string();
   return fmt::format("ready in {:.2f} s{}: pack {:.2f} s ({}/{} cached), nodes {:.2f} s ({}), env {:.2f} s ({}){}; "
-                     "ran {:.2f} s",
+                     "ran {:.2f} s{}",
                      t.ready, t.lazy ? " (lazy start)" : "", t.pack, t.layers_cached, t.layers, t.nodes, nodes, t.env,
-                     env, first, ran);
+                     env, first, ran, after);
 }
 
 job::job(const command_context& ctx, tracing::action& act)
@@ -238,10 +241,24 @@ void job::first_output() {
   if (times_.first_line < 0) times_.first_line = since_start();
 }
 
-void job::began_work(std::chrono::steady_clock::time_point begin) {
+void job::work_ended() { times_.work_end = std::max(times_.work_end, since_start()); }
+
+double job::new_node_seconds() const {
+  if (new_node_seconds_) return *new_node_seconds_;
+  return std::chrono::duration<double>(ctx_.config.values.nodes.start_estimate).count();
+}
+
+void job::began_work(const std::string& node, std::chrono::steady_clock::time_point begin) {
+  not_working_.erase(node);  // its work has begun: work_over() no longer stops it
+  if (auto it = asked_.find(node); it != asked_.end()) {
+    const auto took = seconds(std::chrono::steady_clock::now() - it->second);
+    new_node_seconds_ = new_node_seconds_ ? std::min(*new_node_seconds_, took) : took;
+    asked_.erase(it);
+  }
   const auto from = packed_at_ ? std::max(begin, *packed_at_) : begin;
   times_.env = std::max(times_.env, seconds(std::chrono::steady_clock::now() - from));
   times_.ready = std::max(times_.ready, since_start());
+  if (times_.first_work < 0) times_.first_work = since_start();
   ++working_;
 }
 
@@ -271,8 +288,8 @@ asio::awaitable<void> job::work_when_ready(ready_node& node, lazy_link& link) {
   const auto begin = std::chrono::steady_clock::now();
   co_await link.ready.wait();
   const bool stopped = co_await net::cancelled();  // (not in the condition: GCC 12 and co_await in &&)
-  if (link.early && !stopped) {
-    began_work(begin);
+  if (link.early && !stopped && !work_over_) {
+    began_work(node.node.id, begin);
     job_node jn{node, *link.early};
     if (co_await python_fits(node, *link.early)) co_await work_(jn);
   }
@@ -292,7 +309,9 @@ asio::awaitable<void> job::on_node_lazily(ready_node& node, const fanout_role* f
     // A pack that failed says why itself; its nodes only saw their plan stop short.
     if (pack_error_) co_return;
     if (!link.early) {
-      failures_.push_back(fmt::format("{}: {}", node.node.id, describe(ec, diag)));
+      // Stopped because the job's work was over before it began here: nothing failed.
+      if (!(work_over_ && ec == asio::error::operation_aborted))
+        failures_.push_back(fmt::format("{}: {}", node.node.id, describe(ec, diag)));
     } else if (ec != asio::error::operation_aborted) {
       // The command ran: what it imported was there, or it said so itself (an ImportError naming the layer).
       fmt::print(stderr, "ferry: warning: {}: the node program failed while the command ran: {}\n", node.node.id,
@@ -327,10 +346,36 @@ asio::awaitable<void> job::store_import_order() {
            {{"key", packed_->settings.import_order_key}, {"layers", merged.size()}, {"stored", bool(put)}});
 }
 
-asio::awaitable<void> job::on_node(ready_node& node) {
+asio::awaitable<void> job::on_node(ready_node& node, std::chrono::steady_clock::time_point asked) {
   if (pack_error_) co_return;  // the pack failed: nothing to put on the node
+  if (work_over_) co_return;   // nothing is left for it to do
+  if (!node.warm) asked_[node.node.id] = asked;
+  asio::cancellation_signal stop;
+  not_working_[node.node.id] = &stop;
+  struct forget {
+    std::map<std::string, asio::cancellation_signal*>& nodes;
+    const std::string& id;
+    ~forget() { nodes.erase(id); }
+  } forgetting{not_working_, node.node.id};
+  co_await net::stoppable(steps_until_work_over(node), stop);
+}
+
+asio::awaitable<void> job::steps_until_work_over(ready_node& node) {
   if (fanout_) co_return co_await steps_and_serve(node);
   co_await node_steps(node, nullptr);
+}
+
+void job::work_over() {
+  if (work_over_) return;
+  work_over_ = true;
+  act_.log(action_types::agent::work_over, {{"stopped", not_working_.size()}});
+  // Emitting may end a node's steps at once, and they erase themselves from the map: a copy first.
+  std::vector<asio::cancellation_signal*> stops;
+  for (auto& [id, stop] : not_working_) stops.push_back(stop);
+  not_working_.clear();
+  for (auto* stop : stops) stop->emit(asio::cancellation_type::total);
+  if (fanout_) fanout_->work_over();
+  feed_.poke();
 }
 
 asio::awaitable<void> job::steps_then_flag(ready_node& node, const fanout_role* fan, bool& over) {
@@ -359,14 +404,16 @@ asio::awaitable<void> job::node_steps(ready_node& node, const fanout_role* fan) 
   if (fanout_) fanout_->landed(node.node.id);
   if (!env) {
     // A pack that failed says why itself; its nodes only saw their plan stop short.
-    if (!pack_error_) failures_.push_back(fmt::format("{}: {}", node.node.id, describe(env.error(), diag)));
+    const bool stopped = work_over_ && env.error() == asio::error::operation_aborted;  // nothing failed
+    if (!pack_error_ && !stopped) failures_.push_back(fmt::format("{}: {}", node.node.id, describe(env.error(), diag)));
     co_return;
   }
   // A job cancelled while the layers landed starts no work here (a cancellation that reached the last
   // step of materialise may leave it a success).
   if (co_await net::cancelled()) co_return;
+  if (work_over_) co_return;
   // What the environment cost beyond the pack and the node: from the later of the two to its end.
-  began_work(begin);
+  began_work(node.node.id, begin);
   times_.layers_fetched += env->layers_fetched;
   job_node jn{node, *env};
   if (co_await python_fits(node, *env)) co_await work_(jn);
@@ -374,7 +421,7 @@ asio::awaitable<void> job::node_steps(ready_node& node, const fanout_role* fan) 
 
 asio::awaitable<void> job::provide(std::size_t count) {
   co_await net::accept_cancellation();
-  auto report = co_await pool_->run_on_nodes(act_, count, [this](ready_node& n) { return on_node(n); });
+  auto report = co_await pool_->run_on_nodes(act_, count, [this](ready_node& n) { return on_node(n, start_); });
   times_.nodes = seconds(report.until_ready);
   times_.nodes_new += report.created;
   times_.nodes_warm += report.warm;
@@ -382,7 +429,8 @@ asio::awaitable<void> job::provide(std::size_t count) {
 }
 
 asio::awaitable<void> job::add_nodes(std::size_t count) {
-  auto report = co_await pool_->add_nodes(act_, count, [this](ready_node& n) { return on_node(n); });
+  const auto asked = std::chrono::steady_clock::now();
+  auto report = co_await pool_->add_nodes(act_, count, [this, asked](ready_node& n) { return on_node(n, asked); });
   times_.nodes_new += report.created;
   times_.nodes_warm += report.warm;
   failures_.insert(failures_.end(), report.failures.begin(), report.failures.end());

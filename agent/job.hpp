@@ -16,6 +16,7 @@
 #include "net/async_event.hpp"
 
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 
 #include <chrono>
 #include <functional>
@@ -49,10 +50,14 @@ struct startup_times {
   double ready = 0;           // from the start until the last node began the work
   bool lazy = false;          // the work began once the workspace was in place (agent.lazy_start)
   double first_line = -1;     // from the start until the command's first output; < 0: none yet
+  double first_work = -1;     // from the start until the first node began the work; < 0: none did
+  double work_end = -1;       // from the start until the work ended (the command, a map's last task)
 };
 
-// "ready in 1.3 s: pack 0.4 s (12/14 cached), nodes 0.6 s (1 new), env 0.2 s (2 layers); ran 4.1 s"
-std::string startup_line(const startup_times& t, double ran);
+// "ready in 1.3 s: pack 0.4 s (12/14 cached), nodes 0.6 s (1 new), env 0.2 s (2 layers); ran 4.1 s;
+// 0.1 s after the work" (`total`: seconds from the start until now; what followed the work is said only
+// once the work has ended)
+std::string startup_line(const startup_times& t, double ran, double total);
 
 class job {
  public:
@@ -73,6 +78,10 @@ class job {
   bool lazy() const { return lazy_; }
   // The command's first output arrived (run and map call it): the start-up line's "first line at".
   void first_output();
+  // Work on a node ended (a command, a map's task): the last call marks the work's end, which the
+  // start-up line tells apart from what followed it.
+  void work_ended();
+  double since_start() const;
 
   // Packs while `count` nodes are provided; runs `work` on each node once its environment is in place.
   // Fails when the pack fails, or when no node got as far as the work; nodes that failed are in
@@ -81,6 +90,17 @@ class job {
 
   // More nodes while run() runs (a map whose tasks wait, a node lost): the same path, the same work.
   boost::asio::awaitable<void> add_nodes(std::size_t count);
+
+  // The job's work is over everywhere (a map whose last task has ended): nodes that have not begun it stop
+  // their steps now (their layers, their start), fan-out servers stop holding, and a node that becomes
+  // ready later gets nothing. No layer is waited for that no work will import. Their actions end as
+  // cancelled; they are not failures.
+  void work_over();
+  bool is_work_over() const { return work_over_; }
+
+  // What a new node took in this job from being asked for until its work began (the quickest one so far),
+  // or nodes.start_estimate before one has.
+  double new_node_seconds() const;
 
   const startup_times& times() const { return times_; }
   const std::vector<std::string>& failures() const { return failures_; }
@@ -93,7 +113,8 @@ class job {
 
  private:
   boost::asio::awaitable<void> pack_step(diagnostics& diag);
-  boost::asio::awaitable<void> on_node(ready_node& node);
+  // `asked`: when the job asked for the node (its start, or an add_nodes call).
+  boost::asio::awaitable<void> on_node(ready_node& node, std::chrono::steady_clock::time_point asked);
   // The node's steps (its layers, then the work), beside its fan-out server when it has children.
   boost::asio::awaitable<void> steps_and_serve(ready_node& node);
   boost::asio::awaitable<void> steps_then_flag(ready_node& node, const fanout_role* fan, bool& over);
@@ -102,7 +123,9 @@ class job {
   boost::asio::awaitable<void> materialise_beside(ready_node& node, lazy_link& link, const fanout_role* fan,
                                                   diagnostics& diag, std::optional<result<environment>>& out);
   boost::asio::awaitable<void> work_when_ready(ready_node& node, lazy_link& link);
-  void began_work(std::chrono::steady_clock::time_point begin);
+  void began_work(const std::string& node, std::chrono::steady_clock::time_point begin);
+  // The node's steps, which work_over() stops while the node's work has not begun.
+  boost::asio::awaitable<void> steps_until_work_over(ready_node& node);
   // The node's interpreter fits the packed environment (check_python); false: the node gets no work.
   boost::asio::awaitable<bool> python_fits(ready_node& node, const environment& env);
   // The order the nodes' commands imported layers in, merged with the stored one, stored when it changed.
@@ -112,7 +135,6 @@ class job {
   // The two as items of one fan-out: the pack's failure cancels the provisioning beside it.
   boost::asio::awaitable<result<void>> pack_or_fail();
   boost::asio::awaitable<result<void>> provide_all(std::size_t count);
-  double since_start() const;
 
   const command_context& ctx_;
   tracing::action& act_;
@@ -137,6 +159,10 @@ class job {
   std::optional<packaging::python_info> local_python_;  // known once the scan is done
   std::vector<std::string> compiled_;                   // shipped distributions with compiled modules
   bool python_warned_ = false;
+  bool work_over_ = false;
+  std::map<std::string, boost::asio::cancellation_signal*> not_working_;  // node -> stops its steps
+  std::map<std::string, std::chrono::steady_clock::time_point> asked_;    // new node -> when it was asked for
+  std::optional<double> new_node_seconds_;
   packaging::pack_progress* progress_ = nullptr;  // while the pack runs: hurry() reaches it
   std::map<std::string, std::size_t> layer_index_;  // layer id -> its index in the scan
   std::vector<std::vector<std::string>> imported_;  // each node's imports, first imported first

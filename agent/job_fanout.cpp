@@ -110,6 +110,7 @@ boost::asio::awaitable<void> job_fanout::serve(tracing::action& act, ready_node&
   std::optional<std::chrono::steady_clock::time_point> over_at;
   const auto id = node.node.id;
   auto done = [&]() {
+    if (work_over_) return true;
     if (!steps_over) return false;
     if (plan_.children_settled(id)) return true;
     const auto now = std::chrono::steady_clock::now();

@@ -42,6 +42,8 @@ class job_fanout {
   // It ends as soon as the node holds back no more (the server listens or is gone), or its steps end.
   boost::asio::awaitable<void> stop_holding_after_limit(const std::string& node);
   void steps_ended(const std::string& node) { end_hold(node); }
+  // The job's work is over everywhere: no child will need another layer, so every server ends now.
+  void work_over() { work_over_ = true; }
 
   // The node's server, until `steps_over` and its children settled (or the wait after that passed).
   boost::asio::awaitable<void> serve(tracing::action& act, ready_node& node, const materialise_options& options,
@@ -61,6 +63,7 @@ class job_fanout {
   std::string serve_id_;  // the copies' directory name on every node
   std::chrono::milliseconds wait_;
   std::chrono::milliseconds hold_;
+  bool work_over_ = false;
   std::map<std::string, std::string> sources_;  // node -> its parent's server URL (node-stable: pointers)
   std::map<std::string, bool> pending_;         // node -> its parent's server is on its way
   std::map<std::string, bool> serves_;          // node -> it runs a server (or tries to)

@@ -470,6 +470,8 @@ const std::vector<key_spec>& table() {
                                                    "how long a node waits for a shard its parent has not got yet"),
       key<&S::nodes, &nodes_settings::fanout_hold>("nodes.fanout_hold", R"("1500ms")",
                                                    "how long a node waits for its parent's server before storage"),
+      positive<&S::nodes, &nodes_settings::start_estimate>("nodes.start_estimate", R"("10s")",
+          "what a new node takes to be ready, until a job has timed one: a map grows only past this wait"),
       key<&S::nodes, &nodes_settings::registry_lock_timeout>("nodes.registry_lock_timeout", R"("10s")",
           "how long to wait while another ferry command updates the node registry"),
       // ssh

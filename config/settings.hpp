@@ -86,6 +86,9 @@ struct nodes_settings {
   int fanout_degree = 0;
   duration fanout_wait{};
   duration fanout_hold{};  // how long a child holds its layers back for a parent's server to listen
+  // What a new node takes to be ready for work, until a job has measured one of its own: a map grows past
+  // nodes.count only when its tasks would wait longer than this (agent/map_growth.hpp).
+  duration start_estimate{};
 
   // ---- the local and ssh providers, and the node registry ----
   // One existing machine the ssh provider hands out (nodes.ssh_hosts). Empty user and identity_file

@@ -240,6 +240,9 @@ inline constexpr std::string_view watchdog_uninstall = "ferry:watchdog:uninstall
 // The node's interpreter asked and compared with the packing one {node, python} -> version,
 // implementation, platform, glibc; fails when it cannot run what was packed (agent/python_check.hpp).
 inline constexpr std::string_view python_check = "ferry:agent:python_check";
+// Message {stopped}: the job's work is over on every node (a map's last task ended); the steps of the
+// nodes that had not begun it (`stopped` of them) end now, as cancelled.
+inline constexpr std::string_view work_over = "ferry:agent:work_over";
 }  // namespace agent
 
 // agent/node/: the node program, whose messages continue ferry's task on the node.
@@ -301,6 +304,9 @@ inline constexpr std::string_view job = "ferry:map";          // the root of `fe
 inline constexpr std::string_view tasks = "ferry:map:tasks";  // message {tasks, per_node, nodes}
 // Message {node}: a node lost during the map; its task goes to another node.
 inline constexpr std::string_view node_lost = "ferry:map:node_lost";
+// Message {add, waiting, wait_seconds, task_seconds, node_seconds}: the map grows by `add` nodes because its
+// waiting tasks would wait longer than a new node takes (agent/map_growth.hpp).
+inline constexpr std::string_view grow = "ferry:map:grow";
 }  // namespace map
 
 // agent/commands: `ferry cluster`, and the holder of each cluster (agent/cluster/).

@@ -11,6 +11,7 @@
 #include "agent/error.hpp"
 #include "agent/exit_code.hpp"
 #include "agent/job.hpp"
+#include "agent/map_growth.hpp"
 #include "agent/map_inputs.hpp"
 #include "agent/map_schedule.hpp"
 #include "agent/node_output.hpp"
@@ -20,6 +21,7 @@
 #include "net/cancellation.hpp"
 #include "net/error.hpp"
 #include "net/run_all.hpp"
+#include "net/task_group.hpp"
 #include "net/ssh_exec.hpp"
 #include "tracing/action_types.hpp"
 #include "tracing/percentiles.hpp"
@@ -66,18 +68,19 @@ struct map_state {
   map_schedule schedule;
   asio::steady_timer wake;  // never expires: cancelling it wakes every waiting worker and the replacer
   const map_args* args = nullptr;
+  job* the_job = nullptr;
   env_vars vars;
   std::size_t per_node = 1;
   std::size_t output_limit = 0;
   std::size_t live_nodes = 0;
   std::size_t lost_nodes = 0;
+  std::size_t started_nodes = 0;  // nodes asked for: the first ones, replacements and growth
   bool job_over = false;
   std::filesystem::path output;
   std::FILE* results = nullptr;  // tasks.jsonl under --output, else stdout
   std::vector<double> durations;
   double submitted_at = 0;
   double ran = 0;
-  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
 
   void notify() { wake.cancel(); }
   asio::awaitable<bool> wait() {  // false when cancelled
@@ -173,6 +176,11 @@ asio::awaitable<void> worker(tracing::action& job_act, job_node& jn, map_state& 
       slot.lost = lost_now = true;
       ++st.lost_nodes;
     }
+    // The last task ended: nothing waits for the nodes that have not begun, nor for layers no task took.
+    if (st.schedule.finished()) {
+      st.the_job->work_ended();
+      st.the_job->work_over();
+    }
     // Waiting workers wake only when there is something for them: a task back in the queue, the end of
     // the map, or a lost node to replace. Waking all thousand of them after every task is quadratic.
     if (st.schedule.waiting() > 0 || st.schedule.finished() || lost_now) st.notify();
@@ -191,20 +199,50 @@ asio::awaitable<void> on_node(tracing::action& job_act, job_node& jn, map_state&
   st.notify();
 }
 
-// Replaces lost nodes while tasks wait, one at a time, up to nodes.max_nodes in all.
-asio::awaitable<void> replacer(job& j, map_state& st, std::size_t max_nodes, std::size_t started) {
+// What a task takes, as far as the map has seen: the mean of those that ended; 0 before any has.
+double task_seconds(const map_state& st) {
+  if (st.durations.empty()) return 0;
+  double sum = 0;
+  for (const auto d : st.durations) sum += d;
+  return sum / static_cast<double>(st.durations.size());
+}
+
+asio::awaitable<void> more_nodes(job& j, std::size_t count) {
   co_await net::accept_cancellation();
+  co_await j.add_nodes(count);
+}
+
+// The map's size while it runs, up to nodes.max_nodes in all: a lost node is replaced while tasks wait,
+// and the map grows when its waiting tasks would wait longer than a new node takes (map_growth.hpp).
+// Nodes it adds come in beside the work; it waits for them before it ends.
+asio::awaitable<void> sizer(tracing::action& act, job& j, map_state& st, std::size_t max_nodes) {
+  co_await net::accept_cancellation();
+  net::task_group adding(co_await asio::this_coro::executor);
   std::size_t replaced = 0;
   while (!st.schedule.finished()) {
-    if (st.lost_nodes > replaced && started < max_nodes && st.schedule.waiting() > 0) {
+    if (st.lost_nodes > replaced && st.started_nodes < max_nodes && st.schedule.waiting() > 0) {
       ++replaced;
-      ++started;
-      co_await j.add_nodes(1);
+      ++st.started_nodes;
+      adding.spawn(more_nodes(j, 1));
+      continue;
+    }
+    map_pace pace{st.schedule.waiting(), st.started_nodes - st.lost_nodes, st.per_node, max_nodes, task_seconds(st),
+                  j.new_node_seconds()};
+    auto g = growth_of(pace);
+    g.add = std::min(g.add, max_nodes - std::min(max_nodes, st.started_nodes));  // lost nodes count too
+    if (g.add > 0) {
+      fmt::print(stderr, "ferry: map: {}\n", growth_line(pace, g));
+      act.log(action_types::map::grow, {{"add", g.add}, {"waiting", pace.waiting}, {"wait_seconds", g.wait_seconds},
+                                        {"task_seconds", pace.task_seconds}, {"node_seconds", pace.node_seconds}});
+      st.started_nodes += g.add;
+      adding.spawn(more_nodes(j, g.add));
       continue;
     }
     if (st.job_over) break;
     if (!co_await st.wait()) break;
   }
+  if (co_await net::cancelled()) adding.cancel();
+  co_await adding.wait();
 }
 
 asio::awaitable<void> run_job(job& j, map_state& st, std::size_t count, job_work work, diagnostics& diag,
@@ -215,12 +253,14 @@ asio::awaitable<void> run_job(job& j, map_state& st, std::size_t count, job_work
   st.notify();
 }
 
-void print_summary(const map_state& st, double seconds) {
+void print_summary(const map_state& st, const startup_times& t, double seconds) {
   const auto p = tracing::summarise(st.durations);
+  // When the last task ended and what followed it are told apart: the work, then ferry's own end.
+  const auto last = t.work_end >= 0 ? fmt::format("last task ended at {:.2f} s, ", t.work_end) : std::string();
   fmt::print(stderr, "ferry: map: {} tasks: {} done, {} failed, {} retried; per task p50 {:.2f} s, p99 {:.2f} s; "
-                     "{:.2f} s in all\n",
+                     "{}{:.2f} s in all\n",
              st.schedule.tasks().size(), st.schedule.done(), st.schedule.failed(), st.schedule.retried(), p.p50,
-             p.p99, seconds);
+             p.p99, last, seconds);
 }
 
 result<std::vector<std::string>> inputs_of(const map_args& args, diagnostics& diag) {
@@ -266,10 +306,12 @@ asio::awaitable<int> map(command_context& ctx, const map_args& args) {
 
   const auto tasks = st.schedule.tasks().size();
   const auto wanted = (tasks + st.per_node - 1) / st.per_node;
-  const auto max_nodes = static_cast<std::size_t>(std::max(1, s.nodes.max_nodes));
   const auto first = static_cast<std::size_t>(args.nodes > 0 ? args.nodes : s.nodes.count);
-  // More nodes than nodes.count only while tasks would otherwise wait for a free slot.
-  const auto count = std::max<std::size_t>(1, std::min({std::max(first, wanted), max_nodes, wanted}));
+  const auto max_nodes = std::max(first, static_cast<std::size_t>(std::max(1, s.nodes.max_nodes)));
+  // nodes.count (or --nodes) to begin with, no more than the tasks can use; more only while the map runs,
+  // when its tasks have shown they would wait longer than a new node takes (sizer).
+  const auto count = std::max<std::size_t>(1, std::min(first, wanted));
+  st.started_nodes = count;
   act.log(action_types::map::tasks, {{"tasks", tasks}, {"per_node", st.per_node}, {"nodes", count}});
 
   job j(ctx, act);
@@ -277,11 +319,12 @@ asio::awaitable<int> map(command_context& ctx, const map_args& args) {
   j.lazy_start(s.agent.lazy_start && runs_python(args.command));
   j.check_python(python_program(args.command));
   st.submitted_at = unix_now();
+  st.the_job = &j;
   auto work = [&act, &st](job_node& jn) { return on_node(act, jn, st); };
   result<void> ran;
   std::vector<asio::awaitable<void>> parts;
   parts.push_back(run_job(j, st, count, work, diag, ran));
-  parts.push_back(replacer(j, st, max_nodes, count));
+  parts.push_back(sizer(act, j, st, max_nodes));
   co_await net::run_all(std::move(parts));
   if (co_await net::cancelled()) co_return fail_map(act, asio::error::operation_aborted, diag);
   if (!st.schedule.finished()) {
@@ -291,12 +334,14 @@ asio::awaitable<int> map(command_context& ctx, const map_args& args) {
       if (t.now == map_task::state::failed && t.error == "no node was left to run it") record(st, t);
     }
   }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - st.start).count();
+  const double seconds = j.since_start();  // the origin of the start-up line's times
   if (!ran && st.schedule.done() == 0) co_return fail_map(act, ran.error(), diag);
   for (const auto& f : j.failures()) fmt::print(stderr, "ferry: warning: {}\n", f);
   if (ctx.options.verbosity >= 0) {
-    print_summary(st, seconds);
-    fmt::print(stderr, "ferry: {}\n", startup_line(j.times(), seconds - j.times().ready));
+    const auto& t = j.times();
+    print_summary(st, t, seconds);
+    const double working = t.work_end >= 0 && t.first_work >= 0 ? t.work_end - t.first_work : 0;
+    fmt::print(stderr, "ferry: {}\n", startup_line(t, working, j.since_start()));
   }
   if (st.schedule.failed() > 0) {
     act.fail_exception("tasks", fmt::format("{} of {} tasks failed", st.schedule.failed(), tasks));

@@ -64,6 +64,7 @@ struct run_state {
   std::chrono::steady_clock::time_point first_start{};
   double ran = 0;
   std::function<void()> on_first_output;  // the start-up line's "first line at"
+  std::function<void()> on_work_ended;    // a node's command ended: the start-up line's "after the work"
 };
 
 result<std::string> read_order_file(const std::string& file, diagnostics& diag) {
@@ -168,6 +169,7 @@ asio::awaitable<void> run_on(tracing::action& job_act, job_node& jn, run_state& 
     }
   }
   state.ran = std::max(state.ran, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  state.on_work_ended();
   if (!done) {
     result.error = done.error();
     task.fail(result.error, result.diag);
@@ -241,6 +243,7 @@ asio::awaitable<int> run(command_context& ctx, const run_args& args) {
   j.lazy_start(ctx.config.values.agent.lazy_start && runs_python(args.command));
   j.check_python(python_program(args.command));
   state.on_first_output = [&j] { j.first_output(); };
+  state.on_work_ended = [&j] { j.work_ended(); };
   state.staging = stage_options::from(ctx.config.values);
   state.staging.program = j.node_options().program;
   state.staging.cache_dir = j.node_options().cache_dir;
@@ -262,7 +265,7 @@ asio::awaitable<int> run(command_context& ctx, const run_args& args) {
   if (co_await net::cancelled()) co_return report(act, asio::error::operation_aborted, diag);
   if (!ran) co_return report(act, ran.error(), diag);
   const int code = final_code(state, j.failures());
-  if (ctx.options.verbosity >= 0) fmt::print(stderr, "ferry: {}\n", startup_line(j.times(), state.ran));
+  if (ctx.options.verbosity >= 0) fmt::print(stderr, "ferry: {}\n", startup_line(j.times(), state.ran, j.since_start()));
   co_return code;
 }
 

@@ -55,7 +55,7 @@ asio::awaitable<int> warmup(command_context& ctx, const warmup_args& args) {
   const auto& t = j.times();
   fmt::print("warmed {} nodes ({}): {} layers, {} fetched\n", warmed.size(), fmt::join(warmed, ", "), t.layers,
              t.layers_fetched);
-  if (ctx.options.verbosity >= 0) fmt::print(stderr, "ferry: {}\n", startup_line(t, 0));
+  if (ctx.options.verbosity >= 0) fmt::print(stderr, "ferry: {}\n", startup_line(t, 0, j.since_start()));
   co_return j.failures().empty() ? exit_code::success : exit_code::failure;
 }
 

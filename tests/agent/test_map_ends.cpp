@@ -1,0 +1,180 @@
+// A map ends when its work ends, on local nodes against moto_server. A `ferry run --nodes 2` stores every
+// layer of a venv's site-packages and leaves 2 warm nodes; then a map of short tasks on those 2 and 2 new
+// ones, as a fan-out (one seed, the rest its children), behind a slow link to storage. The tasks import
+// the workspace and one small package; a large package no task imports sits in the site-packages.
+//
+// What the trace must show, in order (never in seconds):
+// - no node was told it may start after the last task had ended (a child asked its warm parent for a
+//   layer the parent had cached and so never copied: it waited for nodes.fanout_wait before storage);
+// - no request to a peer failed after the last task had ended, other than by cancellation;
+// - the large layer never landed on a node during the map: the map ended first;
+// - the job said its work was over.
+#include "support/fault_proxy.hpp"
+#include "support/moto.hpp"
+#include "support/process.hpp"
+#include "support/random_bytes.hpp"
+#include "support/temp_dir.hpp"
+#include "tracing/action_types.hpp"
+
+#include "../provision/local_node_guard.hpp"
+#include "local_run.hpp"
+
+#include <boost/json.hpp>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <memory>
+
+namespace ferry::test {
+namespace {
+
+namespace fs = std::filesystem;
+namespace json = boost::json;
+
+std::string field_text(const json::object& o, std::string_view key) {
+  const auto* v = o.if_contains(key);
+  return v && v->is_string() ? std::string(v->as_string()) : std::string();
+}
+
+std::string line_type(const json::object& o) {
+  auto t = field_text(o, "action_type");
+  return t.empty() ? field_text(o, "message_type") : t;
+}
+
+// An action's identity: its task and its level without the last step.
+std::string ends_action_key(const json::object& o) {
+  std::string key = field_text(o, "task_uuid");
+  const auto& level = o.at("task_level").as_array();
+  for (std::size_t i = 0; i + 1 < level.size(); ++i) key += "/" + std::to_string(level[i].as_int64());
+  return key;
+}
+
+std::vector<json::object> trace_lines(const fs::path& file) {
+  std::vector<json::object> out;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) out.push_back(json::parse(line).as_object());
+  return out;
+}
+
+class map_ends : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "local nodes in network namespaces need root (CI runs as root)";
+    ASSERT_TRUE(bridge_up());
+    moto_.emplace(moto_options{.host = "10.200.0.1"});
+    moto_->make_bucket("ferry-ends");
+    ASSERT_EQ(run({"/usr/bin/python3", "-m", "venv", "--without-pip", (project() / ".venv").string()}).exit_code, 0);
+    const auto site = run({(project() / ".venv" / "bin" / "python").string(), "-c",
+                           "import sysconfig; print(sysconfig.get_paths()['purelib'])"});
+    ASSERT_EQ(site.exit_code, 0) << site.err;
+    const fs::path site_dir = site.out.substr(0, site.out.find('\n'));
+    write_file(site_dir / "tinyconf" / "__init__.py", "SCALE = 3\n");
+    // What the interpreter holds besides: packages no task imports, one of them large.
+    for (int i = 0; i < 6; ++i)
+      write_file(site_dir / fmt::format("unused{}", i) / "__init__.py", fmt::format("N = {}\n", i));
+    write_file(site_dir / "bigpkg" / "__init__.py", "raise SystemExit('no task imports bigpkg')\n");
+    write_file(site_dir / "bigpkg" / "blob.bin", random_bytes(big_bytes, 7));
+    write_file(project() / ".gitignore", ".venv/\n");
+    write_file(project() / "ferry.toml", "[packaging]\npython = \".venv/bin/python\"\n");
+    write_file(project() / "mypkg" / "__init__.py", "def double(x):\n    return 2 * x\n");
+    write_file(project() / "task.py",
+               "import sys, mypkg, tinyconf\nprint(mypkg.double(int(sys.argv[1])) * tinyconf.SCALE)\n");
+  }
+  void TearDown() override {
+    if (moto_) run_ferry({"nodes", "down", "--all"}, env());
+  }
+
+  fs::path project() const { return home_ / "project"; }
+
+  process_options env(const std::string& endpoint = "") const {
+    auto o = local_ferry_env(*moto_, home_.path(), "s3://ferry-ends/p", project());
+    if (!endpoint.empty()) o.env["AWS_ENDPOINT_URL"] = endpoint;
+    // 4 nodes fan out from one seed; a child waits long for a copy its parent does not have, so that a
+    // wait for one would outlast the large layer's download.
+    o.env["FERRY_NODES_FANOUT_MIN"] = "2";
+    o.env["FERRY_NODES_FANOUT_SEEDS"] = "1";
+    o.env["FERRY_NODES_FANOUT_DEGREE"] = "3";
+    o.env["FERRY_NODES_FANOUT_WAIT"] = "90s";
+    return o;
+  }
+
+  static constexpr std::size_t big_bytes = 24u << 20;
+  temp_dir home_;
+  local_node_guard guard_{home_ / "state" / "ferry" / "local"};
+  std::optional<moto_server> moto_;
+};
+
+TEST_F(map_ends, a_map_on_warm_and_new_nodes_ends_without_waiting_for_layers_no_task_imported) {
+  const auto first = run_ferry({"run", "--nodes", "2", "--", "python3", "task.py", "1"}, env());
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  ASSERT_TRUE(contains(first.out, "6")) << first.out;
+
+  // The large layer takes about 100 s behind this link: the map's short tasks are over long before.
+  fault_proxy proxy("10.200.0.1", moto_->port(), "10.200.0.1");
+  proxy.set_rate(256 << 10);
+  const auto trace = home_ / "map.jsonl";
+  const auto map = run_ferry({"--trace", trace.string(), "map", "--nodes", "4", "--concurrency", "2", "--range",
+                              "1..24", "--", "python3", "task.py", "{}"},
+                             env(proxy.endpoint()));
+  ASSERT_EQ(map.exit_code, 0) << map.err;
+  EXPECT_TRUE(contains(map.err, "24 done")) << map.err;
+  EXPECT_TRUE(contains(map.err, "(2 new, 2 warm)")) << map.err;
+  EXPECT_TRUE(contains(map.err, "last task ended at")) << map.err;
+  EXPECT_TRUE(contains(map.err, "after the work")) << map.err;
+
+  double last_task_end = 0;
+  bool work_over = false;
+  {
+    std::map<std::string, std::string> started;  // action key -> type
+    for (const auto& o : trace_lines(trace)) {
+      const auto status = field_text(o, "action_status");
+      if (status == "started") started[ends_action_key(o)] = field_text(o, "action_type");
+      if ((status == "succeeded" || status == "failed") &&
+          started[ends_action_key(o)] == action_types::agent::task)
+        last_task_end = std::max(last_task_end, o.at("timestamp").as_double());
+      if (line_type(o) == action_types::agent::work_over) work_over = true;
+    }
+  }
+  ASSERT_GT(last_task_end, 0) << "no task in the trace";
+  EXPECT_TRUE(work_over) << "the job never said its work was over";
+
+  const auto nodes = node_lines(trace);
+  ASSERT_FALSE(nodes.empty());
+  std::map<std::string, std::string> layer_names;  // layer action key -> layer name
+  std::map<std::string, std::string> shard_sources;  // shard action key -> source
+  std::size_t may_starts = 0, peers = 0;
+  for (const auto& o : nodes) {
+    const auto type = line_type(o);
+    if (type == action_types::node::peer) ++peers;
+    const auto at = o.at("timestamp").as_double();
+    const auto status = field_text(o, "action_status");
+    if (type == action_types::node::may_start) {
+      ++may_starts;
+      EXPECT_LT(at, last_task_end) << "a node was told it may start after the last task had ended";
+    }
+    if (type == action_types::node::layer && status == "started") layer_names[ends_action_key(o)] = field_text(o, "name");
+    if (type == action_types::node::layer && status == "succeeded") {
+      const auto* cached = o.if_contains("cached");
+      const bool fetched = cached && cached->is_bool() && !cached->as_bool();
+      EXPECT_FALSE(fetched && layer_names[ends_action_key(o)] == "bigpkg")
+          << "the layer no task imported landed during the map: the map waited for it";
+    }
+    if (type == action_types::node::shard && status == "started") shard_sources[ends_action_key(o)] = field_text(o, "source");
+    if (type == action_types::node::shard && status == "failed" && field_text(o, "reason") != "cancelled") {
+      const auto source = shard_sources[ends_action_key(o)];
+      if (source.starts_with("http://"))
+        EXPECT_LT(at, last_task_end) << "a request to a peer was held until after the work: " << field_text(o, "reason");
+    }
+  }
+  EXPECT_GE(may_starts, 1u);
+  EXPECT_GE(peers, 1u) << "no node had a parent to fetch from: the fan-out this test is about never happened";
+}
+
+}  // namespace
+}  // namespace ferry::test
