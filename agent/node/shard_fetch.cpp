@@ -104,9 +104,9 @@ class shard_reader {
     if (response->status != (ranged ? 206u : 200u)) {
       if (response->status / 100 == 2)
         co_return fail(errc::download_failed, diag,
-                       fmt::format("downloading {}: storage answered {} to a {}request", layer_,
-                                   response->status, ranged ? "ranged " : ""));
-      co_return storage_status_error(response->status, layer_, diag);
+                       fmt::format("downloading {}: {} answered {} to a {}request", layer_,
+                                   token_.empty() ? "storage" : "the peer", response->status, ranged ? "ranged " : ""));
+      co_return status_error(response->status, layer_, token_.empty() ? answerer::storage : answerer::peer, diag);
     }
     if (response->body_bytes != want)
       co_return fail(errc::download_failed, diag,
@@ -276,9 +276,12 @@ class shard_reader {
 }  // namespace
 
 // An HTTP status as net's codes, so the retry predicate knows 5xx and 429 from 403 and 404.
-error_code storage_status_error(unsigned status, std::string_view what, diagnostics& diag) {
-  diag.set(fmt::format("downloading {}: storage answered HTTP {}{}", what, status,
-                       status == 404 ? " (it is gone from storage)" : ""));
+error_code status_error(unsigned status, std::string_view what, answerer who, diagnostics& diag) {
+  const bool peer = who == answerer::peer;
+  const std::string_view why = status == 404 ? (peer ? " (it holds no copy)" : " (it is gone from storage)")
+                               : status == 403 && peer ? " (it refused this job's token)"
+                                                       : "";
+  diag.set(fmt::format("downloading {}: {} answered HTTP {}{}", what, peer ? "the peer" : "storage", status, why));
   if (status == 429 || status == 503) return net::make_error_code(net::errc::throttled);
   if (status >= 500) return net::make_error_code(net::errc::server_error);
   if (status == 403) return net::make_error_code(net::errc::access_denied);

@@ -45,9 +45,17 @@ asio::awaitable<result<shard_outcome>> fetch_shard(tracing::action& act, fetch_c
                                                    std::string_view label, layer_writer& writer, diagnostics& diag,
                                                    std::string_view token = {});
 
-// An HTTP status from storage as net's codes, so a retry predicate knows 5xx and 429 (worth another try)
-// from 403 and 404 (not); the diagnostics say "downloading WHAT: storage answered HTTP N".
-error_code storage_status_error(unsigned status, std::string_view what, diagnostics& diag);
+// Who answered a download: storage, or a peer of the job (a node's `ferry-node serve`, fan-out), whose
+// 404 means only that it holds no copy. The messages name it, so that a peer's refusal never reads as
+// storage's.
+enum class answerer { storage, peer };
+
+// An HTTP status as net's codes, so a retry predicate knows 5xx and 429 (worth another try) from 403 and
+// 404 (not); the diagnostics say "downloading WHAT: storage answered HTTP N" (or "the peer answered").
+error_code status_error(unsigned status, std::string_view what, answerer who, diagnostics& diag);
+inline error_code storage_status_error(unsigned status, std::string_view what, diagnostics& diag) {
+  return status_error(status, what, answerer::storage, diag);
+}
 
 // A presigned URL split into where it goes and what to ask: http(s)://HOST[:PORT]/PATH?QUERY.
 struct url_parts {

@@ -1239,6 +1239,10 @@ TEST_F(fanout_node, a_wrong_token_is_refused_and_the_layers_come_from_storage) {
   const auto end = serve_end();
   EXPECT_EQ(end.at("served").as_int64(), 0);
   EXPECT_GE(end.at("refused").as_int64(), 2);  // the first shard of each layer asked, then storage
+  // The refusal names the peer that answered, never storage, which served every shard.
+  const auto text = all_traces();
+  EXPECT_NE(text.find("the peer answered HTTP 403 (it refused this job's token)"), std::string::npos) << text;
+  EXPECT_EQ(text.find("storage answered HTTP 403"), std::string::npos) << text;
 }
 }  // namespace
 }  // namespace ferry::agent
