@@ -360,6 +360,8 @@ inline constexpr std::string_view request = "ferry:doctor:request";
 
 // agent/commands: `ferry trace`, whose roots are their names. stats, html and otlp also name their step.
 namespace trace {
+// What every root of `ferry trace` starts with: a view without a file never reads a view's own trace.
+inline constexpr std::string_view prefix = "ferry:trace:";
 inline constexpr std::string_view tree = "ferry:trace:tree";
 inline constexpr std::string_view chrome = "ferry:trace:chrome";
 inline constexpr std::string_view stats = "ferry:trace:stats";  // the step -> jobs

@@ -69,7 +69,7 @@ boost::json::value render_chrome(const trace_set& traces, const std::vector<task
     if (s.incomplete) args["incomplete"] = true;
     const auto lane = per_file[s.file].place(s.begin, s.end).lane;
     lane_names.try_emplace({s.file, lane}, s.node->type());
-    events.push_back({{"ph", "X"}, {"name", s.node->type()}, {"cat", s.node->status()}, {"pid", id(s.file)},
+    events.push_back({{"ph", "X"}, {"name", s.node->type()}, {"cat", s.node->outcome()}, {"pid", id(s.file)},
                       {"tid", id(lane)}, {"ts", micros(s.begin)},
                       {"dur", std::max<std::int64_t>(0, micros(s.end) - micros(s.begin))}, {"args", std::move(args)}});
   }

@@ -8,6 +8,13 @@
 // intervals are known_interval's (action_interval.hpp): one without an end message ends with its last
 // message, so a task lost with a killed node does not pass for what the job waited for. Links of zero
 // length are left out, and adjacent stretches of one action's own time are one link.
+//
+// Two folds keep the path readable. A background server (trace_conventions::is_background: a node's
+// `ferry-node serve`, a forwarded port) is never a link: it ends when told to, not when the work is done.
+// And consecutive links too short to print (under half a millisecond, "0.000 s": a run's hundreds of
+// file hashes) that succeeded become one link with `folded` = how many; a failed, cancelled or incomplete
+// one is never folded. A folded link keeps the first one's level and depth, and the action type they
+// share ("" when they differ); the links still tile the job.
 #include "tracing/action_interval.hpp"
 #include "tracing/trace_conventions.hpp"
 
@@ -20,17 +27,21 @@ struct critical_link {
   std::string action_type;
   std::string level;      // the action's task_level, e.g. "/3/2"; "/" for a task's root action
   std::string node;       // the node the action (or its nearest ancestor naming one) was for
-  std::string status;     // succeeded, failed, or started (no end message: incomplete)
+  std::string status;     // succeeded, failed, cancelled, or started (no end message: incomplete)
   std::size_t depth = 0;  // 0 for the job's own time, 1 for its children, ...
   double begin = 0;       // unix time
   double end = 0;
   double share = 0;       // duration / the job's duration
+  std::size_t folded = 0; // 0, or the number of consecutive negligible links this one stands for
 
   double duration() const { return end - begin; }
 };
 
 struct critical_path {
   std::vector<critical_link> links;  // in time order
+
+  // Under this, a link prints as 0.000 s: such links are folded together.
+  static constexpr double negligible_seconds = 0.0005;
 
   double total() const;  // the sum of the links' durations: the job's duration
 };

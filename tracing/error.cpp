@@ -12,6 +12,7 @@ class category_impl final : public boost::system::error_category {
       case errc::unreadable_file: return "trace file cannot be read";
       case errc::malformed_line: return "malformed trace line";
       case errc::cannot_write: return "trace file cannot be written";
+      case errc::no_trace: return "no trace to read";
     }
     return "unknown tracing error";
   }

@@ -11,6 +11,7 @@ enum class errc {
   unreadable_file,   // a trace file could not be opened or read
   malformed_line,    // a trace line is not a JSON object with eliot's fields
   cannot_write,      // the trace file could not be created or written
+  no_trace,          // no command's trace in the trace directory
 };
 
 const boost::system::error_category& category();

@@ -24,7 +24,8 @@ constexpr std::string_view page =
 #include "tracing/html_view_page.inc"
     ;
 
-enum class bar_status { succeeded = 0, failed = 1, incomplete = 2 };
+// A cancellation (tree_node::outcome) is not a failure: it has its own colour.
+enum class bar_status { succeeded = 0, failed = 1, incomplete = 2, cancelled = 3 };
 
 struct bar {
   const tree_node* action;
@@ -55,9 +56,11 @@ class bar_collector {
     if (auto own = conventions_.node_of(n); !own.empty()) node = std::move(own);
     const auto* first = n.start ? n.start : n.end;
     if (first) {  // else a level none of whose messages are in these files: only its children are drawn
-      const auto status = !n.start || !n.end          ? bar_status::incomplete
-                          : n.status() == "failed"    ? bar_status::failed
-                                                      : bar_status::succeeded;
+      const auto outcome = n.outcome();
+      const auto status = !n.start || !n.end       ? bar_status::incomplete
+                          : outcome == "failed"    ? bar_status::failed
+                          : outcome == "cancelled" ? bar_status::cancelled
+                                                   : bar_status::succeeded;
       bars_.push_back({&n, group_of(first->file, node), time, status, t.uuid});
     }
     for (const auto& [_, child] : n.children)
@@ -166,7 +169,7 @@ class data_builder {
       auto [it, inserted] = type_index.try_emplace(type, types.size());
       if (inserted) types.push_back(json::string(type));
       rows.push_back({b.group, b.row, b.time.begin - t0_, b.time.end - t0_, static_cast<int>(b.status), it->second});
-      json::object d{{"uuid", b.task_uuid}, {"level", b.action->level_text()}, {"status", b.action->status()},
+      json::object d{{"uuid", b.task_uuid}, {"level", b.action->level_text()}, {"status", b.action->outcome()},
                      {"fields", fields_of(*b.action)}};
       if (!b.action->start) d["note"] = "start message not in these files";
       if (!b.action->end) d["note"] = "no end message: incomplete";

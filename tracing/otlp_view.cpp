@@ -265,8 +265,9 @@ json::object span_of(const tree_node& n, const span_source& src, std::size_t& ev
   for (const auto* m : {n.start, n.end})
     if (m)
       for (const auto& [k, v] : m->fields) merged[k] = v;
-  const bool failed = n.status() == "failed";
-  if (failed) {
+  const bool cancelled = n.outcome() == "cancelled";
+  const bool failed = n.outcome() == "failed";
+  if (failed || cancelled) {
     merged.erase("exception");
     merged.erase("reason");
   }
@@ -274,6 +275,7 @@ json::object span_of(const tree_node& n, const span_source& src, std::size_t& ev
   attrs.add("ferry.task_level", json::object{{"stringValue", n.level_text()}});
   if (!src.uuid_is_id) attrs.add("ferry.task_uuid", json::object{{"stringValue", scrubbed(src.uuid)}});
   if (!n.start || !n.end) attrs.add("ferry.incomplete", json::object{{"boolValue", true}});
+  if (cancelled) attrs.add("ferry.cancelled", json::object{{"boolValue", true}});
   attrs.add_fields(merged);
   attrs.put_into(span);
 

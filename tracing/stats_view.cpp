@@ -56,11 +56,11 @@ class text_report {
   void action_types() {
     std::size_t width = 11;
     for (const auto& t : s_.action_types) width = std::max(width, t.action_type.size());
-    out_ += fmt::format("\n{:<{}}  {:>7} {:>7} {:>10}  {:>9} {:>9} {:>9} {:>9}  (seconds)\n", "action type", width,
-                        "count", "failed", "incomplete", "p50", "p90", "p99", "max");
+    out_ += fmt::format("\n{:<{}}  {:>7} {:>7} {:>9} {:>10}  {:>9} {:>9} {:>9} {:>9}  (seconds)\n", "action type",
+                        width, "count", "failed", "cancelled", "incomplete", "p50", "p90", "p99", "max");
     for (const auto& t : s_.action_types)
-      out_ += fmt::format("{:<{}}  {:>7} {:>7} {:>10}  {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f}\n", t.action_type, width,
-                          t.count, t.failures, t.incomplete, t.duration.p50, t.duration.p90, t.duration.p99,
+      out_ += fmt::format("{:<{}}  {:>7} {:>7} {:>9} {:>10}  {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f}\n", t.action_type,
+                          width, t.count, t.failures, t.cancelled, t.incomplete, t.duration.p50, t.duration.p90, t.duration.p99,
                           t.duration.max);
   }
 
@@ -94,15 +94,22 @@ class text_report {
   void critical_paths() {
     out_ += "\ncritical paths (each link: start from the job's start, length, share of the job)\n";
     for (const auto& j : s_.jobs) {
-      out_ += fmt::format("{} {} {} {:.3f} s {}{}, {} tasks ({} failed, {} incomplete), utilisation {}\n", j.action_type,
-                          j.task_uuid, time_text(j.time.begin), j.time.length(), j.status,
-                          j.complete ? "" : " (incomplete)", j.tasks, j.failed_tasks, j.incomplete_tasks,
+      out_ += fmt::format("{} {} {} {:.3f} s {}{}, {} tasks ({} failed, {}{} incomplete), utilisation {}\n",
+                          j.action_type, j.task_uuid, time_text(j.time.begin), j.time.length(), j.status,
+                          j.complete ? "" : " (incomplete)", j.tasks, j.failed_tasks,
+                          j.cancelled_tasks ? fmt::format("{} cancelled, ", j.cancelled_tasks) : "",
+                          j.incomplete_tasks,
                           j.usage.measured() ? percent(j.usage.ratio()) : "-");
       for (const auto& l : j.path.links)
-        out_ += fmt::format("  {:>+10.3f} {:>9.3f} {:>6}  {:{}}{}{}{}\n", l.begin - j.time.begin, l.duration(),
+        if (l.folded)
+          out_ += fmt::format("  {:>+10.3f} {:>9.3f} {:>6}  {:{}}… {} steps of 0.000 s{}\n", l.begin - j.time.begin,
+                              l.duration(), percent(l.share), "", l.depth * 2, l.folded,
+                              l.action_type.empty() ? "" : " (" + l.action_type + ")");
+        else
+          out_ += fmt::format("  {:>+10.3f} {:>9.3f} {:>6}  {:{}}{}{}{}\n", l.begin - j.time.begin, l.duration(),
                             percent(l.share), "", l.depth * 2, l.action_type.empty() ? "?" : l.action_type,
                             l.node.empty() ? "" : " node=" + l.node,
-                            l.status == "started" ? " (incomplete)" : l.status == "failed" ? " (failed)" : "");
+                            l.status == "started" ? " (incomplete)" : l.status == "succeeded" ? "" : " (" + l.status + ")");
     }
   }
 
@@ -134,7 +141,7 @@ json::array path_json(const critical_path& p) {
   for (const auto& l : p.links)
     out.push_back({{"action_type", l.action_type}, {"level", l.level}, {"node", l.node}, {"status", l.status},
                    {"depth", l.depth}, {"begin", l.begin}, {"end", l.end}, {"duration", l.duration()},
-                   {"share", l.share}});
+                   {"share", l.share}, {"folded", l.folded}});
   return out;
 }
 
@@ -146,6 +153,7 @@ json::object job_json(const job_stats& j) {
   return {{"action_type", j.action_type}, {"task_uuid", j.task_uuid}, {"level", j.level}, {"file", j.file},
           {"status", j.status}, {"complete", j.complete}, {"start", j.time.begin}, {"end", j.time.end},
           {"duration", j.time.length()}, {"tasks", j.tasks}, {"failed_tasks", j.failed_tasks},
+          {"cancelled_tasks", j.cancelled_tasks},
           {"incomplete_tasks", j.incomplete_tasks}, {"pending", pending_json(j.pending_summary)},
           {"utilisation", usage_json(j.usage)}, {"nodes", std::move(nodes)}, {"critical_path", path_json(j.path)}};
 }
@@ -158,10 +166,11 @@ json::value stats_to_json(const trace_stats& s) {
   json::array types;
   for (const auto& t : s.action_types)
     types.push_back({{"action_type", t.action_type}, {"count", t.count}, {"failures", t.failures},
+                     {"cancelled", t.cancelled},
                      {"incomplete", t.incomplete}, {"duration", percentiles_json(t.duration)}});
   json::array job_types;
   for (const auto& t : s.job_types)
-    job_types.push_back({{"action_type", t.action_type}, {"jobs", t.jobs}, {"failed", t.failed},
+    job_types.push_back({{"action_type", t.action_type}, {"jobs", t.jobs}, {"failed", t.failed}, {"cancelled", t.cancelled},
                          {"incomplete", t.incomplete}, {"tasks", t.tasks}, {"pending", pending_json(t.pending)},
                          {"utilisation", usage_json(t.usage)}});
   json::array jobs;

@@ -61,6 +61,12 @@ std::string_view tree_node::status() const {
   return start ? "started" : "";
 }
 
+std::string_view tree_node::outcome() const {
+  const auto s = status();
+  if (s == "failed" && string_field(end, "reason") == "cancelled") return "cancelled";
+  return s;
+}
+
 std::optional<double> tree_node::start_time() const {
   if (message) return message->timestamp;
   if (start) return start->timestamp;

@@ -23,6 +23,10 @@ struct tree_node {
   bool is_action() const { return message == nullptr; }
   std::string_view type() const;     // action_type or message_type ("" when never seen)
   std::string_view status() const;   // "succeeded", "failed", or "started" when no end was seen
+  // status(), but "cancelled" for a failed action whose reason is "cancelled": action::fail writes that for
+  // operation_aborted (a Ctrl-C, or a step that a finished race no longer needed). The trace keeps eliot's
+  // `failed`, which eliot's parser expects; the views count and colour a cancellation apart from a failure.
+  std::string_view outcome() const;
   std::optional<double> start_time() const;
   std::optional<double> end_time() const;
   std::optional<double> duration() const;

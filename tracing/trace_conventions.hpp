@@ -38,6 +38,11 @@
 //                clipped to its provisioned time (so busy <= provisioned even across skewed clocks);
 //   utilisation  = sum of busy node-seconds / sum of provisioned node-seconds; overhead = 1 - utilisation.
 //
+// Background servers: actions that run beside the work and end when told to, not when the work needs them
+// to (a node's `ferry-node serve` handing shards to its peers, ferry's side of it, a forwarded port and its
+// connections). No job waits for one, so the critical path never takes one for a link; its time is the
+// parent's own time or another child's.
+//
 // The constants are the defaults of `trace_conventions`; a caller may pass others (an older trace's names).
 #include "tracing/action_types.hpp"
 #include "tracing/task_tree.hpp"
@@ -53,12 +58,17 @@ struct trace_conventions {
   std::vector<std::string> job_types = {std::string(action_types::run::job), std::string(action_types::map::job)};
   std::vector<std::string> task_types = {std::string(action_types::agent::task)};
   std::vector<std::string> node_release_types = {std::string(action_types::provision::terminate)};
+  std::vector<std::string> background_types = {std::string(action_types::agent::serve),
+                                               std::string(action_types::node::serve),
+                                               std::string(action_types::cluster::forwarding),
+                                               std::string(action_types::ssh::forward)};
   std::string node_field = "node";
   std::string submitted_at_field = "submitted_at";
 
   bool is_job(std::string_view type) const { return contains(job_types, type); }
   bool is_task(std::string_view type) const { return contains(task_types, type); }
   bool is_node_release(std::string_view type) const { return contains(node_release_types, type); }
+  bool is_background(std::string_view type) const { return contains(background_types, type); }
   // The node a message names ("" when none); an integer id is written in decimal.
   std::string node_in(const boost::json::object& fields) const;
   // The node an action (its start, else its end message) or a plain message names.

@@ -17,6 +17,7 @@ bool has_both_ends(const tree_node& n) { return n.start && n.end; }
 struct type_accumulator {
   std::size_t count = 0;
   std::size_t failures = 0;
+  std::size_t cancelled = 0;
   std::size_t incomplete = 0;
   std::vector<double> durations;
 };
@@ -56,7 +57,8 @@ class job_scanner {
 
   void task(const tree_node& n, const interval& time) {
     ++job_.tasks;
-    if (n.status() == "failed") ++job_.failed_tasks;
+    if (n.outcome() == "failed") ++job_.failed_tasks;
+    if (n.outcome() == "cancelled") ++job_.cancelled_tasks;
     if (!has_both_ends(n)) ++job_.incomplete_tasks;
     if (const auto node = conventions_.node_of(n); !node.empty()) {
       note_node(node, time.begin);
@@ -98,7 +100,8 @@ class stats_builder {
     out_.messages = traces_.messages.size();
     out_.problems = traces_.problems;
     for (auto& [type, acc] : types_)
-      out_.action_types.push_back({type, acc.count, acc.failures, acc.incomplete, summarise(std::move(acc.durations))});
+      out_.action_types.push_back({type, acc.count, acc.failures, acc.cancelled, acc.incomplete,
+                                    summarise(std::move(acc.durations))});
     std::stable_sort(out_.jobs.begin(), out_.jobs.end(),
                      [](const job_stats& a, const job_stats& b) { return a.time.begin < b.time.begin; });
     sum_jobs();
@@ -123,7 +126,8 @@ class stats_builder {
     if (it == types_.end()) it = types_.emplace(std::string(type), type_accumulator{}).first;
     auto& acc = it->second;
     ++acc.count;
-    if (n.status() == "failed") ++acc.failures;
+    if (n.outcome() == "failed") ++acc.failures;
+    if (n.outcome() == "cancelled") ++acc.cancelled;
     if (auto d = n.duration())
       acc.durations.push_back(*d);
     else
@@ -136,7 +140,7 @@ class stats_builder {
     j.task_uuid = t.uuid;
     j.level = n.level_text();
     j.file = traces_.files[n.start->file].string();
-    j.status = std::string(n.status());
+    j.status = std::string(n.outcome());
     j.complete = n.complete();
     j.time = time;
     job_scanner scanner(conventions_, j);
@@ -154,6 +158,7 @@ class stats_builder {
       s.action_type = j.action_type;
       ++s.jobs;
       if (j.status == "failed") ++s.failed;
+      if (j.status == "cancelled") ++s.cancelled;
       if (!j.complete) ++s.incomplete;
       s.tasks += j.tasks;
       s.usage.add(j.usage);

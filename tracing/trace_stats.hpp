@@ -17,7 +17,8 @@ namespace ferry::tracing {
 struct action_type_stats {
   std::string action_type;
   std::size_t count = 0;       // actions of this type
-  std::size_t failures = 0;    // ended as failed
+  std::size_t failures = 0;    // ended as failed, not cancelled
+  std::size_t cancelled = 0;   // ended as failed with reason "cancelled" (tree_node::outcome)
   std::size_t incomplete = 0;  // a start or an end message is not in these files
   percentiles duration;        // seconds, over the actions with both
 };
@@ -35,11 +36,12 @@ struct job_stats {
   std::string task_uuid;
   std::string level;        // the job action's place in its task, "/" for a task's root
   std::string file;         // the trace file its start message is in
-  std::string status;       // succeeded, failed, or started (no end message)
+  std::string status;       // succeeded, failed, cancelled, or started (no end message)
   bool complete = false;    // the job and every action in it have both messages, no level missing
   interval time;            // unix times; an incomplete job ends with its task's last message
   std::size_t tasks = 0;    // ferry:agent:task actions in it
-  std::size_t failed_tasks = 0;
+  std::size_t failed_tasks = 0;     // not counting cancelled ones
+  std::size_t cancelled_tasks = 0;
   std::size_t incomplete_tasks = 0;
   std::vector<double> pending;  // seconds, of each task with submitted_at, in the order met
   pending_stats pending_summary;
@@ -53,6 +55,7 @@ struct job_type_stats {
   std::string action_type;
   std::size_t jobs = 0;
   std::size_t failed = 0;
+  std::size_t cancelled = 0;
   std::size_t incomplete = 0;
   std::size_t tasks = 0;
   pending_stats pending;

@@ -7,7 +7,9 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <map>
 #include <string_view>
+#include <unordered_map>
 #include <unordered_set>
 
 namespace ferry::tracing {
@@ -51,7 +53,7 @@ class renderer {
  private:
   std::string status_text(std::string_view status) const {
     if (!options_.color) return std::string(status);
-    const char* code = status == "succeeded" ? "32" : status == "failed" ? "31" : "33";
+    const char* code = status == "succeeded" ? "32" : status == "failed" ? "31" : status == "cancelled" ? "90" : "33";
     return fmt::format("\x1b[{}m{}\x1b[0m", code, status);
   }
 
@@ -92,15 +94,72 @@ class renderer {
     line(prefix, last, title);
     const bool has_end = n.end != nullptr;
     if (n.start) fields(n.start->fields, inner, n.children.empty() && !has_end);
-    std::size_t i = 0;
-    for (const auto& [_, child] : n.children) node(*child, inner, ++i == n.children.size() && !has_end);
+    const auto items = children_to_draw(n);
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      const bool last_item = i + 1 == items.size() && !has_end;
+      if (items[i].child)
+        node(*items[i].child, inner, last_item);
+      else
+        line(inner, last_item, items[i].fold);
+    }
     if (has_end) {
-      line(inner, true, fmt::format("{}{} ⇒ {} {}", n.type(), level_text(n.end->fields), status_text(n.status()),
+      line(inner, true, fmt::format("{}{} ⇒ {} {}", n.type(), level_text(n.end->fields), status_text(n.outcome()),
                                     time_text(n.end->timestamp)));
       fields(n.end->fields, inner + "    ", true);
     } else if (n.start) {
       line(inner, true, "(no end message: incomplete)");
     }
+  }
+
+  // A child drawn whole, or the line that stands for folded siblings (tree_view.hpp).
+  struct item {
+    const tree_node* child = nullptr;
+    std::string fold;
+  };
+
+  static std::string_view ending(const tree_node& n) { return n.start && n.end ? n.outcome() : "incomplete"; }
+
+  std::vector<item> children_to_draw(const tree_node& n) const {
+    std::unordered_set<const tree_node*> hidden;
+    std::unordered_map<const tree_node*, std::string> fold_at;  // the last sibling drawn -> the fold line after it
+    if (!options_.all) {
+      std::map<std::string_view, std::vector<const tree_node*>> alike;
+      for (const auto& [_, child] : n.children)
+        if (child->is_action() && !child->type().empty()) alike[child->type()].push_back(child.get());
+      for (const auto& [type, members] : alike)
+        if (members.size() >= options_.shown_alike + 3) fold(type, members, hidden, fold_at);
+    }
+    std::vector<item> out;
+    for (const auto& [_, child] : n.children) {
+      if (!hidden.contains(child.get())) out.push_back({child.get(), {}});
+      if (auto it = fold_at.find(child.get()); it != fold_at.end()) out.push_back({nullptr, std::move(it->second)});
+    }
+    return out;
+  }
+
+  void fold(std::string_view type, const std::vector<const tree_node*>& members,
+            std::unordered_set<const tree_node*>& hidden,
+            std::unordered_map<const tree_node*, std::string>& fold_at) const {
+    std::map<std::string_view, std::size_t> endings;  // of the hidden ones
+    std::unordered_set<std::string_view> drawn_endings;
+    const tree_node* last_drawn = nullptr;
+    std::size_t hidden_count = 0;
+    for (std::size_t i = 0; i < members.size(); ++i) {
+      const auto e = ending(*members[i]);
+      const bool must_show = e != "succeeded" && !drawn_endings.contains(e);
+      if (i < options_.shown_alike || must_show) {
+        drawn_endings.insert(e);
+        last_drawn = members[i];
+        continue;
+      }
+      hidden.insert(members[i]);
+      ++endings[e];
+      ++hidden_count;
+    }
+    if (hidden_count == 0) return;
+    std::string how;
+    for (const auto& [e, count] : endings) how += fmt::format("{}{} {}", how.empty() ? "" : ", ", count, e);
+    fold_at[last_drawn] = fmt::format("… {} more {} like these: {} (--all shows every one)", hidden_count, type, how);
   }
 
   const tree_view_options& options_;

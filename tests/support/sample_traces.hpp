@@ -52,4 +52,29 @@ inline std::string map_trace() {
          msg("10", 1020, action_types::map::job, "succeeded");
 }
 
+// A map that Ctrl-C interrupted, as action::fail writes a cancellation (failed, reason "cancelled"):
+//   task a on n1  3000 .. 3002 succeeded; inside it three ferry:materialise:attempt, two of them
+//                 cancelled (a race the third won: 3000 .. 3000.5, 3000 .. 3000.6) and one succeeded
+//   task b on n1  3002 .. 3004 failed (exit status 1)
+//   task c on n2  3001 .. 3005 cancelled by the interrupt
+//   the map       3000 .. 3005 cancelled
+inline std::string interrupted_map_trace() {
+  const std::string n1 = R"(,"node":"n1")", n2 = R"(,"node":"n2")";
+  const std::string cancelled = R"(,"exception":"cancelled","reason":"cancelled")";
+  return msg("1", 3000, action_types::map::job, "started", R"(,"inputs":3)") +
+         msg("2,1", 3000, action_types::agent::task, "started", n1) +
+         msg("2,2,1", 3000, action_types::node::attempt, "started", R"(,"attempt":1)") +
+         msg("2,2,2", 3000.5, action_types::node::attempt, "failed", cancelled) +
+         msg("2,3,1", 3000, action_types::node::attempt, "started", R"(,"attempt":2)") +
+         msg("2,3,2", 3000.6, action_types::node::attempt, "failed", cancelled) +
+         msg("2,4,1", 3000, action_types::node::attempt, "started", R"(,"attempt":3)") +
+         msg("2,4,2", 3000.4, action_types::node::attempt, "succeeded") +
+         msg("2,5", 3002, action_types::agent::task, "succeeded", R"(,"exit_code":0)") +
+         msg("3,1", 3002, action_types::agent::task, "started", n1) +
+         msg("3,2", 3004, action_types::agent::task, "failed", R"(,"exception":"exit_code","reason":"exit status 1")") +
+         msg("4,1", 3001, action_types::agent::task, "started", n2) +
+         msg("4,2", 3005, action_types::agent::task, "failed", cancelled) +
+         msg("5", 3005, action_types::map::job, "failed", cancelled);
+}
+
 }  // namespace ferry::test

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <regex>
 
 namespace ferry::tracing {
@@ -32,9 +33,9 @@ std::string map_with_a_lost_task() {
   return text;
 }
 
-std::string page_for(temp_dir& dir, const std::string& trace) {
+std::string page_for(temp_dir& dir, const std::string& trace, std::string_view name = "map.jsonl") {
   diagnostics diag;
-  const auto set = read_traces({dir.write("map.jsonl", trace)}, diag);
+  const auto set = read_traces({dir.write(name, trace)}, diag);
   EXPECT_TRUE(set) << diag.message;
   const auto tasks = build_task_trees(*set);
   return render_html(*set, tasks, compute_stats(*set, tasks));
@@ -99,6 +100,20 @@ TEST(html_view, an_incomplete_task_is_drawn_as_incomplete) {
   }
   EXPECT_EQ(incomplete, 1);
   EXPECT_EQ(data.at("stats").at("jobs").at(0).at("incomplete_tasks"), 1);
+}
+
+TEST(html_view, a_cancellation_has_its_own_status_and_counts) {
+  temp_dir dir;
+  const auto html = page_for(dir, test::interrupted_map_trace());
+  const auto begin = html.find(R"(id="ferry-data">)") + 16;
+  const auto data = boost::json::parse(html.substr(begin, html.find("</script>", begin) - begin)).as_object();
+  std::map<std::int64_t, int> by_status;
+  for (const auto& s : data.at("spans").as_array()) ++by_status[s.as_array()[4].as_int64()];
+  EXPECT_EQ(by_status[1], 1);  // b failed
+  EXPECT_EQ(by_status[3], 4);  // the two attempts, c and the map: cancelled, not failed
+  EXPECT_EQ(by_status[0], 2);
+  EXPECT_EQ(data.at("stats").at("jobs").at(0).at("cancelled_tasks"), 1);
+  EXPECT_EQ(data.at("stats").at("jobs").at(0).at("failed_tasks"), 1);
 }
 
 class html_in_chromium : public ::testing::Test {
@@ -186,6 +201,43 @@ document.body.dataset.view = location.hash;
   EXPECT_NEAR(to - from, 20.4 * std::exp(-1.5), 0.01);
   EXPECT_LT(from, 12.0);
   EXPECT_GT(to, 12.1);
+}
+
+TEST_F(html_in_chromium, cancelled_bars_and_rows_are_grey_not_red) {
+  const auto page = dir.write("timeline.html", page_for(dir, test::interrupted_map_trace()));
+  const auto r = run_chromium(dir, page, "--dump-dom");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto dom = without_scripts(r.out);
+  EXPECT_EQ(count(dom, R"(<rect class="bar s3")"), 4u) << r.err;
+  EXPECT_EQ(count(dom, R"(<rect class="bar s1")"), 1u);
+  EXPECT_NE(dom.find("<th>cancelled</th>"), std::string::npos);
+  EXPECT_NE(dom.find(R"(<tr class="job cancelled">)"), std::string::npos);
+}
+
+// A group's label (a file and a node) longer than the gutter left of the bars is cut to fit it, never
+// drawn over the bars; its whole text is its tooltip.
+TEST_F(html_in_chromium, labels_never_run_over_the_bars) {
+  const std::string name = "20260101T000000-123456-ferry-map.node-a-rather-long-node-name-from-a-cloud-provider-1.jsonl";
+  auto html = page_for(dir, test::map_trace(), name);
+  html.insert(html.rfind("</body>"), R"(<script>
+let right = 0, left = Infinity;
+for (const t of document.querySelectorAll('text.glabel')) { const b = t.getBBox(); right = Math.max(right, b.x + b.width); }
+for (const b of document.querySelectorAll('rect.bar')) left = Math.min(left, +b.getAttribute('x'));
+let over = 0;
+for (const t of document.querySelectorAll('text.blabel')) {
+  const bar = t.previousElementSibling, b = t.getBBox();
+  if (b.x + b.width > +bar.getAttribute('x') + +bar.getAttribute('width')) ++over;
+}
+document.body.dataset.labels = right.toFixed(1) + ',' + left.toFixed(1) + ',' + over;
+</script>)");
+  const auto page = dir.write("timeline.html", html);
+  const auto r = run_chromium(dir, page, "--dump-dom");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"re(data-labels="([0-9.]+),([0-9.]+),([0-9]+)")re"))) << r.err;
+  EXPECT_LT(std::stod(m[1]), std::stod(m[2])) << "a group label reaches past the first bar's left edge";
+  EXPECT_EQ(m[3], "0") << "a bar's label runs past its bar";
+  EXPECT_NE(r.out.find("<title>" + name + " · node n1</title>"), std::string::npos);
 }
 
 TEST_F(html_in_chromium, a_trace_without_runs_or_maps_still_renders) {

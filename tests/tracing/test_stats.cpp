@@ -285,6 +285,80 @@ TEST(trace_stats, overlapping_children_and_a_continued_task) {
   EXPECT_EQ(path[0].share + path[1].share + path[2].share, 1);
 }
 
+TEST(trace_stats, a_cancellation_is_counted_apart_from_a_failure) {
+  temp_dir dir;
+  const auto s = stats_of(read(dir, "interrupted.jsonl", test::interrupted_map_trace()));
+  const auto& tasks = type_stats(s, action_types::agent::task);
+  EXPECT_EQ(tasks.count, 3u);
+  EXPECT_EQ(tasks.failures, 1u);  // b's exit status 1
+  EXPECT_EQ(tasks.cancelled, 1u);  // c
+  const auto& attempts = type_stats(s, action_types::node::attempt);
+  EXPECT_EQ(attempts.count, 3u);
+  EXPECT_EQ(attempts.failures, 0u);  // the two lost races are no failures
+  EXPECT_EQ(attempts.cancelled, 2u);
+  ASSERT_EQ(s.jobs.size(), 1u);
+  EXPECT_EQ(s.jobs[0].status, "cancelled");
+  EXPECT_EQ(s.jobs[0].failed_tasks, 1u);
+  EXPECT_EQ(s.jobs[0].cancelled_tasks, 1u);
+  ASSERT_EQ(s.job_types.size(), 1u);
+  EXPECT_EQ(s.job_types[0].failed, 0u);
+  EXPECT_EQ(s.job_types[0].cancelled, 1u);
+
+  // The text has a column of its own, and the JSON a count beside the failures.
+  const auto text = render_stats(s);
+  EXPECT_NE(text.find("failed cancelled incomplete"), std::string::npos) << text;
+  EXPECT_NE(text.find("3 tasks (1 failed, 1 cancelled, 0 incomplete)"), std::string::npos) << text;
+  const auto json = stats_to_json(s);
+  for (const auto& t : json.at("action_types").as_array())
+    if (t.at("action_type").as_string() == action_types::node::attempt) {
+      EXPECT_EQ(t.at("failures"), 0);
+      EXPECT_EQ(t.at("cancelled"), 2);
+    }
+  EXPECT_EQ(json.at("jobs").at(0).at("cancelled_tasks"), 1);
+}
+
+// A run whose pack hashed 101 files in a row, each under half a millisecond (one failed), then ran its
+// task, beside a peer server that ran to the run's end: 4000 .. 4001.
+//   hashes 0..49    4000.2000 .. 4000.2050, 100 µs each, back to back
+//   hash 50         4000.2050 .. 4000.2051, failed
+//   hashes 51..100  4000.2051 .. 4000.2101
+//   task            4000.2101 .. 4001
+//   ferry:serve     4000.1    .. 4001 (ends with the run, and began before the task: without the rule
+//                   that no background server is a link, it would be the path's last link)
+TEST(critical_path, negligible_links_and_background_servers_fold) {
+  temp_dir dir;
+  const auto at = [](int micros) { return 4000 + micros / 1e6; };
+  std::string text = msg("1", 4000, action_types::run::job, "started");
+  int level = 2;
+  for (int i = 0; i <= 100; ++i) {
+    const int b = i <= 50 ? 200000 + 100 * i : 205100 + 100 * (i - 51);
+    const auto lv = std::to_string(level++);
+    text += msg(lv + ",1", at(b), action_types::packaging::hash, "started");
+    text += msg(lv + ",2", at(b + 100), action_types::packaging::hash, i == 50 ? "failed" : "succeeded",
+                i == 50 ? R"(,"exception":"packaging:3","reason":"unreadable")" : "");
+  }
+  const auto serve = std::to_string(level++), task = std::to_string(level++);
+  text += msg(serve + ",1", at(100000), action_types::agent::serve, "started", R"(,"node":"n1")");
+  text += msg(task + ",1", at(210100), action_types::agent::task, "started", R"(,"node":"n1")");
+  text += msg(task + ",2", 4001, action_types::agent::task, "succeeded");
+  text += msg(serve + ",2", 4001, action_types::agent::serve, "succeeded");
+  text += msg(std::to_string(level), 4001, action_types::run::job, "succeeded");
+  const auto s = stats_of(read(dir, "run.jsonl", text));
+  ASSERT_EQ(s.jobs.size(), 1u);
+  const auto& path = s.jobs[0].path;
+  ASSERT_EQ(path.links.size(), 5u) << render_stats(s);
+  EXPECT_EQ(std::make_tuple(path.links[0].action_type, path.links[0].folded), std::make_tuple(action_types::run::job, 0ul));
+  EXPECT_EQ(std::make_tuple(path.links[1].action_type, path.links[1].folded, path.links[1].begin, path.links[1].end),
+            std::make_tuple(action_types::packaging::hash, 50ul, at(200000), at(205000)));
+  EXPECT_EQ(std::make_tuple(path.links[2].status, path.links[2].folded), std::make_tuple("failed", 0ul));
+  EXPECT_EQ(std::make_tuple(path.links[3].folded, path.links[3].begin, path.links[3].end),
+            std::make_tuple(50ul, at(205100), at(210100)));
+  EXPECT_EQ(path.links[4].action_type, action_types::agent::task);
+  EXPECT_NEAR(path.total(), 1.0, 1e-9);
+  const auto report = render_stats(s);
+  EXPECT_NE(report.find("… 50 steps of 0.000 s (ferry:packaging:hash)"), std::string::npos) << report;
+}
+
 TEST(trace_stats, a_thousand_runs_add_up) {
   temp_dir dir;
   constexpr std::size_t runs = 1000;

@@ -1,13 +1,19 @@
 #include "tracing/action_types.hpp"
 #include "tracing/chrome_view.hpp"
+#include "tracing/error.hpp"
+#include "tracing/last_trace.hpp"
+#include "tracing/otlp_view.hpp"
 #include "tracing/tree_view.hpp"
 
+#include "support/sample_traces.hpp"
 #include "support/temp_dir.hpp"
 
 #include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 
 namespace ferry::tracing {
@@ -58,6 +64,127 @@ TEST(tree_view, draws_nesting_status_durations_and_fields) {
     ASSERT_NE(found, std::string::npos) << "missing '" << line << "' after offset " << at << " in:\n" << text;
     at = found;
   }
+}
+
+// A map of ten tasks, each with a step inside: 5 and 9 failed, 7 cancelled, the rest succeeded.
+trace_set ten_tasks(temp_dir& dir) {
+  std::string text = test::msg("1", 0, action_types::map::job, "started", "", "T");
+  for (int i = 1; i <= 10; ++i) {
+    const auto lv = std::to_string(i + 1);
+    const std::string ending = i == 5 || i == 9 ? "failed" : i == 7 ? "failed" : "succeeded";
+    const std::string why = i == 5 || i == 9 ? R"(,"exception":"exit_code","reason":"exit status 1")"
+                            : i == 7        ? R"(,"exception":"cancelled","reason":"cancelled")"
+                                            : "";
+    text += test::msg(lv + ",1", i, action_types::agent::task, "started", fmt::format(R"(,"task":{})", i), "T");
+    text += test::msg(lv + ",2,1", i, action_types::agent::materialise, "started", "", "T");
+    text += test::msg(lv + ",2,2", i + 0.5, action_types::agent::materialise, "succeeded", "", "T");
+    text += test::msg(lv + ",3", i + 1, action_types::agent::task, ending, why, "T");
+  }
+  text += test::msg("12", 20, action_types::map::job, "succeeded", "", "T");
+  diagnostics diag;
+  return *read_traces({dir.write("map.jsonl", text)}, diag);
+}
+
+TEST(tree_view, repeated_siblings_fold_and_failures_and_cancellations_stay_in_view) {
+  temp_dir dir;
+  const auto set = ten_tasks(dir);
+  const auto tasks = build_task_trees(set);
+  const auto folded = render_tree(tasks);
+  // Tasks 1, 2, 3, the first failed (5) and the first cancelled (7) drawn; 4, 6, 8, 9 and 10 counted.
+  for (int shown : {1, 2, 3, 5, 7}) EXPECT_NE(folded.find(fmt::format("task: {}\n", shown)), std::string::npos) << shown;
+  for (int hidden : {4, 6, 8, 9, 10})
+    EXPECT_EQ(folded.find(fmt::format("task: {}\n", hidden)), std::string::npos) << hidden << folded;
+  EXPECT_NE(folded.find(fmt::format("… 5 more {} like these: 1 failed, 4 succeeded (--all shows every one)",
+                                    action_types::agent::task)),
+            std::string::npos)
+      << folded;
+  EXPECT_NE(folded.find("⇒ cancelled"), std::string::npos) << folded;
+  // The fold line comes after the last task drawn, and the map's end still closes the tree.
+  EXPECT_LT(folded.find("task: 7\n"), folded.find("… 5 more"));
+  EXPECT_NE(folded.find(fmt::format("└── {}/12 ⇒ succeeded", action_types::map::job)), std::string::npos) << folded;
+
+  const auto all = render_tree(tasks, {.all = true});
+  for (int i = 1; i <= 10; ++i) EXPECT_NE(all.find(fmt::format("task: {}\n", i)), std::string::npos) << i;
+  EXPECT_EQ(all.find("more"), std::string::npos);
+  EXPECT_LT(std::count(folded.begin(), folded.end(), '\n'), std::count(all.begin(), all.end(), '\n') - 20);
+}
+
+TEST(tree_view, a_few_alike_siblings_are_not_folded) {
+  temp_dir dir;
+  const auto set = ten_tasks(dir);
+  const auto tasks = build_task_trees(set);
+  EXPECT_EQ(render_tree(tasks, {.shown_alike = 8}).find("more"), std::string::npos);
+}
+
+TEST(views, a_cancellation_is_no_error_in_chrome_and_otlp) {
+  temp_dir dir;
+  diagnostics diag;
+  const auto set = *read_traces({dir.write("i.jsonl", test::interrupted_map_trace())}, diag);
+  const auto tasks = build_task_trees(set);
+  std::map<std::string, int> categories;
+  const auto chrome = render_chrome(set, tasks);
+  for (const auto& e : chrome.at("traceEvents").as_array())
+    if (e.at("ph") == "X") ++categories[std::string(e.at("cat").as_string())];
+  EXPECT_EQ(categories["cancelled"], 4);  // two attempts, task c and the map
+  EXPECT_EQ(categories["failed"], 1);     // task b
+  int errors = 0, cancelled = 0, unset = 0;
+  const auto otlp = render_otlp(set, tasks);
+  for (const auto& line : otlp.lines) {
+    const auto request = boost::json::parse(line);
+    for (const auto& rs : request.at("resourceSpans").as_array())
+      for (const auto& ss : rs.at("scopeSpans").as_array())
+        for (const auto& span : ss.at("spans").as_array()) {
+          const auto& status = span.at("status").as_object();
+          const bool is_cancelled = boost::json::serialize(span).find("ferry.cancelled") != std::string::npos;
+          if (status.contains("code") && status.at("code") == 2) ++errors;
+          if (!status.contains("code")) ++unset;
+          if (is_cancelled) {
+            ++cancelled;
+            EXPECT_FALSE(status.contains("code")) << boost::json::serialize(span);
+            EXPECT_EQ(boost::json::serialize(span).find("\"exception\""), std::string::npos);
+          }
+        }
+  }
+  EXPECT_EQ(errors, 1);
+  EXPECT_EQ(cancelled, 4);
+  EXPECT_EQ(unset, 4);
+}
+
+// The trace directory as commands leave it: a run with a node's file, a cluster holder continuing the
+// run's task in a file of its own, and later trace views' own files.
+TEST(last_trace, the_newest_command_that_is_no_trace_view_with_its_task_s_files) {
+  temp_dir dir;
+  const auto traces = dir / "traces";
+  const auto line = [](std::string_view uuid, double ts, std::string_view type) {
+    return test::msg("1", ts, type, "started", "", uuid);
+  };
+  dir.write("traces/20260101T000001-10-ferry-pack.jsonl", line("A", 100, "ferry:pack"));
+  const auto run = dir.write("traces/20260101T000002-11-ferry-run.jsonl", line("B", 200, "ferry:run"));
+  dir.write("traces/20260101T000002-11-ferry-run.node-n1-1.jsonl", line("B", 201, "ferry:node:materialise"));
+  const auto hold = dir.write("traces/20260101T000003-12-ferry-cluster-hold.jsonl", line("B", 202.5, "ferry:cluster:hold"));
+  dir.write("traces/20260101T000004-13-ferry-trace-stats.jsonl", line("C", 300, "ferry:trace:stats"));
+  dir.write("traces/20260101T000005-14-ferry-trace-tree.jsonl", line("D", 400, "ferry:trace:tree"));
+  dir.write("traces/empty.jsonl", "");
+  diagnostics diag;
+  // The holder started last of the commands: its file is the one, and the run's is of the same task.
+  auto last = find_last_trace(traces, "ferry:trace:", diag);
+  ASSERT_TRUE(last) << diag.message;
+  EXPECT_EQ(last->file, hold);
+  EXPECT_EQ(last->action_type, "ferry:cluster:hold");
+  ASSERT_EQ(last->files.size(), 2u);
+  EXPECT_EQ(last->files[1], run);
+  // read_traces brings the run's node file along.
+  const auto set = read_traces(last->files, diag);
+  ASSERT_TRUE(set) << diag.message;
+  EXPECT_EQ(set->files.size(), 3u);
+
+  temp_dir views;
+  views.write("traces/a.jsonl", line("C", 300, "ferry:trace:stats"));
+  auto none = find_last_trace(views / "traces", "ferry:trace:", diag);
+  ASSERT_FALSE(none);
+  EXPECT_EQ(none.error(), make_error_code(errc::no_trace));
+  EXPECT_NE(diag.message.find("no command's trace in " + (views / "traces").string()), std::string::npos) << diag.message;
+  EXPECT_FALSE(find_last_trace(dir / "missing", "ferry:trace:", diag));
 }
 
 TEST(tree_view, an_action_without_end_is_shown_incomplete) {
