@@ -1,10 +1,12 @@
 #include "agent/commands/command.hpp"
 
 #include "agent/exit_code.hpp"
+#include "config/xdg.hpp"
 #include "net/atomic_file.hpp"
 #include "tracing/action_types.hpp"
 #include "tracing/chrome_view.hpp"
 #include "tracing/html_view.hpp"
+#include "tracing/last_trace.hpp"
 #include "tracing/otlp_view.hpp"
 #include "tracing/stats_view.hpp"
 #include "tracing/tree_view.hpp"
@@ -22,13 +24,33 @@ struct trace_args {
   std::vector<std::string> files;
   std::string output;
   bool json = false;
+  bool all = false;  // tree: fold no repeated subtrees
 };
+
+// No file named: the last command's trace (tracing/last_trace.hpp) in the directory where every command
+// writes its own (agent/cli.cpp). Said on stderr, so that the user knows which run the view shows.
+void say_what_was_taken(const tracing::last_trace& last) {
+  const auto more = last.files.size() - 1;
+  fmt::print(stderr, "ferry: reading the last command's trace ({}): {}{}\n", last.action_type, last.file.string(),
+             more == 0 ? std::string() : fmt::format(" and {} more file{} of its task", more, more == 1 ? "" : "s"));
+}
 
 // Reads the files on the CPU pool; prints skipped lines as errors naming file:line, and any failure.
 boost::asio::awaitable<result<tracing::trace_set>> read_on_pool(command_context& ctx, const trace_args& args,
                                                                 diagnostics& diag) {
   auto act = ctx.trace.child(action_types::trace::read, {{"files", static_cast<std::uint64_t>(args.files.size())}});
   std::vector<std::filesystem::path> paths(args.files.begin(), args.files.end());
+  if (paths.empty()) {
+    const auto dir = config::xdg_paths(config::process_env()).state / "traces";  // as agent/cli.cpp's trace_path
+    auto last = co_await net::offload(ctx.cpu, [&] { return tracing::find_last_trace(dir, action_types::trace::prefix, diag); });
+    if (!last) {
+      act.fail(last.error(), diag);
+      fmt::print(stderr, "ferry: error: {}\n", diag.message);
+      co_return last.error();
+    }
+    say_what_was_taken(*last);
+    paths = std::move(last->files);
+  }
   auto set = co_await net::offload(ctx.cpu, [&] { return tracing::read_traces(paths, diag); });
   if (set) {
     for (const auto& p : set->problems) fmt::print(stderr, "ferry: error: {}\n", p);
@@ -46,7 +68,7 @@ boost::asio::awaitable<int> tree(command_context& ctx, const trace_args& args) {
   auto set = co_await read_on_pool(ctx, args, diag);
   if (!set) co_return exit_code::failure;
   const auto tasks = tracing::build_task_trees(*set);
-  fmt::print("{}", tracing::render_tree(tasks, {.color = ctx.interactive}));
+  fmt::print("{}", tracing::render_tree(tasks, {.color = ctx.interactive, .all = args.all}));
   co_return exit_code::success;
 }
 
@@ -116,6 +138,7 @@ boost::asio::awaitable<int> otlp(command_context& ctx, const trace_args& args) {
 }  // namespace
 
 void add_trace_commands(CLI::App& app, selected_command& selected) {
+  constexpr auto files_help = "trace files (JSON lines) or directories of them; none: the last command's trace";
   auto args = std::make_shared<trace_args>();
   auto* trace = app.add_subcommand("trace", "Read traces: trees, timelines and statistics");
   trace->fallthrough();
@@ -123,7 +146,8 @@ void add_trace_commands(CLI::App& app, selected_command& selected) {
 
   auto* tree_cmd = trace->add_subcommand("tree", "Print traces as trees of actions, merging files of several processes");
   tree_cmd->fallthrough();
-  tree_cmd->add_option("files", args->files, "trace files (JSON lines) or directories of them")->required();
+  tree_cmd->add_option("files", args->files, files_help);
+  tree_cmd->add_flag("--all", args->all, "draw every action: fold no repeated siblings of one action type");
   tree_cmd->callback([&selected, args] {
     selected.action_type = action_types::trace::tree;
     selected.run = [args](command_context& ctx) { return tree(ctx, *args); };
@@ -131,7 +155,7 @@ void add_trace_commands(CLI::App& app, selected_command& selected) {
 
   auto* chrome_cmd = trace->add_subcommand("chrome", "Write Chrome trace-event JSON (open it in Perfetto)");
   chrome_cmd->fallthrough();
-  chrome_cmd->add_option("files", args->files, "trace files (JSON lines) or directories of them")->required();
+  chrome_cmd->add_option("files", args->files, files_help);
   chrome_cmd->add_option("-o,--output", args->output, "the JSON file to write")->required();
   chrome_cmd->callback([&selected, args] {
     selected.action_type = action_types::trace::chrome;
@@ -141,7 +165,7 @@ void add_trace_commands(CLI::App& app, selected_command& selected) {
   auto* stats_cmd = trace->add_subcommand(
       "stats", "Per action type counts and durations; per run and map pending times, node utilisation and critical path");
   stats_cmd->fallthrough();
-  stats_cmd->add_option("files", args->files, "trace files (JSON lines) or directories of them")->required();
+  stats_cmd->add_option("files", args->files, files_help);
   stats_cmd->add_flag("--json", args->json, "print every figure as JSON");
   stats_cmd->callback([&selected, args] {
     selected.action_type = action_types::trace::stats;
@@ -150,7 +174,7 @@ void add_trace_commands(CLI::App& app, selected_command& selected) {
 
   auto* html_cmd = trace->add_subcommand("html", "Write a self-contained HTML timeline with the statistics");
   html_cmd->fallthrough();
-  html_cmd->add_option("files", args->files, "trace files (JSON lines) or directories of them")->required();
+  html_cmd->add_option("files", args->files, files_help);
   html_cmd->add_option("-o,--output", args->output, "the HTML file to write")->required();
   html_cmd->callback([&selected, args] {
     selected.action_type = action_types::trace::html;
@@ -160,7 +184,7 @@ void add_trace_commands(CLI::App& app, selected_command& selected) {
   auto* otlp_cmd = trace->add_subcommand(
       "otlp", "Write OTLP/JSON, one ExportTraceServiceRequest per line (for an OpenTelemetry collector)");
   otlp_cmd->fallthrough();
-  otlp_cmd->add_option("files", args->files, "trace files (JSON lines) or directories of them")->required();
+  otlp_cmd->add_option("files", args->files, files_help);
   otlp_cmd->add_option("-o,--output", args->output, "the JSON-lines file to write")->required();
   otlp_cmd->callback([&selected, args] {
     selected.action_type = action_types::trace::otlp;

@@ -396,6 +396,35 @@ TEST_F(pack_cli, explain_names_the_rule_and_dry_run_uploads_nothing) {
 }
 
 
+// `ferry trace stats` with no file reads the last command's trace: the pack's, never a trace view's own,
+// not even after a first view has written its trace beside it.
+TEST_F(pack_cli, a_trace_view_without_a_file_reads_the_last_commands_trace) {
+  const auto report = pack();
+  ASSERT_FALSE(report.empty());
+  const auto traces = state_ / "state" / "ferry" / "traces";
+  std::string pack_file;
+  for (const auto& e : fs::directory_iterator(traces))
+    if (e.path().filename().string().ends_with("-ferry-pack.jsonl")) pack_file = e.path().string();
+  ASSERT_FALSE(pack_file.empty());
+  for (int round = 0; round < 2; ++round) {
+    const auto r = run_ferry({"trace", "stats", "--json"}, env_for(ws_, prefix_));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(contains(r.err, "ferry: reading the last command's trace (ferry:pack): " + pack_file)) << r.err;
+    const auto v = json::parse(r.out);
+    EXPECT_EQ(v.at("files"), 1) << r.out;
+    std::set<std::string> types;
+    for (const auto& t : v.at("action_types").as_array()) types.insert(std::string(t.at("action_type").as_string()));
+    EXPECT_TRUE(types.contains("ferry:pack")) << r.out;
+    EXPECT_FALSE(types.contains("ferry:trace:stats")) << r.out;
+  }
+  // Only trace views: a clear error, not a view of a view.
+  for (const auto& e : fs::directory_iterator(traces))
+    if (e.path().string() == pack_file) fs::remove(e.path());
+  const auto none = run_ferry({"trace", "tree"}, env_for(ws_, prefix_));
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_TRUE(contains(none.err, "ferry: error: no command's trace in " + traces.string())) << none.err;
+}
+
 TEST_F(pack_cli, storage_gc_lists_by_default_removes_with_delete_and_a_later_pack_stores_again) {
   // Its own server, signatures unchecked: moto 5.2.1 rejects correctly signed query values holding '/'
   // (the prefix of ListObjectsV2) while it checks them.

@@ -102,9 +102,13 @@ TEST_F(trace_cli, help_and_usage_errors) {
     const auto help = run_ferry({"trace", cmd, "--help"}, opts);
     EXPECT_EQ(help.exit_code, 0) << cmd;
     EXPECT_NE(help.out.find("Usage"), std::string::npos) << help.out;
-    const auto bare = run_ferry({"trace", cmd}, opts);
+    const auto bare = run_ferry({"trace", cmd, "--no-such-option"}, opts);
     EXPECT_EQ(bare.exit_code, 2) << cmd << bare.err;
   }
+  // No file and no command's trace yet: the views' own traces are never read.
+  const auto bare = run_ferry({"trace", "stats"}, opts);
+  EXPECT_EQ(bare.exit_code, 1) << bare.err;
+  EXPECT_NE(bare.err.find("no command's trace in"), std::string::npos) << bare.err;
   const auto missing = run_ferry({"trace", "stats", (dir / "nope.jsonl").string()}, opts);
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.err.find("cannot read trace file"), std::string::npos) << missing.err;
