@@ -21,6 +21,7 @@
 #include <fcntl.h>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <sstream>
 #include <poll.h>
 #include <sys/file.h>
@@ -164,6 +165,29 @@ TEST_F(map_interrupt, ctrl_c_while_a_node_is_set_up_hands_it_over_to_no_task) {
   }
   for (const auto& m : node_lines(trace))
     EXPECT_FALSE(is_action(m, action_types::agent::task, "started")) << json::serialize(m);
+
+  // The views count what Ctrl-C cut short as cancelled, never as failed: stats, and the timeline's bars.
+  const auto stats = run_ferry({"trace", "stats", "--json", trace.string()}, o);
+  ASSERT_EQ(stats.exit_code, 0) << stats.err;
+  const auto v = json::parse(stats.out);
+  std::int64_t failures = 0, cancelled = 0;
+  for (const auto& t : v.at("action_types").as_array()) {
+    failures += t.at("failures").as_int64();
+    cancelled += t.at("cancelled").as_int64();
+  }
+  EXPECT_EQ(failures, 0) << stats.out;
+  EXPECT_GE(cancelled, 2) << stats.out;  // at least the registry's update and the map
+  EXPECT_EQ(v.at("jobs").at(0).at("status"), "cancelled") << stats.out;
+  const auto page = home_ / "timeline.html";
+  const auto html = run_ferry({"trace", "html", trace.string(), "-o", page.string()}, o);
+  ASSERT_EQ(html.exit_code, 0) << html.err;
+  const auto text = read_file(page);
+  const auto begin = text.find(R"(id="ferry-data">)") + 16;
+  const auto data = json::parse(text.substr(begin, text.find("</script>", begin) - begin));
+  std::map<std::int64_t, int> bars;
+  for (const auto& b : data.at("spans").as_array()) ++bars[b.as_array()[4].as_int64()];
+  EXPECT_EQ(bars[1], 0) << "a red bar for a cancellation";
+  EXPECT_GE(bars[3], 2);
   if (HasFailure()) std::cerr << "ferry's trace:\n" << log;
 }
 
