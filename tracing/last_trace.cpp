@@ -33,7 +33,8 @@ std::optional<head> read_head(const std::filesystem::path& file) {
   const auto* ts = o.if_contains("timestamp");
   if (!uuid || !uuid->is_string() || !ts || !ts->is_number()) return std::nullopt;
   head h{file, std::string(uuid->get_string()), {}, ts->to_number<double>()};
-  if (const auto* type = o.if_contains("action_type"); type && type->is_string()) h.action_type = std::string(type->get_string());
+  if (const auto* type = o.if_contains("action_type"); type && type->is_string())
+    h.action_type = std::string(type->get_string());
   return h;
 }
 

@@ -25,7 +25,8 @@
 //   OK for succeeded, ERROR for failed with the reason (else the exception) as message and an "exception"
 //   event. A cancelled action (failed with reason "cancelled", tree_node::outcome: a Ctrl-C, or a step a
 //   finished race no longer needed) is no error: its status stays unset, as the specification asks of
-//   anything not known to be an error, with ferry.cancelled = true and no exception event. An action without an end lasts until the last message of the trace set, has no status and
+//   anything not known to be an error, with ferry.cancelled = true and no exception event. An action
+//   without an end lasts until the last message of the trace set, has no status and
 //   ferry.incomplete = true (one without a start, which eliot never writes, starts at its end, likewise).
 // - Fields become attributes: a few under their OpenTelemetry semantic-convention names (host ->
 //   server.address, port -> server.port, bucket -> aws.s3.bucket, key -> aws.s3.key, part ->

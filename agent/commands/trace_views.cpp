@@ -42,7 +42,8 @@ boost::asio::awaitable<result<tracing::trace_set>> read_on_pool(command_context&
   std::vector<std::filesystem::path> paths(args.files.begin(), args.files.end());
   if (paths.empty()) {
     const auto dir = config::xdg_paths(config::process_env()).state / "traces";  // as agent/cli.cpp's trace_path
-    auto last = co_await net::offload(ctx.cpu, [&] { return tracing::find_last_trace(dir, action_types::trace::prefix, diag); });
+    auto last = co_await net::offload(ctx.cpu,
+                                      [&] { return tracing::find_last_trace(dir, action_types::trace::prefix, diag); });
     if (!last) {
       act.fail(last.error(), diag);
       fmt::print(stderr, "ferry: error: {}\n", diag.message);
