@@ -1,7 +1,8 @@
 #pragma once
 // `ferry-node serve`: hands this job's shards to the other nodes of the job (fan-out). The shards are the
 // checked copies materialise keeps in <cache>/serve/<serve_id> (shard_tee.hpp); a request for one that
-// is still on its way waits for it, up to `wait_ms`, and one that failed here is refused at once (404),
+// is still on its way waits for it, up to `wait_ms`; one that failed here, or that this node will not copy
+// (its layer was cached, or its materialise is over without it: shard_tee.hpp), is refused at once (404),
 // so the peer turns to storage. Only `GET /shards/<sha256>` with the job's token in `x-ferry-token` is
 // answered; a Range of bytes is honoured, as storage does. The peer checks every byte against the
 // manifest's SHA-256 itself: this server is trusted with nothing.

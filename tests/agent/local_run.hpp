@@ -74,6 +74,35 @@ inline void write_python_saying(const std::filesystem::path& file, const std::st
   std::filesystem::permissions(file, std::filesystem::perms::owner_all | std::filesystem::perms::group_read | std::filesystem::perms::others_read);
 }
 
+// A string field of a trace line; empty when it has none.
+inline std::string trace_text(const boost::json::object& o, std::string_view key) {
+  const auto* v = o.if_contains(key);
+  return v && v->is_string() ? std::string(v->get_string()) : std::string();
+}
+
+// The type of an action's start or end, or of a message.
+inline std::string trace_type(const boost::json::object& o) {
+  auto t = trace_text(o, "action_type");
+  return t.empty() ? trace_text(o, "message_type") : t;
+}
+
+// An action's identity, the same in its start and its end: its task and its level without the last step.
+inline std::string trace_action_key(const boost::json::object& o) {
+  std::string key = trace_text(o, "task_uuid");
+  const auto& level = o.at("task_level").as_array();
+  for (std::size_t i = 0; i + 1 < level.size(); ++i) key += "/" + std::to_string(level[i].as_int64());
+  return key;
+}
+
+// Every line of one trace file.
+inline std::vector<boost::json::object> trace_file_lines(const std::filesystem::path& file) {
+  std::vector<boost::json::object> out;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) out.push_back(boost::json::parse(line).as_object());
+  return out;
+}
+
 // Every line of the node program's trace files beside `trace` (<stem>.node-<node>-<n>.jsonl).
 inline std::vector<boost::json::object> node_lines(const std::filesystem::path& trace) {
   std::vector<boost::json::object> out;

@@ -30,19 +30,6 @@ namespace {
 namespace fs = std::filesystem;
 namespace json = boost::json;
 
-
-
-std::string text_of(const json::object& o, std::string_view key) {
-  const auto* v = o.if_contains(key);
-  return v && v->is_string() ? std::string(v->get_string()) : std::string();
-}
-
-// The type of an action's start or end, or of a message.
-std::string type_of(const json::object& o) {
-  auto t = text_of(o, "action_type");
-  return t.empty() ? text_of(o, "message_type") : t;
-}
-
 struct layer_span {
   double queued = -1, started = -1, ended = -1;  // queued: when its plan line came (a message)
   std::string status;
@@ -54,16 +41,16 @@ std::map<std::string, layer_span> layer_spans(const std::vector<json::object>& l
   std::map<std::string, std::string> name_of_task_level;  // the started line's level prefix -> name
   std::map<std::string, layer_span> out;
   for (const auto& o : lines) {
-    if (type_of(o) == action_types::node::queued) out[text_of(o, "name")].queued = o.at("timestamp").as_double();
-    if (type_of(o) != action_types::node::layer) continue;
+    if (trace_type(o) == action_types::node::queued) out[trace_text(o, "name")].queued = o.at("timestamp").as_double();
+    if (trace_type(o) != action_types::node::layer) continue;
     const auto& level = o.at("task_level").as_array();
     std::string prefix;
     for (std::size_t i = 0; i + 1 < level.size(); ++i) prefix += std::to_string(level[i].as_int64()) + "/";
-    const auto status = text_of(o, "action_status");
+    const auto status = trace_text(o, "action_status");
     const auto at = o.at("timestamp").as_double();
     if (status == "started") {
-      name_of_task_level[prefix] = text_of(o, "name");
-      out[text_of(o, "name")].started = at;
+      name_of_task_level[prefix] = trace_text(o, "name");
+      out[trace_text(o, "name")].started = at;
     } else if (auto it = name_of_task_level.find(prefix); it != name_of_task_level.end()) {
       out[it->second].ended = at;
       out[it->second].status = status;
@@ -200,15 +187,15 @@ TEST_F(lazy_start, an_import_waits_for_its_layer_and_proceeds_when_it_lands) {
   double may_start = -1, wait_started = -1, wait_ended = -1;
   std::string wait_status;
   for (const auto& o : lines) {
-    const auto t = type_of(o);
+    const auto t = trace_type(o);
     if (t == action_types::node::may_start) may_start = o.at("timestamp").as_double();
-    if (t == action_types::node::import_wait && text_of(o, "action_status") == "started") {
-      EXPECT_EQ(text_of(o, "name"), "slowpkg");
-      EXPECT_EQ(text_of(o, "layers"), "slowpkg");
+    if (t == action_types::node::import_wait && trace_text(o, "action_status") == "started") {
+      EXPECT_EQ(trace_text(o, "name"), "slowpkg");
+      EXPECT_EQ(trace_text(o, "layers"), "slowpkg");
       wait_started = o.at("timestamp").as_double();
     }
-    if (t == action_types::node::import_wait && text_of(o, "action_status") != "started") {
-      wait_status = text_of(o, "action_status");
+    if (t == action_types::node::import_wait && trace_text(o, "action_status") != "started") {
+      wait_status = trace_text(o, "action_status");
       wait_ended = o.at("timestamp").as_double();
       EXPECT_TRUE(o.contains("waited_ms"));
     }
@@ -294,7 +281,7 @@ TEST_F(lazy_start, imports_in_threads_and_a_namespace_package_split_over_layers)
             "[('thread_a', 'from-thread_a'), ('thread_b', 'from-thread_b')] ws site\n");
   std::size_t waits = 0;
   for (const auto& o : node_lines(trace))
-    if (type_of(o) == action_types::node::import_wait && text_of(o, "action_status") == "started") ++waits;
+    if (trace_type(o) == action_types::node::import_wait && trace_text(o, "action_status") == "started") ++waits;
   EXPECT_GE(waits, 1u) << "no import waited: the test did not test the hook";
 }
 
@@ -382,7 +369,7 @@ TEST_F(lazy_start, off_or_without_python_the_command_waits_for_every_layer) {
   EXPECT_FALSE(contains(shell.err, "(lazy start)")) << shell.err;
   for (const auto* trace : {"off.jsonl", "sh.jsonl"})
     for (const auto& line : node_lines(home_ / trace))
-      EXPECT_NE(type_of(line), action_types::node::may_start) << trace;
+      EXPECT_NE(trace_type(line), action_types::node::may_start) << trace;
 }
 
 }  // namespace

@@ -36,32 +36,6 @@ namespace {
 namespace fs = std::filesystem;
 namespace json = boost::json;
 
-std::string field_text(const json::object& o, std::string_view key) {
-  const auto* v = o.if_contains(key);
-  return v && v->is_string() ? std::string(v->as_string()) : std::string();
-}
-
-std::string line_type(const json::object& o) {
-  auto t = field_text(o, "action_type");
-  return t.empty() ? field_text(o, "message_type") : t;
-}
-
-// An action's identity: its task and its level without the last step.
-std::string ends_action_key(const json::object& o) {
-  std::string key = field_text(o, "task_uuid");
-  const auto& level = o.at("task_level").as_array();
-  for (std::size_t i = 0; i + 1 < level.size(); ++i) key += "/" + std::to_string(level[i].as_int64());
-  return key;
-}
-
-std::vector<json::object> trace_lines(const fs::path& file) {
-  std::vector<json::object> out;
-  std::ifstream in(file);
-  for (std::string line; std::getline(in, line);)
-    if (!line.empty()) out.push_back(json::parse(line).as_object());
-  return out;
-}
-
 class map_ends : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -132,13 +106,13 @@ TEST_F(map_ends, a_map_on_warm_and_new_nodes_ends_without_waiting_for_layers_no_
   bool work_over = false;
   {
     std::map<std::string, std::string> started;  // action key -> type
-    for (const auto& o : trace_lines(trace)) {
-      const auto status = field_text(o, "action_status");
-      if (status == "started") started[ends_action_key(o)] = field_text(o, "action_type");
+    for (const auto& o : trace_file_lines(trace)) {
+      const auto status = trace_text(o, "action_status");
+      if (status == "started") started[trace_action_key(o)] = trace_text(o, "action_type");
       if ((status == "succeeded" || status == "failed") &&
-          started[ends_action_key(o)] == action_types::agent::task)
+          started[trace_action_key(o)] == action_types::agent::task)
         last_task_end = std::max(last_task_end, o.at("timestamp").as_double());
-      if (line_type(o) == action_types::agent::work_over) work_over = true;
+      if (trace_type(o) == action_types::agent::work_over) work_over = true;
     }
   }
   ASSERT_GT(last_task_end, 0) << "no task in the trace";
@@ -150,26 +124,26 @@ TEST_F(map_ends, a_map_on_warm_and_new_nodes_ends_without_waiting_for_layers_no_
   std::map<std::string, std::string> shard_sources;  // shard action key -> source
   std::size_t may_starts = 0, peers = 0;
   for (const auto& o : nodes) {
-    const auto type = line_type(o);
+    const auto type = trace_type(o);
     if (type == action_types::node::peer) ++peers;
     const auto at = o.at("timestamp").as_double();
-    const auto status = field_text(o, "action_status");
+    const auto status = trace_text(o, "action_status");
     if (type == action_types::node::may_start) {
       ++may_starts;
       EXPECT_LT(at, last_task_end) << "a node was told it may start after the last task had ended";
     }
-    if (type == action_types::node::layer && status == "started") layer_names[ends_action_key(o)] = field_text(o, "name");
+    if (type == action_types::node::layer && status == "started") layer_names[trace_action_key(o)] = trace_text(o, "name");
     if (type == action_types::node::layer && status == "succeeded") {
       const auto* cached = o.if_contains("cached");
       const bool fetched = cached && cached->is_bool() && !cached->as_bool();
-      EXPECT_FALSE(fetched && layer_names[ends_action_key(o)] == "bigpkg")
+      EXPECT_FALSE(fetched && layer_names[trace_action_key(o)] == "bigpkg")
           << "the layer no task imported landed during the map: the map waited for it";
     }
-    if (type == action_types::node::shard && status == "started") shard_sources[ends_action_key(o)] = field_text(o, "source");
-    if (type == action_types::node::shard && status == "failed" && field_text(o, "reason") != "cancelled") {
-      const auto source = shard_sources[ends_action_key(o)];
+    if (type == action_types::node::shard && status == "started") shard_sources[trace_action_key(o)] = trace_text(o, "source");
+    if (type == action_types::node::shard && status == "failed" && trace_text(o, "reason") != "cancelled") {
+      const auto source = shard_sources[trace_action_key(o)];
       if (source.starts_with("http://"))
-        EXPECT_LT(at, last_task_end) << "a request to a peer was held until after the work: " << field_text(o, "reason");
+        EXPECT_LT(at, last_task_end) << "a request to a peer was held until after the work: " << trace_text(o, "reason");
     }
   }
   EXPECT_GE(may_starts, 1u);

@@ -101,21 +101,14 @@ class trace_export : public ::testing::Test {
 std::unique_ptr<nodes_and_storage> trace_export::suite_;
 std::string trace_export::why_not_ready_;
 
-std::vector<json::object> lines_of(const fs::path& file) {
-  std::vector<json::object> out;
-  std::ifstream in(file);
-  for (std::string line; std::getline(in, line);)
-    if (!line.empty()) out.push_back(json::parse(line).as_object());
-  return out;
-}
 
 // Actions in the trace files, counted by their start messages: ferry's file, the node program's files
 // beside it, and any others given.
 std::size_t actions_in(const fs::path& trace, const std::vector<fs::path>& others = {}) {
-  auto lines = lines_of(trace);
+  auto lines = trace_file_lines(trace);
   for (auto& m : node_lines(trace)) lines.push_back(std::move(m));
   for (const auto& f : others)
-    for (auto& m : lines_of(f)) lines.push_back(std::move(m));
+    for (auto& m : trace_file_lines(f)) lines.push_back(std::move(m));
   return static_cast<std::size_t>(std::count_if(lines.begin(), lines.end(), [](const json::object& m) {
     const auto* status = m.if_contains("action_status");
     return status && status->as_string() == "started";
@@ -125,7 +118,7 @@ std::size_t actions_in(const fs::path& trace, const std::vector<fs::path>& other
 // The nodes a job had: each gets the job's layers (whether a task then lands on it is up to timing).
 std::set<std::string> job_nodes(const fs::path& trace) {
   std::set<std::string> out;
-  for (const auto& m : lines_of(trace))
+  for (const auto& m : trace_file_lines(trace))
     if (m.contains("action_type") && m.at("action_type").as_string() == action_types::agent::materialise &&
         m.at("action_status").as_string() == "started")
       out.insert(std::string(m.at("node").as_string()));
