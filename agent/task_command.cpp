@@ -92,8 +92,12 @@ task_line task_command(const environment& env, std::string_view task_id, const e
   task_line out;
   out.command = fmt::format("cd {} && PYTHONPATH={} && FERRY_TASK_ID={} && export PYTHONPATH FERRY_TASK_ID && ",
                             net::shell_quote(env.workdir), net::shell_quote(python_path), net::shell_quote(task_id));
-  if (!env.site_file.empty())
-    out.command += fmt::format("FERRY_SITE={} && export FERRY_SITE && ", net::shell_quote(env.site_file));
+  if (!env.site_file.empty()) {
+    // The path map lies beside the site file (agent/node/site_file.hpp): tracebacks name workstation files.
+    const auto path_map = env.site_file.substr(0, env.site_file.rfind('/') + 1) + "paths.json";
+    out.command += fmt::format("FERRY_SITE={} && FERRY_PATH_MAP={} && export FERRY_SITE FERRY_PATH_MAP && ",
+                               net::shell_quote(env.site_file), net::shell_quote(path_map));
+  }
   // A lazy start: the import hook on PYTHONPATH asks the node program here which layers have landed.
   if (!env.import_socket.empty())
     out.command += fmt::format("FERRY_IMPORT_SOCKET={} && export FERRY_IMPORT_SOCKET && ",

@@ -55,21 +55,41 @@ bool same_content(const std::string& path, std::string_view text) {
   return std::string_view(got.data(), done) == text;
 }
 
-void remove_made(const std::string& made, const std::string& name) {
-  ::unlink((made + "/" + name).c_str());
+bool all_there(const std::string& dir, std::span<const content_file> files) {
+  for (const auto& f : files) {
+    const auto file = dir + "/" + std::string(f.name);
+    struct stat st {};
+    if (::stat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || std::uint64_t(st.st_size) != f.text.size() ||
+        !same_content(file, f.text))
+      return false;
+  }
+  return true;
+}
+
+void remove_made(const std::string& made, std::span<const content_file> files) {
+  for (const auto& f : files) ::unlink((made + "/" + std::string(f.name)).c_str());
   ::rmdir(made.c_str());
+}
+
+std::string digest_of(std::span<const content_file> files) {
+  if (files.size() == 1) return net::hex_sha256(files.front().text);
+  std::string all;
+  for (const auto& f : files) all += fmt::format("{}\n{}\n", f.name, f.text.size()).append(f.text);
+  return net::hex_sha256(all);
 }
 
 }  // namespace
 
 result<std::string> install_content(const std::string& parent, std::string_view name, std::string_view text,
                                     diagnostics& diag) {
-  const auto dir = parent + "/" + net::hex_sha256(text).substr(0, 16);
-  const auto file = dir + "/" + std::string(name);
-  struct stat st {};
-  if (::stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode) && std::uint64_t(st.st_size) == text.size() &&
-      same_content(file, text))
-    return dir;
+  const content_file file{name, text};
+  return install_content(parent, std::span<const content_file>(&file, 1), diag);
+}
+
+result<std::string> install_content(const std::string& parent, std::span<const content_file> files,
+                                    diagnostics& diag) {
+  const auto dir = parent + "/" + digest_of(files).substr(0, 16);
+  if (all_there(dir, files)) return dir;
   if (auto r = make_dir(parent, diag); !r) return r.error();
   char temp[4096];
   const auto template_path = parent + "/.tmp-XXXXXX";
@@ -84,15 +104,17 @@ result<std::string> install_content(const std::string& parent, std::string_view 
   }
   ::chmod(temp, 0755);
   const std::string made = temp;
-  if (auto r = write_file(made + "/" + std::string(name), text, diag); !r) {
-    remove_made(made, std::string(name));
-    return r.error();
+  for (const auto& f : files) {
+    if (auto r = write_file(made + "/" + std::string(f.name), f.text, diag); !r) {
+      remove_made(made, files);
+      return r.error();
+    }
   }
   if (::rename(made.c_str(), dir.c_str()) != 0) {
     // Another run put the same content there first.
-    remove_made(made, std::string(name));
-    if (::stat(file.c_str(), &st) != 0) {
-      diag.set(fmt::format("cannot put {} in {}: {}", name, dir, std::strerror(errno)));
+    remove_made(made, files);
+    if (!all_there(dir, files)) {
+      diag.set(fmt::format("cannot put {} in {}: {}", files.front().name, dir, std::strerror(errno)));
       return make_error_code(errc::cache_failed);
     }
   }

@@ -336,8 +336,11 @@ asio::awaitable<const layer_source*> next_layer(arrivals& in) {
 
 // The plan's site as the command's import hook reads it (site_file.hpp); the file's path.
 result<std::string> write_site(const layer_cache& cache, const plan_site& site, diagnostics& diag) {
-  const auto text = site_file_text(site, [&](const std::string& id) { return cache.layer_dir(id); });
-  auto dir = install_content(cache.dir() + "/site", "site.json", text, diag);
+  const auto layer_dir = [&](const std::string& id) { return cache.layer_dir(id); };
+  const auto text = site_file_text(site, layer_dir);
+  const auto paths = path_map_text(site, layer_dir);
+  const content_file files[] = {{"site.json", text}, {"paths.json", paths}};
+  auto dir = install_content(cache.dir() + "/site", files, diag);
   if (!dir) return dir.error();
   return *dir + "/site.json";
 }

@@ -34,4 +34,14 @@ std::string site_file_text(const plan_site& site, const std::function<std::strin
                                       {"hide_node_site", site.hide_node_site}}) + "\n";
 }
 
+std::string path_map_text(const plan_site& site, const std::function<std::string(const std::string&)>& layer_dir) {
+  json::object map;
+  // The shipped directories first: a workspace is also a path entry, and its own name is the one to show.
+  for (const auto& d : site.dirs) map.emplace(layer_dir(d.id), d.local);
+  for (const auto& e : site.path)
+    if (e.what == site_path_entry::kind::layers && !e.raw.empty())
+      for (const auto& id : e.ids) map.emplace(layer_dir(id), e.raw);
+  return json::serialize(map) + "\n";
+}
+
 }  // namespace ferry::agent::node
