@@ -25,6 +25,14 @@
 # meanwhile. The hook runs at every start of Python, so it imports nothing that is not loaded already but
 # _socket and _thread (no json, socket, threading or importlib.util: tens of milliseconds), and what it did
 # import leaves sys.modules before the program's own code runs.
+#
+# Tracebacks name the workstation's files (FERRY_PATH_MAP, a JSON object: layer directory -> the workstation
+# directory it stands for). Only what is printed changes; __file__ and co_filename stay the node's, which
+# programs read. sys.excepthook (while it is Python's own), threading.excepthook and the traceback module's
+# formatting (so traceback.print_exc() in the program too) map a frame's file at the moment it is printed,
+# after its source line was read from the node's copy. Nothing is imported for it at start-up: the map is
+# read at the first traceback, and the traceback and threading modules are patched when the program
+# imports them (a finder that watches for those two names, and leaves once both came).
 # Written for every Python 3 a node may have (3.5 on): no f-strings, the standard library only. Then the
 # next sitecustomize on the path, if there is one, runs as it would have without this one.
 import os
@@ -303,6 +311,158 @@ def _ferry_site(spec, here, wait_dir):
         point_editable_finders()
 
 
+def _ferry_tracebacks(map_file):
+    # Printed tracebacks name the workstation's files (the header says how).
+    state = {}
+
+    def pairs():
+        if "pairs" not in state:
+            state["pairs"] = []
+            try:
+                with open(map_file, "rb") as f:
+                    found = _ferry_json(f.read().decode("utf-8"))
+                state["pairs"] = sorted(((os.path.join(d, ""), os.path.join(l, "")) for d, l in found.items()),
+                                        key=lambda p: -len(p[0]))
+            except Exception:
+                pass  # no map: tracebacks stay as they are
+        return state["pairs"]
+
+    def local(filename):
+        if isinstance(filename, str):
+            for node, here in pairs():
+                if filename.startswith(node):
+                    return here + filename[len(node):]
+        return filename
+
+    def touches(value, tb):
+        # Some frame of the exception, its causes, contexts or group members, is in a layer.
+        seen, todo = set(), [(value, tb)]
+        while todo:
+            value, tb = todo.pop()
+            if id(value) in seen:
+                continue
+            seen.add(id(value))
+            while tb is not None:
+                name = tb.tb_frame.f_code.co_filename
+                if local(name) != name:
+                    return True
+                tb = tb.tb_next
+            more = [getattr(value, "__cause__", None), getattr(value, "__context__", None)]
+            members = getattr(value, "exceptions", None)
+            if isinstance(members, tuple):
+                more += list(members)
+            todo += [(e, e.__traceback__) for e in more if isinstance(e, BaseException)]
+        return False
+
+    def patch_traceback(module):
+        summary = getattr(module, "StackSummary", None)
+        original = getattr(summary, "format", None)
+        if original is None or getattr(original, "_ferry", False):
+            return
+
+        def format(self, *args, **kwargs):
+            try:
+                import copy
+                shown = type(self)()
+                for frame in self:
+                    there = local(frame.filename)
+                    if there != frame.filename:
+                        frame.line  # read from the node's copy before the name changes
+                        frame = copy.copy(frame)
+                        frame.filename = there
+                    shown.append(frame)
+            except Exception:
+                shown = self
+            return original(shown, *args, **kwargs)
+
+        format._ferry = True
+        summary.format = format
+
+    def print_mapped(kind, value, tb, file=None):
+        import traceback
+        patch_traceback(traceback)
+        traceback.print_exception(kind, value, tb, file=file)
+
+    def excepthook(kind, value, tb):
+        if not touches(value, tb):
+            return sys.__excepthook__(kind, value, tb)
+        try:
+            print_mapped(kind, value, tb)
+        except Exception:
+            sys.__excepthook__(kind, value, tb)
+
+    def patch_threading(module):
+        original = getattr(module, "excepthook", None)
+        if original is None or getattr(original, "_ferry", False):
+            return
+
+        def hook(args):
+            # As threading's own prints it.
+            if args.exc_type is SystemExit or not touches(args.exc_value, args.exc_traceback):
+                return original(args)
+            stderr = sys.stderr if sys.stderr is not None else getattr(args.thread, "_stderr", None)
+            if stderr is None:
+                return
+            try:
+                name = args.thread.name if args.thread is not None else module.get_ident()
+                stderr.write("Exception in thread %s:\n" % (name,))
+                print_mapped(args.exc_type, args.exc_value, args.exc_traceback, file=stderr)
+                stderr.flush()
+            except Exception:
+                original(args)
+
+        hook._ferry = True
+        module.excepthook = hook
+
+    watched = {"traceback": patch_traceback, "threading": patch_threading}
+    for name in list(watched):
+        if name in sys.modules:
+            watched.pop(name)(sys.modules[name])
+
+    class Loader(object):
+        # The real loader's module, patched once it ran; the module keeps the real loader.
+        def __init__(self, real, then):
+            self.real, self.then = real, then
+
+        def create_module(self, spec):
+            create = getattr(self.real, "create_module", None)
+            return create(spec) if create is not None else None
+
+        def exec_module(self, module):
+            module.__loader__ = self.real
+            if getattr(module, "__spec__", None) is not None:
+                module.__spec__.loader = self.real
+            self.real.exec_module(module)
+            self.then(module)
+
+    class TracebackWatch(object):
+        def find_spec(self, name, path=None, target=None):
+            if path is not None or name not in watched:
+                return None
+            then = watched.pop(name)
+            if not watched:
+                self.leave()
+            for finder in list(sys.meta_path):
+                find = getattr(finder, "find_spec", None) if finder is not self else None
+                spec = find(name, path, target) if find is not None else None
+                if spec is not None:
+                    if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                        spec.loader = Loader(spec.loader, then)
+                    return spec
+            return None
+
+        def leave(self):
+            try:
+                sys.meta_path.remove(self)
+            except ValueError:
+                pass
+
+    if watched:
+        sys.meta_path.insert(0, TracebackWatch())
+    if sys.excepthook is sys.__excepthook__:
+        sys.excepthook = excepthook
+
+
 def _ferry_addpackage(sitedir, name, line, site_globals):
     # A .pth line runs as site.addpackage runs it: with site's globals, and called from a frame whose locals
     # hold `sitedir` (the layer that holds the file), which a -nspkg.pth line reads through sys._getframe(1).
@@ -355,6 +515,8 @@ def _ferry_main():
     _ferry_forget(_ferry_before)
     if spec is not None:
         _ferry_site(spec, here, wait_dir)
+    if os.environ.get("FERRY_PATH_MAP"):
+        _ferry_tracebacks(os.environ["FERRY_PATH_MAP"])
 
 
 def _ferry_chain():
