@@ -9,6 +9,7 @@
 
 #include "agent/error.hpp"
 #include "agent/exit_code.hpp"
+#include "agent/ignored_hint.hpp"
 #include "agent/job.hpp"
 #include "agent/node_output.hpp"
 #include "agent/node_watchdog.hpp"
@@ -31,6 +32,7 @@
 #include <chrono>
 #include <deque>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 namespace ferry::agent {
@@ -65,6 +67,9 @@ struct run_state {
   double ran = 0;
   std::function<void()> on_first_output;  // the start-up line's "first line at"
   std::function<void()> on_work_ended;    // a node's command ended: the start-up line's "after the work"
+  net::cpu_pool* cpu = nullptr;           // for the hint on a failure that the ignore rules caused
+  const job* packer = nullptr;
+  std::set<std::string> hints;            // said once, however many nodes fail alike
 };
 
 result<std::string> read_order_file(const std::string& file, diagnostics& diag) {
@@ -155,7 +160,8 @@ asio::awaitable<void> run_on(tracing::action& job_act, job_node& jn, run_state& 
   request.command = command_for(jn.ready.node, line.command);
   net::buffer_source env_input(line.input);
   if (!line.input.empty()) request.input = &env_input;
-  request.output = &output;
+  stderr_tail tail(output);
+  request.output = &tail;
   auto done = co_await net::exec(task, *jn.ready.session, request, result.diag);
   output.flush();
   if (streaming) {
@@ -180,6 +186,8 @@ asio::awaitable<void> run_on(tracing::action& job_act, job_node& jn, run_state& 
     task.succeed({{"exit_code", 0}});
   } else {
     task.fail_exception("exit", fmt::format("exit code {}", result.code));
+    auto hint = co_await ignored_hint(*state.cpu, state.packer->packed(), tail.text(), jn.env.workdir);
+    if (hint && state.hints.insert(*hint).second) fmt::print(stderr, "ferry: hint: {}\n", *hint);
   }
 }
 
@@ -244,6 +252,8 @@ asio::awaitable<int> run(command_context& ctx, const run_args& args) {
   j.check_python(python_program(args.command));
   state.on_first_output = [&j] { j.first_output(); };
   state.on_work_ended = [&j] { j.work_ended(); };
+  state.cpu = &ctx.cpu;
+  state.packer = &j;
   state.staging = stage_options::from(ctx.config.values);
   state.staging.program = j.node_options().program;
   state.staging.cache_dir = j.node_options().cache_dir;

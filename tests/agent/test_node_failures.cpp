@@ -101,5 +101,36 @@ TEST_F(node_failures, a_traceback_names_the_workstation_file_and_file_stays_the_
   EXPECT_TRUE(contains(map.out, fmt::format("\"{}\"", project().string()))) << map.out;
 }
 
+TEST_F(node_failures, a_file_or_module_the_gitignore_kept_out_gets_a_hint_naming_the_rule) {
+  // git's own verdict, which the hint must name.
+  const auto git = run({"git", "-C", project().string(), "check-ignore", "-v", "data/config.yaml", "local_settings.py"});
+  ASSERT_EQ(git.exit_code, 0) << git.err;
+  EXPECT_TRUE(contains(git.out, ".gitignore:2:data/\tdata/config.yaml")) << git.out;
+  EXPECT_TRUE(contains(git.out, ".gitignore:3:local_settings.py\tlocal_settings.py")) << git.out;
+
+  const auto opened = run_ferry({"run", "--", "python3", "main.py", "data/config.yaml"}, env());
+  EXPECT_EQ(opened.exit_code, 1) << opened.err;
+  EXPECT_TRUE(contains(opened.err, "FileNotFoundError: [Errno 2] No such file or directory: 'data/config.yaml'\n"))
+      << opened.err;
+  EXPECT_TRUE(contains(opened.err, "ferry: hint: data/config.yaml was not shipped: excluded by .gitignore:2: data/ "
+                                   "(ferry pack --explain data/config.yaml)\n"))
+      << opened.err;
+
+  const auto imported = run_ferry({"run", "--", "python3", "main.py", "import"}, env());
+  EXPECT_EQ(imported.exit_code, 1) << imported.err;
+  EXPECT_TRUE(contains(imported.err, "ferry: hint: local_settings.py was not shipped: excluded by .gitignore:3: "
+                                     "local_settings.py (ferry pack --explain local_settings.py)\n"))
+      << imported.err;
+
+  // Never a guess: a file missing here too, or one outside the workspace (though it is there), gets no hint.
+  write_file(home_ / "data" / "config.yaml", "threshold: 3\n");
+  for (const auto* missing : {"data/other.yaml", "../data/config.yaml"}) {
+    const auto r = run_ferry({"run", "--", "python3", "main.py", missing}, env());
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_TRUE(contains(r.err, "FileNotFoundError")) << r.err;
+    EXPECT_FALSE(contains(r.err, "hint")) << missing << ": " << r.err;
+  }
+}
+
 }  // namespace
 }  // namespace ferry::test
