@@ -107,14 +107,15 @@ std::optional<std::string> ignored_hint(std::string_view stderr_tail, const fs::
   return fmt::format("{} was not shipped: {} (ferry pack --explain {})", path, *why, path);
 }
 
-boost::asio::awaitable<std::optional<std::string>> ignored_hint(net::cpu_pool& cpu, const pack_outcome* packed,
-                                                                std::string stderr_tail, std::string node_workdir) {
-  if (!packed || packed->roots.empty() || !missing_in(stderr_tail)) co_return std::nullopt;
+boost::asio::awaitable<std::optional<std::string>> ignored_hint(const command_context& ctx, std::string stderr_tail,
+                                                                std::string node_workdir) {
+  if (!missing_in(stderr_tail)) co_return std::nullopt;
+  const auto settings = pack_settings_for(ctx, pack_request{});
   packaging::walk_options w;
-  w.ignore = packed->settings.scan.ignore;
-  w.follow_external = packed->settings.scan.follow_external;
-  const auto workspace = packed->roots.front().path;
-  co_return co_await net::offload(cpu, [&] { return ignored_hint(stderr_tail, workspace, node_workdir, w); });
+  w.ignore = settings.scan.ignore;
+  w.follow_external = settings.scan.follow_external;
+  const auto workspace = discover_options_for(ctx).working_dir;  // the directory the pack's probe runs in
+  co_return co_await net::offload(ctx.cpu, [&] { return ignored_hint(stderr_tail, workspace, node_workdir, w); });
 }
 
 boost::asio::awaitable<error_code> stderr_tail::write(net::output_stream stream, std::span<const char> bytes) {

@@ -32,10 +32,10 @@ std::optional<missing_name> missing_in(std::string_view stderr_tail);
 std::optional<std::string> ignored_hint(std::string_view stderr_tail, const std::filesystem::path& workspace,
                                         std::string_view node_workdir, const packaging::walk_options& options);
 
-// The same for a job's pack (the workspace and rules `ferry pack --explain` uses), on the CPU pool; none
-// while nothing was packed.
-boost::asio::awaitable<std::optional<std::string>> ignored_hint(net::cpu_pool& cpu, const pack_outcome* packed,
-                                                                std::string stderr_tail, std::string node_workdir);
+// The same for a command of `ctx` (the workspace and rules `ferry pack --explain` uses there), on the CPU
+// pool. It needs no finished pack: a lazy start's command may fail before the pack is done.
+boost::asio::awaitable<std::optional<std::string>> ignored_hint(const command_context& ctx, std::string stderr_tail,
+                                                                std::string node_workdir);
 
 // Passes output on to `next`, keeping the last few KiB of stderr for ignored_hint.
 class stderr_tail final : public net::output_sink {

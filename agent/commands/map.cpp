@@ -10,6 +10,7 @@
 
 #include "agent/error.hpp"
 #include "agent/exit_code.hpp"
+#include "agent/ignored_hint.hpp"
 #include "agent/job.hpp"
 #include "agent/map_growth.hpp"
 #include "agent/map_inputs.hpp"
@@ -35,6 +36,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <set>
 
 namespace ferry::agent {
 namespace {
@@ -81,6 +83,8 @@ struct map_state {
   std::vector<double> durations;
   double submitted_at = 0;
   double ran = 0;
+  const command_context* ctx = nullptr;  // for the hint on a failure that the ignore rules caused
+  std::set<std::string> hints;   // said once, however many tasks fail alike
 
   void notify() { wake.cancel(); }
   asio::awaitable<bool> wait() {  // false when cancelled
@@ -138,9 +142,16 @@ asio::awaitable<bool> attempt(tracing::action& job_act, job_node& jn, map_state&
     } else {
       task.fail_exception("exit", fmt::format("exit code {}", code));
     }
+    // A failure's cause, if the ignore rules made it (agent/ignored_hint.hpp): said once for all alike.
+    std::string tail = v == map_schedule::verdict::failed ? t.err.substr(t.err.size() > 4096 ? t.err.size() - 4096 : 0)
+                                                          : std::string();
     if (v != map_schedule::verdict::retry) {
       st.durations.push_back(t.seconds);
       record(st, t);
+    }
+    if (!tail.empty()) {
+      auto hint = co_await ignored_hint(*st.ctx, std::move(tail), jn.env.workdir);
+      if (hint && st.hints.insert(*hint).second) fmt::print(stderr, "ferry: hint: {}\n", *hint);
     }
     co_return true;
   }
@@ -320,6 +331,7 @@ asio::awaitable<int> map(command_context& ctx, const map_args& args) {
   j.check_python(python_program(args.command));
   st.submitted_at = unix_now();
   st.the_job = &j;
+  st.ctx = &ctx;
   auto work = [&act, &st](job_node& jn) { return on_node(act, jn, st); };
   result<void> ran;
   std::vector<asio::awaitable<void>> parts;

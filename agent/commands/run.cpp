@@ -67,8 +67,7 @@ struct run_state {
   double ran = 0;
   std::function<void()> on_first_output;  // the start-up line's "first line at"
   std::function<void()> on_work_ended;    // a node's command ended: the start-up line's "after the work"
-  net::cpu_pool* cpu = nullptr;           // for the hint on a failure that the ignore rules caused
-  const job* packer = nullptr;
+  const command_context* ctx = nullptr;   // for the hint on a failure that the ignore rules caused
   std::set<std::string> hints;            // said once, however many nodes fail alike
 };
 
@@ -186,7 +185,7 @@ asio::awaitable<void> run_on(tracing::action& job_act, job_node& jn, run_state& 
     task.succeed({{"exit_code", 0}});
   } else {
     task.fail_exception("exit", fmt::format("exit code {}", result.code));
-    auto hint = co_await ignored_hint(*state.cpu, state.packer->packed(), tail.text(), jn.env.workdir);
+    auto hint = co_await ignored_hint(*state.ctx, tail.text(), jn.env.workdir);
     if (hint && state.hints.insert(*hint).second) fmt::print(stderr, "ferry: hint: {}\n", *hint);
   }
 }
@@ -252,8 +251,7 @@ asio::awaitable<int> run(command_context& ctx, const run_args& args) {
   j.check_python(python_program(args.command));
   state.on_first_output = [&j] { j.first_output(); };
   state.on_work_ended = [&j] { j.work_ended(); };
-  state.cpu = &ctx.cpu;
-  state.packer = &j;
+  state.ctx = &ctx;
   state.staging = stage_options::from(ctx.config.values);
   state.staging.program = j.node_options().program;
   state.staging.cache_dir = j.node_options().cache_dir;

@@ -1,7 +1,7 @@
 // Failures on a node point at their cause: a traceback through a layer names the workstation's file (in
 // what Python prints when the program dies, in the program's own traceback.print_exc() and in a thread's),
 // while __file__ stays the node's; and a file or module that the workspace's .gitignore kept from shipping
-// gets one line naming the rule, which git itself confirms, and `ferry pack --explain`. Local nodes,
+// gets one line naming the rule, which git itself confirms, and `ferry pack --explain` (once for a map). Local nodes,
 // moto_server as storage, a git repository as the workspace, a venv of Debian's python3 (the nodes' too).
 #include "support/moto.hpp"
 #include "support/process.hpp"
@@ -121,6 +121,14 @@ TEST_F(node_failures, a_file_or_module_the_gitignore_kept_out_gets_a_hint_naming
   EXPECT_TRUE(contains(imported.err, "ferry: hint: local_settings.py was not shipped: excluded by .gitignore:3: "
                                      "local_settings.py (ferry pack --explain local_settings.py)\n"))
       << imported.err;
+
+  // A map says it once, however many of its tasks failed alike.
+  const auto mapped = run_ferry(
+      {"map", "--range", "1..3", "--retries", "0", "--", "python3", "main.py", "data/config.yaml", "{}"}, env());
+  EXPECT_NE(mapped.exit_code, 0) << mapped.err;
+  EXPECT_EQ(occurrences(mapped.err, "ferry: hint: data/config.yaml was not shipped: excluded by .gitignore:2: data/"),
+            1u)
+      << mapped.err;
 
   // Never a guess: a file missing here too, or one outside the workspace (though it is there), gets no hint.
   write_file(home_ / "data" / "config.yaml", "threshold: 3\n");
