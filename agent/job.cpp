@@ -251,7 +251,9 @@ double job::new_node_seconds() const {
 void job::began_work(const std::string& node, std::chrono::steady_clock::time_point begin) {
   not_working_.erase(node);  // its work has begun: work_over() no longer stops it
   if (auto it = asked_.find(node); it != asked_.end()) {
-    const auto took = seconds(std::chrono::steady_clock::now() - it->second);
+    // From when it was asked for, or the pack's end if later: a node added mid-map finds the pack done.
+    const auto from = packed_at_ ? std::max(it->second, *packed_at_) : it->second;
+    const auto took = seconds(std::chrono::steady_clock::now() - from);
     new_node_seconds_ = new_node_seconds_ ? std::min(*new_node_seconds_, took) : took;
     asked_.erase(it);
   }
@@ -308,9 +310,11 @@ asio::awaitable<void> job::on_node_lazily(ready_node& node, const fanout_role* f
     const auto ec = env ? env->error() : error_code(asio::error::operation_aborted);
     // A pack that failed says why itself; its nodes only saw their plan stop short.
     if (pack_error_) co_return;
+    // Stopped because the job's work was over before it began here: nothing failed, whatever the node
+    // program's last words were.
+    const bool stopped = co_await net::cancelled();
     if (!link.early) {
-      // Stopped because the job's work was over before it began here: nothing failed.
-      if (!(work_over_ && ec == asio::error::operation_aborted))
+      if (!(work_over_ && (stopped || ec == asio::error::operation_aborted)))
         failures_.push_back(fmt::format("{}: {}", node.node.id, describe(ec, diag)));
     } else if (ec != asio::error::operation_aborted) {
       // The command ran: what it imported was there, or it said so itself (an ImportError naming the layer).
@@ -404,7 +408,8 @@ asio::awaitable<void> job::node_steps(ready_node& node, const fanout_role* fan) 
   if (fanout_) fanout_->landed(node.node.id);
   if (!env) {
     // A pack that failed says why itself; its nodes only saw their plan stop short.
-    const bool stopped = work_over_ && env.error() == asio::error::operation_aborted;  // nothing failed
+    const bool cancelled = co_await net::cancelled();
+    const bool stopped = work_over_ && (cancelled || env.error() == asio::error::operation_aborted);  // nothing failed
     if (!pack_error_ && !stopped) failures_.push_back(fmt::format("{}: {}", node.node.id, describe(env.error(), diag)));
     co_return;
   }

@@ -2,8 +2,8 @@
 // When a map takes more nodes than it started with, without any I/O. A map starts on nodes.count nodes (or
 // --nodes); it grows only when its waiting tasks, at the pace its tasks have shown, would wait longer than
 // a new node takes to be ready, and then by as many nodes as bring that wait down to about one node's
-// start, never past nodes.max_nodes nor past one node per `per_node` waiting tasks. Sub-second tasks
-// never grow a map: a new node would be ready after they had all run.
+// start, never past nodes.max_nodes nor past one node per `per_node` waiting tasks. A few hundred short
+// tasks do not grow a map: they have all run before a new node would be ready.
 #include <cstddef>
 #include <string>
 
@@ -25,7 +25,7 @@ struct map_growth {
 
 map_growth growth_of(const map_pace& p);
 
-// "ferry: map: 40 tasks would wait 120 s at 12.0 s a task; a new node takes about 8 s: 6 more nodes (8 in all)"
+// "40 tasks would wait 120 s at 12.0 s a task; a new node takes about 8 s: 7 more nodes (8 in all, ...)"
 std::string growth_line(const map_pace& p, const map_growth& g);
 
 }  // namespace ferry::agent

@@ -40,7 +40,7 @@ void task_group::cancel() {
   for (auto& s : signals_) s.emit(asio::cancellation_type::total);
 }
 
-asio::awaitable<void> task_group::wait() {
+asio::awaitable<void> task_group::wait(bool pass_on_total) {
   // A cancelled wait only waits again: the members must end first. A caller cut off (terminal
   // cancellation: the grace after Ctrl-C is over) cuts them off too, so that none outlives it.
   bool cut_off = false;
@@ -52,6 +52,9 @@ asio::awaitable<void> task_group::wait() {
     if (!cut_off && (state.cancelled() & asio::cancellation_type::terminal) != asio::cancellation_type::none) {
       cut_off = true;
       for (auto& s : signals_) s.emit(asio::cancellation_type::terminal);
+    } else if (pass_on_total && !cancelled_ &&
+               (state.cancelled() & asio::cancellation_type::total) != asio::cancellation_type::none) {
+      cancel();
     }
   }
 }

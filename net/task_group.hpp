@@ -27,8 +27,10 @@ class task_group {
   // Every running member is asked to stop; later spawns are cancelled at once.
   void cancel();
   std::size_t running() const { return signals_.size(); }
-  // Until every member has ended. Not cancellable: the members refer to the caller's frame.
-  boost::asio::awaitable<void> wait();
+  // Until every member has ended. Not cancellable: the members refer to the caller's frame. A terminal
+  // cancellation of the caller goes on to every member; with `pass_on_total`, a total one does too (cancel():
+  // the members are the caller's own work, as a map's added nodes are, and Ctrl-C's first step is total).
+  boost::asio::awaitable<void> wait(bool pass_on_total = false);
 
  private:
   boost::asio::any_io_executor io_;

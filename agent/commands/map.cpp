@@ -81,6 +81,8 @@ struct map_state {
   std::filesystem::path output;
   std::FILE* results = nullptr;  // tasks.jsonl under --output, else stdout
   std::vector<double> durations;
+  double durations_sum = 0;   // of `durations`: the sizer asks for the mean after every task
+  std::size_t adding = 0;     // the sizer's add_nodes calls still running
   double submitted_at = 0;
   double ran = 0;
   const command_context* ctx = nullptr;  // for the hint on a failure that the ignore rules caused
@@ -147,6 +149,7 @@ asio::awaitable<bool> attempt(tracing::action& job_act, job_node& jn, map_state&
                                                           : std::string();
     if (v != map_schedule::verdict::retry) {
       st.durations.push_back(t.seconds);
+      st.durations_sum += t.seconds;
       record(st, t);
     }
     if (!tail.empty()) {
@@ -212,15 +215,17 @@ asio::awaitable<void> on_node(tracing::action& job_act, job_node& jn, map_state&
 
 // What a task takes, as far as the map has seen: the mean of those that ended; 0 before any has.
 double task_seconds(const map_state& st) {
-  if (st.durations.empty()) return 0;
-  double sum = 0;
-  for (const auto d : st.durations) sum += d;
-  return sum / static_cast<double>(st.durations.size());
+  return st.durations.empty() ? 0 : st.durations_sum / static_cast<double>(st.durations.size());
 }
 
-asio::awaitable<void> more_nodes(job& j, std::size_t count) {
+// The nodes' work ends with the map; the sizer is told, since a node added after the job's first ones were
+// all lost is the last one working, and it may be lost too.
+asio::awaitable<void> more_nodes(job& j, map_state& st, std::size_t count) {
   co_await net::accept_cancellation();
+  ++st.adding;
   co_await j.add_nodes(count);
+  --st.adding;
+  st.notify();
 }
 
 // The map's size while it runs, up to nodes.max_nodes in all: a lost node is replaced while tasks wait,
@@ -234,7 +239,7 @@ asio::awaitable<void> sizer(tracing::action& act, job& j, map_state& st, std::si
     if (st.lost_nodes > replaced && st.started_nodes < max_nodes && st.schedule.waiting() > 0) {
       ++replaced;
       ++st.started_nodes;
-      adding.spawn(more_nodes(j, 1));
+      adding.spawn(more_nodes(j, st, 1));
       continue;
     }
     map_pace pace{st.schedule.waiting(), st.started_nodes - st.lost_nodes, st.per_node, max_nodes, task_seconds(st),
@@ -246,14 +251,15 @@ asio::awaitable<void> sizer(tracing::action& act, job& j, map_state& st, std::si
       act.log(action_types::map::grow, {{"add", g.add}, {"waiting", pace.waiting}, {"wait_seconds", g.wait_seconds},
                                         {"task_seconds", pace.task_seconds}, {"node_seconds", pace.node_seconds}});
       st.started_nodes += g.add;
-      adding.spawn(more_nodes(j, g.add));
+      adding.spawn(more_nodes(j, st, g.add));
       continue;
     }
-    if (st.job_over) break;
+    // The job's first nodes are done; nodes this added may still be working, and may yet be lost.
+    if (st.job_over && st.adding == 0) break;
     if (!co_await st.wait()) break;
   }
   if (co_await net::cancelled()) adding.cancel();
-  co_await adding.wait();
+  co_await adding.wait(true);  // Ctrl-C while they finish reaches them too
 }
 
 asio::awaitable<void> run_job(job& j, map_state& st, std::size_t count, job_work work, diagnostics& diag,

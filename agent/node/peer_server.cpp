@@ -109,9 +109,8 @@ asio::awaitable<bool> wait_for_copy(server_state& s, const std::string& path) {
     if (exists(path)) co_return true;
     // Failed here, or this node's materialise is over without it (a layer it had cached, one it never
     // fetched because the work ended first): it will not come from here.
-    if (exists(path + ".failed") || copies_are_over(s.dir) || s.stopping ||
-        std::chrono::steady_clock::now() >= deadline)
-      co_return false;
+    if (exists(path + ".failed") || s.stopping || std::chrono::steady_clock::now() >= deadline) co_return false;
+    if (copies_are_over(s.dir)) co_return exists(path);  // (it may have come since the look above)
     timer.expires_after(poll_every);
     error_code ec;
     co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));

@@ -49,5 +49,12 @@ TEST(map_growth, a_wait_shorter_than_a_node_start_keeps_the_size) {
   EXPECT_EQ(growth_of(pace(100, 8, 100, 1)).add, 0u);  // at max_nodes already
 }
 
+TEST(map_growth, the_line_says_why_and_by_how_much) {
+  const map_pace p{40, 1, 4, 8, 12, 8};
+  const auto g = growth_of(p);
+  EXPECT_EQ(growth_line(p, g), "40 tasks would wait 120 s at 12.0 s a task; a new node takes about 8 s: 7 more nodes "
+                               "(8 in all, nodes.max_nodes 8)");
+}
+
 }  // namespace
 }  // namespace ferry::agent

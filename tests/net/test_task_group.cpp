@@ -66,5 +66,34 @@ TEST(task_group, members_end_by_themselves_or_when_cancelled_and_wait_sees_them_
   EXPECT_EQ(ends[3], "long-b:cancelled");
 }
 
+// A waiter whose own work is the group's: a total cancellation of the waiter (Ctrl-C's first step) reaches
+// the members with wait(true), and only a terminal one does with wait().
+asio::awaitable<void> waiting_owner(bool pass_on_total, std::vector<std::string>& ends) {
+  co_await accept_cancellation();
+  task_group group(co_await asio::this_coro::executor);
+  group.spawn(sleeper(1h, ends, "member"));
+  co_await group.wait(pass_on_total);
+}
+
+std::vector<std::string> cancel_a_waiter(bool pass_on_total) {
+  asio::io_context io;
+  std::vector<std::string> ends;
+  asio::cancellation_signal stop;
+  asio::co_spawn(io, waiting_owner(pass_on_total, ends), asio::bind_cancellation_slot(stop.slot(), asio::detached));
+  asio::steady_timer first(io, 50ms), second(io, 300ms);
+  first.async_wait([&](auto) { stop.emit(asio::cancellation_type::total); });
+  second.async_wait([&](auto) {
+    ends.push_back("terminal");
+    stop.emit(asio::cancellation_type::terminal);
+  });
+  io.run();
+  return ends;
+}
+
+TEST(task_group, a_waiter_passes_on_total_cancellation_when_asked) {
+  EXPECT_EQ(cancel_a_waiter(true), (std::vector<std::string>{"member:cancelled", "terminal"}));
+  EXPECT_EQ(cancel_a_waiter(false), (std::vector<std::string>{"terminal", "member:cancelled"}));
+}
+
 }  // namespace
 }  // namespace ferry::net
