@@ -3,6 +3,7 @@
 #include "config/error.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cerrno>
 #include <cstring>
@@ -32,9 +33,9 @@ error_code assign(loaded_config& out, const key_spec& key, const toml::node& nod
 }
 
 error_code unknown_key(const std::string& where, const std::string& name, diagnostics& diag) {
-  const auto hint = closest_key(name);
+  const auto hints = closest_keys(name);
   diag.set(fmt::format("{}: unknown key '{}'{}", where, name,
-                       hint.empty() ? std::string() : fmt::format(" (did you mean '{}'?)", hint)));
+                       hints.empty() ? std::string() : fmt::format(" (did you mean '{}'?)", fmt::join(hints, "' or '"))));
   return make_error_code(errc::unknown_key);
 }
 

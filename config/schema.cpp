@@ -561,10 +561,24 @@ const key_spec* find_key(std::string_view name) {
   return nullptr;
 }
 
-std::string_view closest_key(std::string_view name) {
-  std::vector<std::string_view> names;
-  for (const auto& k : table()) names.push_back(k.name);
-  return closest_word(name, names);
+namespace {
+
+std::string_view leaf_of(std::string_view name) { return name.substr(name.rfind('.') + 1); }
+
+}  // namespace
+
+std::vector<std::string_view> closest_keys(std::string_view name) {
+  std::vector<std::string_view> names, leaves;
+  for (const auto& k : table()) {
+    names.push_back(k.name);
+    leaves.push_back(leaf_of(k.name));
+  }
+  if (const auto best = closest_word(name, names); !best.empty()) return {best};
+  // A key written in the wrong section: the section's name alone is more edits than a typo.
+  std::vector<std::string_view> out;
+  if (name.find('.') == std::string_view::npos) return out;
+  for (const auto i : closest_words(leaf_of(name), leaves)) out.push_back(names[i]);
+  return out;
 }
 
 }  // namespace ferry::config

@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace ferry::config {
 
@@ -26,7 +27,9 @@ struct key_spec {
 
 std::span<const key_spec> schema();
 const key_spec* find_key(std::string_view name);
-// The known key closest to a misspelt one, for "did you mean" hints ("" when none is close).
-std::string_view closest_key(std::string_view name);
+// The known keys a misspelt one may have meant, for "did you mean" hints: the closest name, else the keys
+// of the same (or nearly the same) name in other sections (`agent.idle_timeout`: `nodes.idle_timeout` and
+// `ssh.idle_timeout`); empty when none is close.
+std::vector<std::string_view> closest_keys(std::string_view name);
 
 }  // namespace ferry::config

@@ -34,7 +34,7 @@ void check_units(std::string_view text) {
     if (config::parse_byte_size(config::format_byte_size(*b)) != b) std::abort();
   }
   (void)config::quoted_value(text);
-  (void)config::closest_key(text);
+  (void)config::closest_keys(text);
 }
 
 }  // namespace
