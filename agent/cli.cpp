@@ -34,7 +34,7 @@ void add_global_options(CLI::App& app, global_options& g) {
   app.add_option("--config", g.config_file, "configuration file to use instead of ./ferry.toml");
   app.add_option("--trace", g.trace_file, "write this command's trace (JSON lines) to FILE");
   app.add_flag_function("-v,--verbose", [&g](std::int64_t n) { g.verbosity += static_cast<int>(n); },
-                        "say more (the trace file's path, progress)");
+                        "also say where this command's trace is written");
   app.add_flag_function("-q,--quiet", [&g](std::int64_t n) { g.verbosity -= static_cast<int>(n); },
                         "say only what went wrong");
 }
@@ -163,7 +163,10 @@ int run_command(const selected_command& selected, command_context& ctx, asio::io
                    }
                  }));
   io.run();
-  return stop.interrupted() ? exit_code::interrupted : code;
+  if (!stop.interrupted() && code != exit_code::interrupted) return code;
+  // One line whatever the command was doing when Ctrl-C came (its summary, if any, came before).
+  fmt::print(stderr, "ferry: interrupted\n");
+  return exit_code::interrupted;
 }
 
 result<config::loaded_config> load_config(tracing::action& root, const global_options& g,
@@ -211,6 +214,15 @@ void hide_env_values(int argc, char** argv) {
 int run_cli(int argc, char** argv) {
   CLI::App app{"ferry: run a Python project on remote machines", "ferry"};
   app.require_subcommand(1);
+  app.set_help_flag("-h,--help", "print this help and exit");  // before the commands: each takes it over
+  app.footer("Examples:\n"
+             "  ferry doctor                                   check credentials, storage and ssh\n"
+             "  ferry run -- python train.py                   run a script on a node with the project in place\n"
+             "  ferry run --nodes 4 -- python -m mypkg.job     the same on 4 nodes\n"
+             "  ferry map --range 1..100 -- python task.py {}  one task per input, spread over nodes\n"
+             "  ferry pack --explain data/big.csv              what ships, and why a path is in or out\n"
+             "  ferry trace stats TRACE.jsonl                  where a command's time went\n"
+             "Run 'ferry COMMAND --help' for a command's options.");
   global_options g;
   add_global_options(app, g);
   selected_command selected;

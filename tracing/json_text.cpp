@@ -91,23 +91,27 @@ void append_double(text_buffer& out, double d) {
   fmt::format_to(std::back_inserter(out), "{}", d);
 }
 
-}  // namespace
-
-void append_json_value(text_buffer& out, const boost::json::value& v) {
+// What the two public forms share: `redact` for traces, not for the user's own output.
+void append_value(text_buffer& out, const boost::json::value& v, bool redact) {
   switch (v.kind()) {
     case boost::json::kind::null: out.append(std::string_view("null")); break;
     case boost::json::kind::bool_: out.append(std::string_view(v.get_bool() ? "true" : "false")); break;
     case boost::json::kind::int64: fmt::format_to(std::back_inserter(out), "{}", v.get_int64()); break;
     case boost::json::kind::uint64: fmt::format_to(std::back_inserter(out), "{}", v.get_uint64()); break;
     case boost::json::kind::double_: append_double(out, v.get_double()); break;
-    case boost::json::kind::string: append_string_value(out, v.get_string()); break;
+    case boost::json::kind::string:
+      if (redact)
+        append_string_value(out, v.get_string());
+      else
+        append_json_string(out, v.get_string());
+      break;
     case boost::json::kind::array: {
       out.push_back('[');
       bool first = true;
       for (const auto& item : v.get_array()) {
         if (!first) out.push_back(',');
         first = false;
-        append_json_value(out, item);
+        append_value(out, item, redact);
       }
       out.push_back(']');
       break;
@@ -120,16 +124,22 @@ void append_json_value(text_buffer& out, const boost::json::value& v) {
         first = false;
         append_json_string(out, key);
         out.push_back(':');
-        if (is_secret_key(key))
+        if (redact && is_secret_key(key))
           append_json_string(out, redacted);
         else
-          append_json_value(out, item);
+          append_value(out, item, redact);
       }
       out.push_back('}');
       break;
     }
   }
 }
+
+}  // namespace
+
+void append_json_value(text_buffer& out, const boost::json::value& v) { append_value(out, v, true); }
+
+void append_plain_json(text_buffer& out, const boost::json::value& v) { append_value(out, v, false); }
 
 void append_field(text_buffer& out, const field& f) {
   out.push_back(',');

@@ -25,4 +25,8 @@ void append_field(text_buffer& out, const field& f);
 // A JSON value, with values under secret keys of nested objects redacted.
 void append_json_value(text_buffer& out, const boost::json::value& v);
 
+// A JSON value as it is, nothing redacted, for output meant for the user (a task's own stdout). Doubles
+// are plain decimals (`0.205`), where boost::json::serialize writes `2.05E-1`.
+void append_plain_json(text_buffer& out, const boost::json::value& v);
+
 }  // namespace ferry::tracing

@@ -14,6 +14,7 @@
 #include "agent/exit_code.hpp"
 #include "agent/node_access.hpp"
 #include "agent/node_end.hpp"
+#include "agent/plural.hpp"
 #include "net/cancellation.hpp"
 #include "net/child_process.hpp"
 #include "net/ssh_quote.hpp"
@@ -363,7 +364,7 @@ asio::awaitable<int> run(command_context& ctx, const cluster_args& args) {
   auto r = co_await bring_up(ctx, act, args, reused, diag);
   if (!r) co_return report(act, r.error(), diag);
   if (ctx.options.verbosity >= 0)
-    fmt::print(stderr, "ferry: cluster {}: {} workers {}, scheduler {}, dashboard {}\n", r->name, r->nodes.size(),
+    fmt::print(stderr, "ferry: cluster {}: {} {}, scheduler {}, dashboard {}\n", r->name, counted(r->nodes.size(), "worker"),
                reused ? "(reused)" : "ready", r->scheduler, r->dashboard);
   auto client = act.child(at::client, {{"command", net::quote_argv(command)}});
   net::child_request request;

@@ -7,10 +7,10 @@
 namespace ferry::agent {
 
 void add_config_commands(CLI::App& app, selected_command& selected) {
-  auto* config = app.add_subcommand("config", "Inspect ferry's configuration");
+  auto* config = app.add_subcommand("config", "inspect ferry's configuration");
   config->fallthrough();
   config->require_subcommand(1);
-  auto* show = config->add_subcommand("show", "Print the effective configuration and where each value came from");
+  auto* show = config->add_subcommand("show", "print the effective configuration and where each value came from");
   show->fallthrough();
   show->callback([&selected] {
     selected.action_type = action_types::cli::config_show;

@@ -109,7 +109,7 @@ asio::awaitable<int> doctor_command(command_context& ctx, const doctor_args& arg
 void add_doctor_command(CLI::App& app, selected_command& selected) {
   auto args = std::make_shared<doctor_args>();
   auto* cmd = app.add_subcommand(
-      "doctor", "Check credentials, the storage endpoint, the clock, the storage.url bucket, ferry's SSH key and "
+      "doctor", "check credentials, the storage endpoint, the clock, the storage.url bucket, ferry's SSH key and "
                 "known_hosts (and with --nodes every node), each with its fix; exit code 0 when all pass");
   cmd->fallthrough();
   cmd->add_flag("--nodes", args->nodes, "also check every node of `ferry nodes ls`: SSH, and what ferry-node needs");

@@ -9,6 +9,7 @@
 #include "agent/node_access.hpp"
 #include "agent/node_end.hpp"
 #include "agent/node_watchdog.hpp"
+#include "agent/plural.hpp"
 #include "agent/warm_nodes.hpp"
 #include "config/units.hpp"
 #include "net/cancellation.hpp"
@@ -246,8 +247,8 @@ asio::awaitable<int> up(command_context& ctx, const nodes_args& args) {
   diagnostics watch_diag;
   auto watched = co_await watch_new_nodes(act, ctx, *access, **provider, ready, watch_diag);
   if (!failures.empty()) {
-    diag.set(fmt::format("{} of {} nodes are not ready (they stay in the registry: `ferry nodes down` ends them):{}{}",
-                         outcomes.size() - ready.size(), outcomes.size(), failures,
+    diag.set(fmt::format("{} of {} not ready (they stay in the registry: `ferry nodes down` ends them):{}{}",
+                         outcomes.size() - ready.size(), counted(outcomes.size(), "node is", "nodes are"), failures,
                          watched ? "" : "\nand " + describe(watched.error(), watch_diag)));
     co_return report(act, provision::errc::ssh_not_ready_in_time, diag);
   }
@@ -372,7 +373,8 @@ asio::awaitable<int> down(command_context& ctx, const nodes_args& args) {
     ++ended;
   }
   if (first) {
-    diag.set(fmt::format("{} node(s) could not be ended:{}", std::count(failures.begin(), failures.end(), '\n'),
+    diag.set(fmt::format("{} could not be ended:{}",
+                         counted(static_cast<std::size_t>(std::count(failures.begin(), failures.end(), '\n')), "node"),
                          failures));
     co_return report(act, first, diag);
   }

@@ -229,11 +229,11 @@ asio::awaitable<int> gc(command_context& ctx, const storage_args& args) {
 
 void add_storage_commands(CLI::App& app, selected_command& selected) {
   auto args = std::make_shared<storage_args>();
-  auto* storage = app.add_subcommand("storage", "Look at and change objects in S3-compatible storage");
+  auto* storage = app.add_subcommand("storage", "look at and change objects in S3-compatible storage");
   storage->fallthrough();
   storage->require_subcommand(1);
 
-  auto* ls_cmd = storage->add_subcommand("ls", "List the objects under s3://BUCKET/PREFIX");
+  auto* ls_cmd = storage->add_subcommand("ls", "list the objects under s3://BUCKET/PREFIX");
   ls_cmd->fallthrough();
   ls_cmd->add_option("url", args->url, "s3://BUCKET[/PREFIX]")->required();
   ls_cmd->callback([&selected, args] {
@@ -241,7 +241,7 @@ void add_storage_commands(CLI::App& app, selected_command& selected) {
     selected.run = [args](command_context& ctx) { return ls(ctx, *args); };
   });
 
-  auto* cp_cmd = storage->add_subcommand("cp", "Copy a file to s3://BUCKET/KEY, or an object to a file");
+  auto* cp_cmd = storage->add_subcommand("cp", "copy a file to s3://BUCKET/KEY, or an object to a file");
   cp_cmd->fallthrough();
   cp_cmd->add_option("source", args->source, "a local file or s3://BUCKET/KEY")->required();
   cp_cmd->add_option("destination", args->destination, "s3://BUCKET/KEY or a local path")->required();
@@ -250,7 +250,7 @@ void add_storage_commands(CLI::App& app, selected_command& selected) {
     selected.run = [args](command_context& ctx) { return cp(ctx, *args); };
   });
 
-  auto* presign_cmd = storage->add_subcommand("presign", "Print a presigned GET URL for s3://BUCKET/KEY");
+  auto* presign_cmd = storage->add_subcommand("presign", "print a presigned GET URL for s3://BUCKET/KEY");
   presign_cmd->fallthrough();
   presign_cmd->add_option("url", args->url, "s3://BUCKET/KEY")->required();
   presign_cmd->add_option("--expires", args->expires, "how long the URL works (1s to 7d)")->capture_default_str();
@@ -261,7 +261,7 @@ void add_storage_commands(CLI::App& app, selected_command& selected) {
   });
 
   auto* gc_cmd = storage->add_subcommand(
-      "gc", "List the layers and manifests of storage.url that no manifest newer than --older-than needs, and the "
+      "gc", "list the layers and manifests of storage.url that no manifest newer than --older-than needs, and the "
             "multipart uploads begun before it");
   gc_cmd->fallthrough();
   gc_cmd->add_option("--older-than", args->older_than,
@@ -273,7 +273,7 @@ void add_storage_commands(CLI::App& app, selected_command& selected) {
     selected.run = [args](command_context& ctx) { return gc(ctx, *args); };
   });
 
-  auto* rm_cmd = storage->add_subcommand("rm", "Delete s3://BUCKET/KEY, or everything under a prefix with -r");
+  auto* rm_cmd = storage->add_subcommand("rm", "delete s3://BUCKET/KEY, or everything under a prefix with -r");
   rm_cmd->fallthrough();
   rm_cmd->add_option("url", args->url, "s3://BUCKET/KEY")->required();
   rm_cmd->add_flag("-r,--recursive", args->recursive, "delete every object under the prefix");

@@ -1,6 +1,7 @@
 #include "agent/commands/command.hpp"
 
 #include "agent/exit_code.hpp"
+#include "agent/json_output.hpp"
 #include "config/xdg.hpp"
 #include "net/atomic_file.hpp"
 #include "tracing/action_types.hpp"
@@ -100,7 +101,7 @@ boost::asio::awaitable<int> stats(command_context& ctx, const trace_args& args) 
       co_await net::offload(ctx.cpu, [&] { return tracing::compute_stats(*set, tracing::build_task_trees(*set)); });
   act.succeed({{"jobs", static_cast<std::uint64_t>(s.jobs.size())}});
   if (args.json)
-    fmt::print("{}\n", boost::json::serialize(tracing::stats_to_json(s)));
+    fmt::print("{}\n", json_line(tracing::stats_to_json(s)));
   else
     fmt::print("{}", tracing::render_stats(s));
   co_return exit_code::success;
@@ -141,11 +142,11 @@ boost::asio::awaitable<int> otlp(command_context& ctx, const trace_args& args) {
 void add_trace_commands(CLI::App& app, selected_command& selected) {
   constexpr auto files_help = "trace files (JSON lines) or directories of them; none: the last command's trace";
   auto args = std::make_shared<trace_args>();
-  auto* trace = app.add_subcommand("trace", "Read traces: trees, timelines and statistics");
+  auto* trace = app.add_subcommand("trace", "read traces: trees, timelines and statistics");
   trace->fallthrough();
   trace->require_subcommand(1);
 
-  auto* tree_cmd = trace->add_subcommand("tree", "Print traces as trees of actions, merging files of several processes");
+  auto* tree_cmd = trace->add_subcommand("tree", "print traces as trees of actions, merging files of several processes");
   tree_cmd->fallthrough();
   tree_cmd->add_option("files", args->files, files_help);
   tree_cmd->add_flag("--all", args->all, "draw every action: fold no repeated siblings of one action type");
@@ -154,7 +155,7 @@ void add_trace_commands(CLI::App& app, selected_command& selected) {
     selected.run = [args](command_context& ctx) { return tree(ctx, *args); };
   });
 
-  auto* chrome_cmd = trace->add_subcommand("chrome", "Write Chrome trace-event JSON (open it in Perfetto)");
+  auto* chrome_cmd = trace->add_subcommand("chrome", "write Chrome trace-event JSON (open it in Perfetto)");
   chrome_cmd->fallthrough();
   chrome_cmd->add_option("files", args->files, files_help);
   chrome_cmd->add_option("-o,--output", args->output, "the JSON file to write")->required();
@@ -164,7 +165,7 @@ void add_trace_commands(CLI::App& app, selected_command& selected) {
   });
 
   auto* stats_cmd = trace->add_subcommand(
-      "stats", "Per action type counts and durations; per run and map pending times, node utilisation and critical path");
+      "stats", "per action type counts and durations; per run and map pending times, node utilisation and critical path");
   stats_cmd->fallthrough();
   stats_cmd->add_option("files", args->files, files_help);
   stats_cmd->add_flag("--json", args->json, "print every figure as JSON");
@@ -173,7 +174,7 @@ void add_trace_commands(CLI::App& app, selected_command& selected) {
     selected.run = [args](command_context& ctx) { return stats(ctx, *args); };
   });
 
-  auto* html_cmd = trace->add_subcommand("html", "Write a self-contained HTML timeline with the statistics");
+  auto* html_cmd = trace->add_subcommand("html", "write a self-contained HTML timeline with the statistics");
   html_cmd->fallthrough();
   html_cmd->add_option("files", args->files, files_help);
   html_cmd->add_option("-o,--output", args->output, "the HTML file to write")->required();
@@ -183,7 +184,7 @@ void add_trace_commands(CLI::App& app, selected_command& selected) {
   });
 
   auto* otlp_cmd = trace->add_subcommand(
-      "otlp", "Write OTLP/JSON, one ExportTraceServiceRequest per line (for an OpenTelemetry collector)");
+      "otlp", "write OTLP/JSON, one ExportTraceServiceRequest per line (for an OpenTelemetry collector)");
   otlp_cmd->fallthrough();
   otlp_cmd->add_option("files", args->files, files_help);
   otlp_cmd->add_option("-o,--output", args->output, "the JSON-lines file to write")->required();

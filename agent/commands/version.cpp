@@ -9,7 +9,7 @@
 namespace ferry::agent {
 
 void add_version_command(CLI::App& app, selected_command& selected) {
-  auto* cmd = app.add_subcommand("version", "Print ferry's version and the libraries it was built with");
+  auto* cmd = app.add_subcommand("version", "print ferry's version and the libraries it was built with");
   cmd->fallthrough();
   cmd->callback([&selected] {
     selected.action_type = action_types::cli::version;

@@ -5,6 +5,7 @@
 
 #include "agent/exit_code.hpp"
 #include "agent/job.hpp"
+#include "agent/plural.hpp"
 #include "net/cancellation.hpp"
 #include "tracing/action_types.hpp"
 
@@ -53,8 +54,8 @@ asio::awaitable<int> warmup(command_context& ctx, const warmup_args& args) {
   if (!ran) co_return report(act, ran.error(), diag);
   for (const auto& f : j.failures()) fmt::print(stderr, "ferry: error: {}\n", f);
   const auto& t = j.times();
-  fmt::print("warmed {} nodes ({}): {} layers, {} fetched\n", warmed.size(), fmt::join(warmed, ", "), t.layers,
-             t.layers_fetched);
+  fmt::print("warmed {} ({}): {}, {} fetched\n", counted(warmed.size(), "node"), fmt::join(warmed, ", "),
+             counted(t.layers, "layer"), t.layers_fetched);
   if (ctx.options.verbosity >= 0) fmt::print(stderr, "ferry: {}\n", startup_line(t, 0, j.since_start()));
   co_return j.failures().empty() ? exit_code::success : exit_code::failure;
 }

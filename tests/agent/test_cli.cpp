@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <regex>
 #include <sstream>
 
@@ -54,6 +55,43 @@ TEST_F(cli, usage_errors_exit_two) {
     const auto r = run_ferry(args, opts);
     EXPECT_EQ(r.exit_code, 2) << (args.empty() ? "(none)" : args[0]) << r.err;
     EXPECT_NE(r.err.find("ferry: error:"), std::string::npos) << r.err;
+  }
+}
+
+TEST_F(cli, help_shows_examples_and_describes_every_command_in_one_style) {
+  const auto r = run_ferry({"--help"}, opts);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("Examples:\n  ferry "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ferry map --range"), std::string::npos) << r.out;
+  // Each command's line in every list of commands: its name, then its description, lower case first.
+  std::vector<std::vector<std::string>> lists = {{"--help"}};
+  for (const char* group : {"config", "trace", "storage", "nodes", "cluster"}) lists.push_back({group, "--help"});
+  std::size_t described = 0;
+  for (const auto& args : lists) {
+    const auto help = run_ferry(args, opts);
+    ASSERT_EQ(help.exit_code, 0) << args[0] << help.err;
+    const auto at = help.out.find("Subcommands:");
+    ASSERT_NE(at, std::string::npos) << help.out;
+    std::istringstream lines(help.out.substr(at));
+    std::string line;
+    std::getline(lines, line);
+    static const std::regex command_line(R"(^  ([a-z-]+) +(.)(.*)$)");
+    while (std::getline(lines, line) && !line.empty()) {
+      std::smatch m;
+      if (!std::regex_match(line, m, command_line)) continue;
+      ++described;
+      EXPECT_FALSE(std::isupper(static_cast<unsigned char>(m[2].str()[0]))) << args[0] << ": " << line;
+    }
+  }
+  EXPECT_GE(described, 20u);
+}
+
+TEST_F(cli, a_command_that_ships_the_project_without_storage_url_is_a_configuration_error) {
+  for (auto args : std::vector<std::vector<std::string>>{
+           {"run", "--", "true"}, {"map", "--range", "1..2", "--", "true"}, {"warmup"}, {"pack"}}) {
+    const auto r = run_ferry(args, opts);
+    EXPECT_EQ(r.exit_code, 2) << args[0] << r.err;
+    EXPECT_NE(r.err.find("storage.url is not set"), std::string::npos) << args[0] << r.err;
   }
 }
 
