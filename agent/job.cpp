@@ -1,6 +1,8 @@
 #include "agent/job.hpp"
 
 #include "agent/error.hpp"
+#include "agent/pack_summary.hpp"
+#include "agent/plural.hpp"
 #include "agent/python_check.hpp"
 #include "net/cancellation.hpp"
 #include "net/fan_out.hpp"
@@ -111,8 +113,7 @@ std::string startup_line(const startup_times& t, double ran, double total) {
   std::string nodes = t.nodes_new == 0 ? std::string("warm")
                                        : fmt::format("{} new{}", t.nodes_new,
                                                      t.nodes_warm ? fmt::format(", {} warm", t.nodes_warm) : "");
-  std::string env = t.layers_fetched == 0 ? std::string("cached")
-                                          : fmt::format("{} layer{}", t.layers_fetched, t.layers_fetched == 1 ? "" : "s");
+  std::string env = t.layers_fetched == 0 ? std::string("cached") : counted(t.layers_fetched, "layer");
   const auto first = t.first_line >= 0 ? fmt::format("; first line at {:.2f} s", t.first_line) : std::string();
   const auto after = t.work_end >= 0 ? fmt::format("; {:.2f} s after the work", std::max(0.0, total - t.work_end))
                                      : std::string();
@@ -468,6 +469,7 @@ asio::awaitable<result<void>> job::run(std::size_t count, job_work work, diagnos
     co_return pack_error_;
   }
   co_await store_import_order();
+  if (packed_) co_await say_first_pack(ctx_, *packed_);
   if (working_ == 0) {
     std::string why;
     for (const auto& f : failures_) why += "\n  " + f;

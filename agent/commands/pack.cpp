@@ -5,6 +5,9 @@
 #include "agent/commands/report.hpp"
 
 #include "agent/exit_code.hpp"
+#include "agent/json_output.hpp"
+#include "agent/pack_summary.hpp"
+#include "agent/plural.hpp"
 #include "agent/pack_job.hpp"
 #include "agent/progress_bar.hpp"
 #include "net/run_all.hpp"
@@ -15,9 +18,6 @@
 #include "packaging/tree_walker.hpp"
 #include "tracing/action_types.hpp"
 
-#include <boost/asio/redirect_error.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/json.hpp>
 #include <fmt/format.h>
 #include <unistd.h>
@@ -40,51 +40,22 @@ struct pack_args {
   bool force = false;
 };
 
-// Redraws "hashing ..." then "uploading ..." on stderr until stopped.
-class pack_view {
- public:
-  pack_view(asio::any_io_executor io, const packaging::pack_progress& p) : timer_(std::move(io)), p_(p) {}
-
-  asio::awaitable<void> run() {
-    while (!stopped_) {
-      draw();
-      timer_.expires_after(std::chrono::milliseconds(150));
-      error_code ec;
-      co_await timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-      if (ec && !stopped_) break;
-    }
-    fmt::print(stderr, "\r\x1b[K");
+// "hashing ..." then "uploading ...", for the progress bar.
+std::string pack_line(const packaging::pack_progress& p, double seconds) {
+  const auto& s = p.scan;
+  if (p.shards_to_upload.load() > 0) {
+    const auto zipped = p.bytes_zipped.load();
+    return fmt::format("uploading  {} / {} layers  {} / {}  {:.0f} MB/s", p.shards_uploaded.load(),
+                       p.shards_to_upload.load(), human_bytes(zipped), human_bytes(p.bytes_to_zip.load()),
+                       seconds > 0 ? static_cast<double>(zipped) / seconds / 1e6 : 0.0);
   }
-  void stop() {
-    stopped_ = true;
-    timer_.cancel();
+  if (s.files_to_hash.load() > 0) {
+    return fmt::format("hashing  {} / {} files  {} / {}  {:.0f} MB/s", s.files_hashed.load(), s.files_to_hash.load(),
+                       human_bytes(s.bytes_hashed.load()), human_bytes(s.bytes_to_hash.load()),
+                       seconds > 0 ? static_cast<double>(s.bytes_hashed.load()) / seconds / 1e6 : 0.0);
   }
-
- private:
-  void draw() {
-    const double seconds = std::chrono::duration<double>(clock_type::now() - start_).count();
-    const auto& s = p_.scan;
-    std::string line;
-    if (p_.shards_to_upload.load() > 0) {
-      const auto zipped = p_.bytes_zipped.load();
-      line = fmt::format("uploading  {} / {} layers  {} / {}  {:.0f} MB/s", p_.shards_uploaded.load(),
-                         p_.shards_to_upload.load(), human_bytes(zipped), human_bytes(p_.bytes_to_zip.load()),
-                         seconds > 0 ? static_cast<double>(zipped) / seconds / 1e6 : 0.0);
-    } else if (s.files_to_hash.load() > 0) {
-      line = fmt::format("hashing  {} / {} files  {} / {}  {:.0f} MB/s", s.files_hashed.load(), s.files_to_hash.load(),
-                         human_bytes(s.bytes_hashed.load()), human_bytes(s.bytes_to_hash.load()),
-                         seconds > 0 ? static_cast<double>(s.bytes_hashed.load()) / seconds / 1e6 : 0.0);
-    } else {
-      line = fmt::format("scanning  {} files  {}", s.files_found.load(), human_bytes(s.bytes_found.load()));
-    }
-    fmt::print(stderr, "\r\x1b[K{}", line);
-  }
-
-  asio::steady_timer timer_;
-  const packaging::pack_progress& p_;
-  clock_type::time_point start_ = clock_type::now();
-  bool stopped_ = false;
-};
+  return fmt::format("scanning  {}  {}", counted(s.files_found.load(), "file"), human_bytes(s.bytes_found.load()));
+}
 
 std::string_view status_name(packaging::layer_report::state s) {
   switch (s) {
@@ -129,7 +100,7 @@ json::object json_report(const packaging::pack_report& r, const packaging::disco
                                                   : json::value(fmt::format("s3://{}/{}", bucket, r.manifest_key))},
                       {"manifest_present", r.manifest_present},
                       {"warnings", std::move(warnings)},
-                      {"seconds", seconds}};
+                      {"seconds", json_seconds(seconds)}};
 }
 
 void print_summary(const packaging::pack_report& r, const packaging::discovery& found, const std::string& bucket,
@@ -139,24 +110,26 @@ void print_summary(const packaging::pack_report& r, const packaging::discovery& 
     uploaded += l.status == packaging::layer_report::state::uploaded ? 1 : 0;
     present += l.status == packaging::layer_report::state::present ? 1 : 0;
   }
-  fmt::print("packed {} layers ({} files, {}) for Python {} {}\n", r.layers.size(), r.scan.files,
+  fmt::print("packed {} ({}, {}) for Python {} {}\n", counted(r.layers.size(), "layer"), counted(r.scan.files, "file"),
              human_bytes(r.scan.bytes), found.version, found.platform_tag);
-  fmt::print("  hashed {} files ({}), the rest from the cache\n", r.scan.hashed_files, human_bytes(r.scan.hashed_bytes));
+  fmt::print("  hashed {} ({}), the rest from the cache\n", counted(r.scan.hashed_files, "file"),
+             human_bytes(r.scan.hashed_bytes));
   if (bucket.empty()) {
     fmt::print("  no storage.url: nothing uploaded\n");
   } else if (r.manifest_present) {
     fmt::print("  every layer already in storage\n");
   } else if (dry_run) {
-    fmt::print("  would upload {} layers, {} already in storage\n", r.layers.size() - present, present);
+    fmt::print("  would upload {}, {} already in storage\n", counted(r.layers.size() - present, "layer"), present);
   } else {
-    fmt::print("  uploaded {} layers ({} zipped), {} already in storage\n", uploaded, human_bytes(r.uploaded_bytes),
+    fmt::print("  uploaded {} ({} zipped), {} already in storage\n", counted(uploaded, "layer"), human_bytes(r.uploaded_bytes),
                present);
   }
   if (!bucket.empty() && !dry_run) fmt::print("  manifest s3://{}/{}\n", bucket, r.manifest_key);
   fmt::print("  {:.2f} s\n", seconds);
 }
 
-void print_explanation(const packaging::pack_report& r, const std::vector<packaging::root_spec>& roots,
+// False when a PATH cannot be explained (outside the workspace, say): said on stderr, a usage error.
+bool print_explanation(const packaging::pack_report& r, const std::vector<packaging::root_spec>& roots,
                        const pack_args& args, const packaging::pack_settings& settings) {
   std::vector<const packaging::file_entry*> files;
   for (const auto& l : r.scan.layers) {
@@ -175,9 +148,10 @@ void print_explanation(const packaging::pack_report& r, const std::vector<packag
   for (const auto& l : r.scan.layers) layers.push_back(&l);
   std::sort(layers.begin(), layers.end(), [](auto* a, auto* b) { return a->bytes > b->bytes; });
   for (std::size_t i = 0; i < std::min<std::size_t>(10, layers.size()); ++i) {
-    fmt::print("  {:>10}  {} ({} files)\n", human_bytes(layers[i]->bytes), layers[i]->name, layers[i]->files.size());
+    fmt::print("  {:>10}  {} ({})\n", human_bytes(layers[i]->bytes), layers[i]->name, counted(layers[i]->files.size(), "file"));
   }
-  if (args.explain_paths.empty() || roots.empty()) return;
+  if (args.explain_paths.empty() || roots.empty()) return true;
+  bool explained = true;
   packaging::walk_options w;
   w.ignore = settings.scan.ignore;
   w.follow_external = settings.scan.follow_external;  // where links lead decides what lies below them
@@ -186,8 +160,14 @@ void print_explanation(const packaging::pack_report& r, const std::vector<packag
     auto relative = std::filesystem::path(p).lexically_normal();
     if (relative.is_absolute()) relative = relative.lexically_relative(roots.front().path);
     auto why = packaging::explain_path(roots.front().path, relative.generic_string(), w, diag);
-    fmt::print("{}: {}\n", p, why ? *why : describe(why.error(), diag));
+    if (why) {
+      fmt::print("{}: {}\n", p, *why);
+    } else {
+      fmt::print(stderr, "ferry: error: {}: {}\n", p, describe(why.error(), diag));
+      explained = false;
+    }
   }
+  return explained;
 }
 
 asio::awaitable<int> pack(command_context& ctx, const pack_args& args) {
@@ -218,9 +198,9 @@ asio::awaitable<int> pack(command_context& ctx, const pack_args& args) {
     packed = co_await run_pack(act, ctx, session ? &*session : nullptr, request, &progress, diag);
   };
   if (ctx.interactive && ctx.options.verbosity >= 0 && !args.json_output) {
-    pack_view view(ctx.io, progress);
+    progress_bar view(ctx.io, [&progress](double seconds) { return pack_line(progress, seconds); });
     std::vector<asio::awaitable<void>> tasks;
-    tasks.push_back([](decltype(work)& w, pack_view& v) -> asio::awaitable<void> {
+    tasks.push_back([](decltype(work)& w, progress_bar& v) -> asio::awaitable<void> {
       co_await w();
       v.stop();
     }(work, view));
@@ -235,11 +215,16 @@ asio::awaitable<int> pack(command_context& ctx, const pack_args& args) {
   const auto& r = packed->report;
   const double seconds = std::chrono::duration<double>(clock_type::now() - start).count();
   if (args.json_output) {
-    fmt::print("{}\n", json::serialize(json_report(r, packed->found, packed->settings.bucket, seconds)));
+    fmt::print("{}\n", json_line(json_report(r, packed->found, packed->settings.bucket, seconds)));
   } else if (args.explain) {
-    print_explanation(r, packed->roots, args, packed->settings);
+    if (!print_explanation(r, packed->roots, args, packed->settings)) {
+      act.fail_exception("usage", "a path of --explain cannot be explained");
+      co_return exit_code::usage;
+    }
   } else if (ctx.options.verbosity >= 0) {
     print_summary(r, packed->found, packed->settings.bucket, packed->settings.dry_run, seconds);
+    std::fflush(stdout);  // the summary first, then what the first pack adds to it
+    co_await say_first_pack(ctx, *packed);
   }
   act.succeed({{"layers", r.layers.size()}, {"files", r.scan.files}, {"uploaded_shards", r.uploaded_shards},
                {"uploaded_bytes", r.uploaded_bytes}, {"manifest", r.manifest_key}});
@@ -250,11 +235,12 @@ asio::awaitable<int> pack(command_context& ctx, const pack_args& args) {
 
 void add_pack_command(CLI::App& app, selected_command& selected) {
   auto args = std::make_shared<pack_args>();
-  auto* cmd = app.add_subcommand("pack", "Pack the project and its Python path into layers and upload what is new");
+  auto* cmd = app.add_subcommand("pack", "pack the project and its Python path into layers and upload what is new");
   cmd->fallthrough();
   auto* explain = cmd->add_option("--explain", args->explain_paths,
                                   "list the largest files, and say which rule includes or excludes each PATH");
-  explain->expected(0, -1);
+  explain->type_name("PATH");
+  explain->expected(1, -1);  // without a PATH it is a usage error, as any option missing its value
   cmd->add_flag("--dry-run", args->dry_run, "hash and check storage, upload nothing");
   cmd->add_flag("--json", args->json_output, "print the report as JSON");
   cmd->add_flag("--force", args->force, "pack layers over packaging.max_layer_size");

@@ -51,7 +51,7 @@ TEST_F(cli, version_and_help_exit_zero) {
 
 TEST_F(cli, usage_errors_exit_two) {
   for (auto args : std::vector<std::vector<std::string>>{
-           {}, {"frobnicate"}, {"config"}, {"config", "show", "--bogus"}, {"trace"}}) {
+           {}, {"frobnicate"}, {"config"}, {"config", "show", "--bogus"}, {"trace"}, {"pack", "--explain"}}) {
     const auto r = run_ferry(args, opts);
     EXPECT_EQ(r.exit_code, 2) << (args.empty() ? "(none)" : args[0]) << r.err;
     EXPECT_NE(r.err.find("ferry: error:"), std::string::npos) << r.err;
