@@ -24,18 +24,6 @@ std::optional<std::string> quoted(std::string_view text) {
   return std::string(inner);
 }
 
-std::vector<std::string_view> last_lines(std::string_view text, std::size_t count) {
-  std::vector<std::string_view> out;
-  while (!text.empty() && out.size() < count) {
-    while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.remove_suffix(1);
-    const auto nl = text.rfind('\n');
-    const auto line = nl == std::string_view::npos ? text : text.substr(nl + 1);
-    if (!line.empty()) out.push_back(line);
-    text = nl == std::string_view::npos ? std::string_view() : text.substr(0, nl);
-  }
-  return out;
-}
-
 // The path below the workspace that `name` stands for, or none when it lies outside.
 std::optional<fs::path> in_workspace(const std::string& name, std::string_view node_workdir) {
   fs::path p(name);
@@ -116,6 +104,18 @@ boost::asio::awaitable<std::optional<std::string>> ignored_hint(const command_co
   w.follow_external = settings.scan.follow_external;
   const auto workspace = discover_options_for(ctx).working_dir;  // the directory the pack's probe runs in
   co_return co_await net::offload(ctx.cpu, [&] { return ignored_hint(stderr_tail, workspace, node_workdir, w); });
+}
+
+std::vector<std::string_view> last_lines(std::string_view text, std::size_t count) {
+  std::vector<std::string_view> out;
+  while (!text.empty() && out.size() < count) {
+    while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.remove_suffix(1);
+    const auto nl = text.rfind('\n');
+    const auto line = nl == std::string_view::npos ? text : text.substr(nl + 1);
+    if (!line.empty()) out.push_back(line);
+    text = nl == std::string_view::npos ? std::string_view() : text.substr(0, nl);
+  }
+  return out;
 }
 
 boost::asio::awaitable<error_code> stderr_tail::write(net::output_stream stream, std::span<const char> bytes) {

@@ -37,7 +37,11 @@ std::optional<std::string> ignored_hint(std::string_view stderr_tail, const std:
 boost::asio::awaitable<std::optional<std::string>> ignored_hint(const command_context& ctx, std::string stderr_tail,
                                                                 std::string node_workdir);
 
-// Passes output on to `next`, keeping the last few KiB of stderr for ignored_hint.
+// The last `count` lines of `text` that are not empty, the last first, without their line ends.
+std::vector<std::string_view> last_lines(std::string_view text, std::size_t count);
+
+// Passes output on to `next`, keeping the last few KiB of stderr (for ignored_hint, and the line a failed
+// node is told by).
 class stderr_tail final : public net::output_sink {
  public:
   explicit stderr_tail(net::output_sink& next) : next_(next) {}

@@ -12,11 +12,16 @@
 #include "agent/exit_code.hpp"
 #include "agent/ignored_hint.hpp"
 #include "agent/job.hpp"
+#include "agent/json_output.hpp"
 #include "agent/map_growth.hpp"
 #include "agent/map_inputs.hpp"
+#include "agent/map_progress.hpp"
 #include "agent/map_schedule.hpp"
 #include "agent/node_output.hpp"
 #include "agent/node_watchdog.hpp"
+#include "agent/progress_bar.hpp"
+#include "agent/run_summary.hpp"
+#include "agent/plural.hpp"
 #include "agent/task_command.hpp"
 #include "agent/task_outcome.hpp"
 #include "net/cancellation.hpp"
@@ -36,7 +41,9 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <optional>
 #include <set>
+#include <unistd.h>
 
 namespace ferry::agent {
 namespace {
@@ -87,6 +94,8 @@ struct map_state {
   double ran = 0;
   const command_context* ctx = nullptr;  // for the hint on a failure that the ignore rules caused
   std::set<std::string> hints;   // said once, however many tasks fail alike
+  std::optional<std::chrono::steady_clock::time_point> first_task;  // when the first attempt began
+  progress_bar* progress = nullptr;  // on a terminal
 
   void notify() { wake.cancel(); }
   asio::awaitable<bool> wait() {  // false when cancelled
@@ -99,7 +108,7 @@ struct map_state {
 // The task's line is written, and its output let go: ten thousand tasks must not all stay in memory.
 void record(map_state& st, map_task& t) {
   json::object line{{"task", t.index},   {"input", t.input},       {"exit_code", t.exit_code},
-                    {"node", t.node},    {"attempts", t.attempts}, {"seconds", t.seconds},
+                    {"node", t.node},    {"attempts", t.attempts}, {"seconds", json_seconds(t.seconds)},
                     {"ok", t.now == map_task::state::done}};
   if (!t.error.empty()) line["error"] = t.error;
   if (st.output.empty()) {
@@ -109,7 +118,8 @@ void record(map_state& st, map_task& t) {
     std::ofstream(st.output / fmt::format("{}.out", t.index), std::ios::binary) << t.out;
     std::ofstream(st.output / fmt::format("{}.err", t.index), std::ios::binary) << t.err;
   }
-  fmt::print(st.results, "{}\n", json::serialize(line));
+  if (st.progress && st.results == stdout) st.progress->clear();
+  fmt::print(st.results, "{}\n", json_line(line));
   std::fflush(st.results);
   std::string().swap(t.out);
   std::string().swap(t.err);
@@ -131,6 +141,7 @@ asio::awaitable<bool> attempt(tracing::action& job_act, job_node& jn, map_state&
   if (!line.input.empty()) request.input = &env_input;
   request.output = &sink;
   const auto begin = std::chrono::steady_clock::now();
+  if (!st.first_task) st.first_task = begin;
   diagnostics diag;
   auto done = co_await net::exec(task, *jn.ready.session, request, diag);
   t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
@@ -154,17 +165,25 @@ asio::awaitable<bool> attempt(tracing::action& job_act, job_node& jn, map_state&
     }
     if (!tail.empty()) {
       auto hint = co_await ignored_hint(*st.ctx, std::move(tail), jn.env.workdir);
-      if (hint && st.hints.insert(*hint).second) fmt::print(stderr, "ferry: hint: {}\n", *hint);
+      if (hint && st.hints.insert(*hint).second) {
+        if (st.progress) st.progress->clear();  // the hint's own line, not the end of the progress line
+        fmt::print(stderr, "ferry: hint: {}\n", *hint);
+      }
     }
     co_return true;
   }
   task.fail(done.error(), diag);
   const auto why = describe(done.error(), diag);
-  const bool cancelled = co_await net::cancelled();
-  if (cancelled || done.error() == net::errc::output_too_large) {
+  if (co_await net::cancelled()) {
+    // Cut short by Ctrl-C: neither done nor failed, and the summary says so.
+    t.error = "interrupted";
+    record(st, t);
+    co_return false;
+  }
+  if (done.error() == net::errc::output_too_large) {
     st.schedule.broke(i, why);
     record(st, t);
-    co_return !cancelled;
+    co_return true;
   }
   if (st.schedule.node_lost(i, fmt::format("node {}: {}", jn.ready.node.id, why)) == map_schedule::verdict::failed) {
     record(st, t);
@@ -266,6 +285,7 @@ asio::awaitable<void> run_job(job& j, map_state& st, std::size_t count, job_work
                               result<void>& out) {
   co_await net::accept_cancellation();
   out = co_await j.run(count, std::move(work), diag);
+  if (st.progress) st.progress->stop();
   st.job_over = true;
   st.notify();
 }
@@ -274,10 +294,23 @@ void print_summary(const map_state& st, const startup_times& t, double seconds) 
   const auto p = tracing::summarise(st.durations);
   // When the last task ended and what followed it are told apart: the work, then ferry's own end.
   const auto last = t.work_end >= 0 ? fmt::format("last task ended at {:.2f} s, ", t.work_end) : std::string();
-  fmt::print(stderr, "ferry: map: {} tasks: {} done, {} failed, {} retried; per task p50 {:.2f} s, p99 {:.2f} s; "
+  fmt::print(stderr, "ferry: map: {}: {} done, {} failed, {} retried; per task p50 {:.2f} s, p99 {:.2f} s; "
                      "{}{:.2f} s in all\n",
-             st.schedule.tasks().size(), st.schedule.done(), st.schedule.failed(), st.schedule.retried(), p.p50,
-             p.p99, last, seconds);
+             counted(st.schedule.tasks().size(), "task"), st.schedule.done(), st.schedule.failed(),
+             st.schedule.retried(), p.p50, p.p99, last, seconds);
+}
+
+// Progress only where someone watches: both output streams on a terminal, and not -q.
+bool shows_progress(const command_context& ctx) {
+  return ctx.interactive && ::isatty(STDERR_FILENO) == 1 && ctx.options.verbosity >= 0;
+}
+
+std::string progress_line(const map_state& st) {
+  const auto& s = st.schedule;
+  std::optional<double> working;
+  if (st.first_task)
+    working = std::chrono::duration<double>(std::chrono::steady_clock::now() - *st.first_task).count();
+  return map_progress_line({s.tasks().size(), s.done(), s.failed(), s.retried()}, working);
 }
 
 result<std::vector<std::string>> inputs_of(const map_args& args, diagnostics& diag) {
@@ -343,8 +376,19 @@ asio::awaitable<int> map(command_context& ctx, const map_args& args) {
   std::vector<asio::awaitable<void>> parts;
   parts.push_back(run_job(j, st, count, work, diag, ran));
   parts.push_back(sizer(act, j, st, max_nodes));
+  std::optional<progress_bar> bar;
+  if (shows_progress(ctx)) {
+    bar.emplace(ctx.io, [&st](double) { return progress_line(st); });
+    st.progress = &*bar;
+    parts.push_back(bar->run());
+  }
   co_await net::run_all(std::move(parts));
-  if (co_await net::cancelled()) co_return fail_map(act, asio::error::operation_aborted, diag);
+  st.progress = nullptr;
+  if (co_await net::cancelled()) {
+    if (ctx.options.verbosity >= 0)
+      fmt::print(stderr, "ferry: map: interrupted: {}\n", interrupted_map_line(tally_of(st.schedule)));
+    co_return fail_map(act, asio::error::operation_aborted, diag);
+  }
   if (!st.schedule.finished()) {
     st.schedule.fail_waiting("no node was left to run it");
     for (std::size_t i = 0; i < st.schedule.tasks().size(); ++i) {

@@ -13,6 +13,7 @@
 #include "agent/job.hpp"
 #include "agent/node_output.hpp"
 #include "agent/node_watchdog.hpp"
+#include "agent/run_summary.hpp"
 #include "agent/stage.hpp"
 #include "agent/task_command.hpp"
 #include "agent/task_outcome.hpp"
@@ -51,7 +52,9 @@ struct run_args {
 
 struct node_result {
   std::string node;
+  std::string name;  // as its output lines are prefixed
   int code = exit_code::failure;
+  std::string last_err;  // the last line it wrote on stderr
   error_code error;
   diagnostics diag;
 };
@@ -138,6 +141,7 @@ asio::awaitable<void> run_on(tracing::action& job_act, job_node& jn, run_state& 
   if (state.first_start == std::chrono::steady_clock::time_point{}) state.first_start = start;
   auto& result = state.results.emplace_back();
   result.node = jn.ready.node.id;
+  result.name = jn.ready.node.name;
   const bool streaming = !state.stages.empty() && state.stages.front().window > 0;
   if (!state.stages.empty() && !streaming) {
     if (auto ec = co_await stage_all(job_act, *jn.ready.session, state, result.diag); ec) {
@@ -181,6 +185,7 @@ asio::awaitable<void> run_on(tracing::action& job_act, job_node& jn, run_state& 
     co_return;
   }
   result.code = exit_code_of(*done);
+  if (const auto last = last_lines(tail.text(), 1); !last.empty()) result.last_err = last.front();
   if (result.code == 0) {
     task.succeed({{"exit_code", 0}});
   } else {
@@ -203,6 +208,14 @@ int final_code(const run_state& state, const std::vector<std::string>& failures)
     }
   }
   return code;
+}
+
+// With several nodes, their output mixed above: one line per node whose command failed, at the very end.
+void print_failed_nodes(const run_state& state) {
+  for (const auto& r : state.results) {
+    if (!r.error && r.code != 0)
+      fmt::print(stderr, "ferry: {}\n", node_failure_line(r.name, r.code, r.last_err));
+  }
 }
 
 asio::awaitable<int> run(command_context& ctx, const run_args& args) {
@@ -274,6 +287,7 @@ asio::awaitable<int> run(command_context& ctx, const run_args& args) {
   if (!ran) co_return report(act, ran.error(), diag);
   const int code = final_code(state, j.failures());
   if (ctx.options.verbosity >= 0) fmt::print(stderr, "ferry: {}\n", startup_line(j.times(), state.ran, j.since_start()));
+  if (state.prefixed) print_failed_nodes(state);
   co_return code;
 }
 

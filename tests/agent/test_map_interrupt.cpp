@@ -138,10 +138,11 @@ TEST_F(map_interrupt, ctrl_c_while_a_node_is_set_up_hands_it_over_to_no_task) {
   ASSERT_TRUE(ended) << r.err;
 
   EXPECT_EQ(r.exit_code, 130) << r.err;
-  // The line every command ends with when Ctrl-C stopped it.
-  const auto error_line =
-      "ferry: error: " + boost::system::error_code(boost::asio::error::operation_aborted).message() + "\n";
-  EXPECT_TRUE(r.err.ends_with(error_line)) << r.err;
+  // The line every command ends with when Ctrl-C stopped it, after the map's count of what finished.
+  EXPECT_TRUE(r.err.ends_with("ferry: map: interrupted: 40 tasks: 0 done, 0 failed, 0 cut short, 40 not run\n"
+                              "ferry: interrupted\n"))
+      << r.err;
+  EXPECT_FALSE(contains(r.err, boost::system::error_code(boost::asio::error::operation_aborted).message())) << r.err;
   EXPECT_EQ(r.out, "") << "a task ran after the signal";
 
   // The node's set-up ended as cancelled and nothing began on it: no environment, no task, here or on the
@@ -189,6 +190,52 @@ TEST_F(map_interrupt, ctrl_c_while_a_node_is_set_up_hands_it_over_to_no_task) {
   EXPECT_EQ(bars[1], 0) << "a red bar for a cancellation";
   EXPECT_GE(bars[3], 2);
   if (HasFailure()) std::cerr << "ferry's trace:\n" << log;
+}
+
+// Ctrl-C in the middle of a map's tasks: one task done, one failed, one running, three waiting. The map
+// says so before it says `interrupted`, and each task that began has its line.
+TEST_F(map_interrupt, ctrl_c_mid_map_says_what_finished_and_what_did_not) {
+  auto o = env();
+  o.env["FERRY_NODES_MAX_NODES"] = "1";  // one node, one task at a time: the tasks go in order
+  const auto trace = home_ / "map.jsonl";
+  auto child = spawn_ferry({"--trace", trace.string(), "map", "--nodes", "1", "--range", "1..6", "--concurrency",
+                            "1", "--retries", "0", "--", "sh", "-c",
+                            "case $1 in 1) echo one;; 2) exit 3;; *) sleep 600;; esac", "_", "{}"},
+                           o);
+  trace_follower follow(trace);
+  // The third task has begun, so the first two have ended (one at a time, in order, on the one node).
+  const bool third = follow.wait_for([](const json::object& m) {
+    const auto* input = m.if_contains("input");
+    return is_action(m, action_types::agent::task, "started") && input && input->is_string() &&
+           input->as_string() == "3";
+  });
+  if (!third) {
+    child->signal(SIGKILL);
+    FAIL() << "the third task never began: " << child->wait().err;
+  }
+  child->signal(SIGINT);
+  const auto r = child->wait();
+  EXPECT_EQ(r.exit_code, 130) << r.err;
+  EXPECT_TRUE(r.err.ends_with("ferry: map: interrupted: 6 tasks: 1 done, 1 failed, 1 cut short, 3 not run\n"
+                              "ferry: interrupted\n"))
+      << r.err;
+  // A line for each task that began, with its seconds a plain decimal.
+  std::istringstream lines(r.out);
+  std::vector<json::object> results;
+  for (std::string line; std::getline(lines, line);) {
+    const auto at = line.find("\"seconds\":");
+    ASSERT_NE(at, std::string::npos) << line;
+    const auto number = line.substr(at + 10, line.find_first_of(",}", at) - at - 10);
+    EXPECT_EQ(number.find_first_not_of("0123456789."), std::string::npos) << line;
+    results.push_back(json::parse(line).as_object());
+  }
+  ASSERT_EQ(results.size(), 3u) << r.out;
+  EXPECT_EQ(results[0].at("input").as_string(), "1");
+  EXPECT_TRUE(results[0].at("ok").as_bool());
+  EXPECT_EQ(results[1].at("exit_code").as_int64(), 3);
+  EXPECT_EQ(results[2].at("input").as_string(), "3");
+  EXPECT_EQ(results[2].at("error").as_string(), "interrupted");
+  EXPECT_FALSE(results[2].at("ok").as_bool());
 }
 
 }  // namespace

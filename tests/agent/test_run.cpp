@@ -32,7 +32,9 @@
 #include <csignal>
 #include <map>
 #include <random>
+#include <regex>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 namespace ferry::test {
@@ -125,6 +127,10 @@ TEST_F(run_cli, run_ships_the_project_and_a_second_run_moves_nothing) {
   EXPECT_EQ(first.out, "from-app from-venv ['a b', '$x']\n");
   EXPECT_TRUE(contains(first.err, "ready in ")) << first.err;
   EXPECT_TRUE(contains(first.err, "(1 new)")) << first.err;
+  // The first pack says what it ships; the project packs with its own venv, so no advice to make one.
+  EXPECT_TRUE(contains(first.err, "ferry: first pack of this project: ")) << first.err;
+  EXPECT_TRUE(contains(first.err, "; largest: ")) << first.err;
+  EXPECT_FALSE(contains(first.err, "a venv")) << first.err;
   const auto types1 = started_types(trace1);
   EXPECT_GE(count(types1, action_types::node::shard), 2u);
   EXPECT_EQ(count(types1, action_types::agent::task), 1u);
@@ -138,6 +144,7 @@ TEST_F(run_cli, run_ships_the_project_and_a_second_run_moves_nothing) {
   EXPECT_TRUE(contains(second.err, "(warm)")) << second.err;
   EXPECT_TRUE(contains(second.err, "env ")) << second.err;
   EXPECT_TRUE(contains(second.err, "(cached)")) << second.err;
+  EXPECT_FALSE(contains(second.err, "first pack")) << second.err;
   const auto types2 = started_types(trace2);
   EXPECT_EQ(count(types2, action_types::node::shard), 0u);
   EXPECT_EQ(count(types2, action_types::packaging::upload) + count(types2, action_types::s3::multipart_upload), 0u);
@@ -158,6 +165,26 @@ TEST_F(run_cli, run_ships_the_project_and_a_second_run_moves_nothing) {
   const auto env_var = run_ferry({"run", "--env", "GREETING=hi there", "--", "sh", "-c", "echo \"$GREETING\""}, o);
   EXPECT_EQ(env_var.out, "hi there\n") << env_var.err;
   EXPECT_EQ(run_ferry({"run", "--env", "1BAD=x", "--", "true"}, o).exit_code, 2);
+}
+
+// Output of several nodes mixes; the run ends with a line per node that failed, to find them by.
+TEST_F(run_cli, a_run_on_several_nodes_ends_with_a_line_per_failed_node) {
+  const auto r = run_ferry({"run", "--nodes", "2", "--", "sh", "-c",
+                            "echo Traceback >&2; echo \"ValueError: bad input\" >&2; echo >&2; exit 3"},
+                           env());
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  const std::regex failed_line("^ferry: ([^ ]+) failed: exit code 3: ValueError: bad input$");
+  std::vector<std::string> lines;
+  std::istringstream in(r.err);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_GE(lines.size(), 2u) << r.err;
+  std::smatch a, b;
+  ASSERT_TRUE(std::regex_match(lines[lines.size() - 2], a, failed_line)) << r.err;
+  ASSERT_TRUE(std::regex_match(lines[lines.size() - 1], b, failed_line)) << r.err;
+  EXPECT_NE(a[1].str(), b[1].str()) << r.err;
+  // Each is the name its output lines are prefixed with.
+  EXPECT_TRUE(contains(r.err, a[1].str() + " | ValueError: bad input")) << r.err;
+  EXPECT_TRUE(contains(r.err, b[1].str() + " | ValueError: bad input")) << r.err;
 }
 
 TEST_F(run_cli, a_python_program_continues_the_run_trace) {
@@ -226,6 +253,30 @@ TEST_F(run_cli, map_runs_every_input_and_keeps_each_result) {
     ++lines;
   }
   EXPECT_EQ(lines, 20u);
+}
+
+// A map shows its progress on one line of a terminal (`script` gives it one, for both streams), and
+// nothing of it when its output goes elsewhere.
+TEST_F(run_cli, a_map_shows_its_progress_on_a_terminal_only) {
+  auto o = env();
+  const std::vector<std::string> argv = {FERRY_BINARY, "map", "--range", "1..4", "--", "sh", "-c", "echo $1",
+                                         "_",          "{}"};
+  const auto piped = run(argv, o);
+  ASSERT_EQ(piped.exit_code, 0) << piped.err;
+  EXPECT_TRUE(contains(piped.err, "4 tasks: 4 done")) << piped.err;
+  EXPECT_FALSE(contains(piped.err, "map  ")) << piped.err;
+  EXPECT_FALSE(contains(piped.err, "\r")) << piped.err;
+
+  std::string line;
+  for (const auto& word : argv) {
+    std::string quoted_word = "'";
+    for (char c : word) quoted_word += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    line += quoted_word + "' ";
+  }
+  const auto on_tty = run({"script", "-q", "-e", "-c", line, "/dev/null"}, o);
+  ASSERT_EQ(on_tty.exit_code, 0) << on_tty.out << on_tty.err;
+  EXPECT_TRUE(contains(on_tty.out, "\r\x1b[Kmap  0 / 4 done, 0 failed, 0 retried")) << on_tty.out;
+  EXPECT_TRUE(contains(on_tty.out, "4 tasks: 4 done")) << on_tty.out;
 }
 
 // Per shard of each layer, where its fetches came from over every node's trace: {storage, peer}.
@@ -461,6 +512,8 @@ TEST_F(run_cli, ctrl_c_stops_the_remote_command_and_closes_the_trace) {
   c->signal(SIGINT);
   const auto r = c->wait();
   EXPECT_EQ(r.exit_code, 130) << r.err;
+  EXPECT_TRUE(r.err.ends_with("ferry: interrupted\n")) << r.err;
+  EXPECT_FALSE(contains(r.err, "ferry: error:")) << r.err;
   bool gone = false;
   for (int i = 0; i < 100 && !gone; ++i) {
     gone = ::kill(pid, 0) != 0 || contains(read_file(fmt::format("/proc/{}/stat", pid)), ") Z ");
