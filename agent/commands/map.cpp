@@ -266,6 +266,7 @@ asio::awaitable<void> sizer(tracing::action& act, job& j, map_state& st, std::si
     auto g = growth_of(pace);
     g.add = std::min(g.add, max_nodes - std::min(max_nodes, st.started_nodes));  // lost nodes count too
     if (g.add > 0) {
+      if (st.progress) st.progress->clear();  // the line of its own, not the end of the progress line
       fmt::print(stderr, "ferry: map: {}\n", growth_line(pace, g));
       act.log(action_types::map::grow, {{"add", g.add}, {"waiting", pace.waiting}, {"wait_seconds", g.wait_seconds},
                                         {"task_seconds", pace.task_seconds}, {"node_seconds", pace.node_seconds}});
