@@ -50,6 +50,23 @@ inline process_options local_ferry_env(const moto_server& moto, const std::files
   return o;
 }
 
+// A venv of Debian's python3, without pip, at `dir`; its site-packages directory, or empty with the reason
+// in `why` when either step failed.
+inline std::filesystem::path make_venv(const std::filesystem::path& dir, std::string& why) {
+  const auto venv = run({"/usr/bin/python3", "-m", "venv", "--without-pip", dir.string()});
+  if (venv.exit_code != 0) {
+    why = "venv: " + venv.err;
+    return {};
+  }
+  const auto site = run({(dir / "bin" / "python").string(), "-c",
+                         "import sysconfig; print(sysconfig.get_paths()['purelib'])"});
+  if (site.exit_code != 0) {
+    why = "the venv's site-packages: " + site.err;
+    return {};
+  }
+  return site.out.substr(0, site.out.find('\n'));
+}
+
 inline bool bridge_up() {
   auto out = tracing::sink::discard();
   auto root = tracing::action::start_task(*out, "test:bridge");

@@ -70,11 +70,9 @@ class cluster_cli : public ::testing::Test {
                "if len(sys.argv) > 4: open(sys.argv[4], 'w').close()\n"
                "print('sum', sum(client.gather(futures)), flush=True)\n"
                "sys.exit(int(sys.argv[3]))\n");
-    ASSERT_EQ(run({"/usr/bin/python3", "-m", "venv", "--without-pip", (project() / ".venv").string()}).exit_code, 0);
-    const auto site = run({(project() / ".venv" / "bin" / "python").string(), "-c",
-                           "import sysconfig; print(sysconfig.get_paths()['purelib'])"});
-    ASSERT_EQ(site.exit_code, 0) << site.err;
-    const fs::path site_dir = site.out.substr(0, site.out.find('\n'));
+    std::string why;
+    const auto site_dir = make_venv(project() / ".venv", why);
+    ASSERT_FALSE(site_dir.empty()) << why;
     const auto closure = run({"/usr/bin/python3", "-c", dask_closure_script});
     ASSERT_EQ(closure.exit_code, 0) << "python3-distributed is needed (scripts/setup.sh installs it): " << closure.err;
     ASSERT_GT(link_closure(closure.out, site_dir), 5) << closure.out;

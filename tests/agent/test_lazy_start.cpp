@@ -66,11 +66,9 @@ class lazy_start : public ::testing::Test {
     ASSERT_TRUE(bridge_up());
     moto_.emplace(moto_options{.host = "10.200.0.1"});
     moto_->make_bucket("ferry-lazy");
-    ASSERT_EQ(run({"/usr/bin/python3", "-m", "venv", "--without-pip", (project() / ".venv").string()}).exit_code, 0);
-    const auto site = run({(project() / ".venv" / "bin" / "python").string(), "-c",
-                           "import sysconfig; print(sysconfig.get_paths()['purelib'])"});
-    ASSERT_EQ(site.exit_code, 0) << site.err;
-    site_ = site.out.substr(0, site.out.find('\n'));
+    std::string why;
+    site_ = make_venv(project() / ".venv", why);
+    ASSERT_FALSE(site_.empty()) << why;
     write_file(project() / ".gitignore", ".venv/\n");
     write_file(project() / "ferry.toml", "[packaging]\npython = \".venv/bin/python\"\n");
   }

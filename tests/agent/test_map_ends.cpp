@@ -43,11 +43,9 @@ class map_ends : public ::testing::Test {
     ASSERT_TRUE(bridge_up());
     moto_.emplace(moto_options{.host = "10.200.0.1"});
     moto_->make_bucket("ferry-ends");
-    ASSERT_EQ(run({"/usr/bin/python3", "-m", "venv", "--without-pip", (project() / ".venv").string()}).exit_code, 0);
-    const auto site = run({(project() / ".venv" / "bin" / "python").string(), "-c",
-                           "import sysconfig; print(sysconfig.get_paths()['purelib'])"});
-    ASSERT_EQ(site.exit_code, 0) << site.err;
-    const fs::path site_dir = site.out.substr(0, site.out.find('\n'));
+    std::string why;
+    const auto site_dir = make_venv(project() / ".venv", why);
+    ASSERT_FALSE(site_dir.empty()) << why;
     write_file(site_dir / "tinyconf" / "__init__.py", "SCALE = 3\n");
     // What the interpreter holds besides: packages no task imports, one of them large.
     for (int i = 0; i < 6; ++i)

@@ -65,11 +65,9 @@ class run_cli : public ::testing::Test {
                "import sys, app, thirdparty\n"
                "print(app.VALUE, thirdparty.VALUE, sys.argv[1:])\n");
     write_file(project() / ".gitignore", ".venv/\n");
-    ASSERT_EQ(run({"/usr/bin/python3", "-m", "venv", "--without-pip", (project() / ".venv").string()}).exit_code, 0);
-    const auto site = run({(project() / ".venv" / "bin" / "python").string(), "-c",
-                           "import sysconfig; print(sysconfig.get_paths()['purelib'])"});
-    ASSERT_EQ(site.exit_code, 0) << site.err;
-    site_ = site.out.substr(0, site.out.find('\n'));
+    std::string why;
+    site_ = make_venv(project() / ".venv", why);
+    ASSERT_FALSE(site_.empty()) << why;
     write_file(fs::path(site_) / "thirdparty" / "__init__.py", "VALUE = 'from-venv'\n");
     write_file(project() / "ferry.toml", "[packaging]\npython = \".venv/bin/python\"\n");
   }
