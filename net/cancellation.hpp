@@ -24,6 +24,24 @@ inline boost::system::error_code as_cancellation(boost::system::error_code ec) {
   return ec;
 }
 
+// How far a cancellation goes, in the words of the sans-io cores (which hold no Asio state): partial and
+// total stop an operation, total being Ctrl-C's first step; terminal also stops its clean-up (the grace
+// after Ctrl-C is over).
+enum class cancel_kind { partial, total, terminal };
+
+inline bool is_terminal(boost::asio::cancellation_type_t type) {
+  return (type & boost::asio::cancellation_type::terminal) != boost::asio::cancellation_type::none;
+}
+
+// The strongest kind in `type`; total when none is there (an operation that reports a cancellation its
+// own coroutine did not hear, such as a sink that was cancelled itself).
+inline cancel_kind kind_of(boost::asio::cancellation_type_t type) {
+  if (is_terminal(type)) return cancel_kind::terminal;
+  if ((type & boost::asio::cancellation_type::partial) != boost::asio::cancellation_type::none)
+    return cancel_kind::partial;
+  return cancel_kind::total;
+}
+
 // Call first in every coroutine started with co_spawn.
 inline boost::asio::awaitable<void> accept_cancellation() {
   co_await boost::asio::this_coro::reset_cancellation_state(boost::asio::enable_total_cancellation());

@@ -111,7 +111,7 @@ void exec_lifecycle::failed(const error_code& ec, bool session_open) {
   stop(ec, session_open);
 }
 
-void exec_lifecycle::cancelled(exec_cancel how, bool session_open) {
+void exec_lifecycle::cancelled(cancel_kind how, bool session_open) {
   if (phase_ != phase::opening && phase_ != phase::starting && phase_ != phase::running) return;
   cancellation_ = how;
   failed(aborted(), session_open);

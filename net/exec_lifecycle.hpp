@@ -19,6 +19,7 @@
 // started: the kill is the cleanup that cancellation asks for, so the shell shields it, and its time is
 // bounded by the grace and the drain margin (and the start's connect timeout) instead. The first
 // failure or cancellation is the result; later ones change nothing.
+#include "net/cancellation.hpp"
 #include "net/exec_group_line.hpp"
 #include "net/exit_info.hpp"
 #include "tracing/diagnostics.hpp"
@@ -40,7 +41,6 @@ struct exec_limits {
   std::chrono::milliseconds retry_delay = 20ms;
 };
 
-enum class exec_cancel { partial, total, terminal };
 
 enum class exec_action {
   open,            // ask for a channel once the session has a slot for it (after `wait`, when set)
@@ -99,7 +99,7 @@ class exec_lifecycle {
 
   // ---- Failures, at any step: a libssh call, the session, the sink or the source, a deadline ----
   void failed(const error_code& ec, bool session_open);
-  void cancelled(exec_cancel how, bool session_open);
+  void cancelled(cancel_kind how, bool session_open);
 
   // ---- Stopping a command that may outlive ferry's interest ----
   void group_wait_over();  // await_group ended: the line came, the command ended, or the time ran out
@@ -113,7 +113,7 @@ class exec_lifecycle {
   bool ended() const { return eof_ && exited(); }
   bool requested() const { return requested_; }
   std::optional<long> group() const { return group_line_.group(); }
-  std::optional<exec_cancel> cancellation() const { return cancellation_; }
+  std::optional<cancel_kind> cancellation() const { return cancellation_; }
   std::string kill_line() const;
   error_code unknown_group(diagnostics& diag) const;
   const std::optional<result<exit_info>>& kill_result() const { return kill_result_; }
@@ -144,7 +144,7 @@ class exec_lifecycle {
   bool eof_ = false;
 
   error_code error_;
-  std::optional<exec_cancel> cancellation_;
+  std::optional<cancel_kind> cancellation_;
   std::optional<result<exit_info>> kill_result_;
   bool drained_ = false;
 };

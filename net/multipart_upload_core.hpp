@@ -16,6 +16,7 @@
 //
 // The first failure is the result, with its diagnostics: what fails after it only fails because of it.
 // A terminal cancellation means "stop cleaning up": no abort starts after one, and one that runs hears it.
+#include "net/cancellation.hpp"
 #include "net/s3_xml.hpp"
 #include "tracing/diagnostics.hpp"
 
@@ -27,9 +28,8 @@
 
 namespace ferry::net {
 
-// The kinds of cancellation Asio knows (cancellation.hpp: ferry's coroutines accept all three). Partial
-// and total stop the upload alike; terminal also stops its clean-up.
-enum class cancel_kind { partial, total, terminal };
+// Cancellation (net/cancellation.hpp's cancel_kind): partial and total stop the upload alike; terminal also
+// stops its clean-up.
 
 // Which cancellations the shell passes on to an operation while it runs.
 enum class cancelled_by {

@@ -170,23 +170,17 @@ void carry_out(upload_run& run, multipart_action& a) {
   }
 }
 
-cancel_kind as_cancel_kind(asio::cancellation_type_t t) {
-  if ((t & asio::cancellation_type::terminal) != asio::cancellation_type::none) return cancel_kind::terminal;
-  if ((t & asio::cancellation_type::partial) != asio::cancellation_type::none) return cancel_kind::partial;
-  return cancel_kind::total;
-}
-
 // A cancellation of the caller, heard once: the core learns it, and each running operation that listens
 // to that kind gets it too.
 void pass_on(upload_run& run, asio::cancellation_type_t now) {
   const auto fresh = now & ~run.heard;
   if (fresh == asio::cancellation_type::none) return;
   run.heard |= fresh;
-  run.core.cancelled(as_cancel_kind(fresh));
+  run.core.cancelled(kind_of(fresh));
   for (auto& r : run.running) {
     if (r.done || r.stops == cancelled_by::nothing) continue;
     if (r.stops == cancelled_by::any) r.signal.emit(fresh);
-    else if (as_cancel_kind(fresh) == cancel_kind::terminal) r.signal.emit(asio::cancellation_type::terminal);
+    else if (is_terminal(fresh)) r.signal.emit(asio::cancellation_type::terminal);
   }
 }
 

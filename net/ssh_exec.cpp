@@ -21,12 +21,6 @@ namespace {
 
 using clock = ssh_session::clock;
 
-// Which cancellation reached this coroutine thread; total when none did (a sink that was cancelled itself).
-exec_cancel cancellation_of(asio::cancellation_type_t type) {
-  if ((type & asio::cancellation_type::terminal) != asio::cancellation_type::none) return exec_cancel::terminal;
-  if ((type & asio::cancellation_type::partial) != asio::cancellation_type::none) return exec_cancel::partial;
-  return exec_cancel::total;
-}
 
 // Tells the core how start or run failed; a cancellation is told apart by its kind.
 asio::awaitable<void> note_failure(exec_lifecycle& core, const error_code& ec, const ssh_session& session) {
@@ -35,7 +29,7 @@ asio::awaitable<void> note_failure(exec_lifecycle& core, const error_code& ec, c
     co_return;
   }
   const auto state = co_await asio::this_coro::cancellation_state;
-  core.cancelled(cancellation_of(state.cancelled()), session.is_open());
+  core.cancelled(kind_of(state.cancelled()), session.is_open());
 }
 
 asio::awaitable<result<exit_info>> run_channel(tracing::action& act, std::shared_ptr<ssh_session> session,

@@ -1,5 +1,7 @@
 #include "net/task_group.hpp"
 
+#include "net/cancellation.hpp"
+
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/post.hpp>
@@ -49,7 +51,7 @@ asio::awaitable<void> task_group::wait(bool pass_on_total) {
     ended_.expires_at(asio::steady_timer::time_point::max());
     co_await ended_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
     const auto state = co_await asio::this_coro::cancellation_state;
-    if (!cut_off && (state.cancelled() & asio::cancellation_type::terminal) != asio::cancellation_type::none) {
+    if (!cut_off && is_terminal(state.cancelled())) {
       cut_off = true;
       for (auto& s : signals_) s.emit(asio::cancellation_type::terminal);
     } else if (pass_on_total && !cancelled_ &&

@@ -168,7 +168,7 @@ TEST(exec_lifecycle_kill, the_kill_line_sends_term_then_kill_after_the_grace) {
   core.requesting();
   core.started();
   (void)core.take_stdout(std::span<const char>(std::string_view("ferry-exec-pgid=4321\n")));
-  core.cancelled(exec_cancel::total, true);
+  core.cancelled(cancel_kind::total, true);
   const auto step = core.next();
   EXPECT_EQ(step.action, exec_action::kill);
   EXPECT_EQ(step.group, 4321);
@@ -182,7 +182,7 @@ TEST(exec_lifecycle_kill, an_unknown_group_is_reported_as_still_running) {
   auto core = command_core();
   core.opened();
   core.requesting();
-  core.cancelled(exec_cancel::partial, true);
+  core.cancelled(cancel_kind::partial, true);
   EXPECT_EQ(core.next().action, exec_action::await_group);
   EXPECT_EQ(core.next().wait, limits.kill_grace);
   core.group_wait_over();
@@ -229,7 +229,7 @@ struct fault {
   std::string name;
   error_code ec;
   bool session_open = true;
-  std::optional<exec_cancel> cancel;  // a cancellation rather than a failure
+  std::optional<cancel_kind> cancel;  // a cancellation rather than a failure
 };
 
 std::vector<fault> faults() {
@@ -238,10 +238,10 @@ std::vector<fault> faults() {
       {"channel failure", refused},
       {"connection lost", make_error_code(errc::connection_lost), false},
       {"sink failed", sink_failed},
-      {"partial cancel", boost::asio::error::operation_aborted, true, exec_cancel::partial},
-      {"total cancel", boost::asio::error::operation_aborted, true, exec_cancel::total},
-      {"terminal cancel", boost::asio::error::operation_aborted, true, exec_cancel::terminal},
-      {"cancel on a closed session", boost::asio::error::operation_aborted, false, exec_cancel::total},
+      {"partial cancel", boost::asio::error::operation_aborted, true, cancel_kind::partial},
+      {"total cancel", boost::asio::error::operation_aborted, true, cancel_kind::total},
+      {"terminal cancel", boost::asio::error::operation_aborted, true, cancel_kind::terminal},
+      {"cancel on a closed session", boost::asio::error::operation_aborted, false, cancel_kind::total},
   };
 }
 
