@@ -1,5 +1,7 @@
 #include "agent/map_growth.hpp"
 
+#include "agent/plural.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -25,10 +27,10 @@ map_growth growth_of(const map_pace& p) {
 }
 
 std::string growth_line(const map_pace& p, const map_growth& g) {
-  return fmt::format("{} task{} would wait {:.0f} s at {:.1f} s a task; a new node takes about {:.0f} s: {} more "
-                     "node{} ({} in all, nodes.max_nodes {})",
-                     p.waiting, p.waiting == 1 ? "" : "s", g.wait_seconds, p.task_seconds, p.node_seconds, g.add,
-                     g.add == 1 ? "" : "s", p.nodes + g.add, p.max_nodes);
+  return fmt::format("{} would wait {:.0f} s at {:.1f} s a task; a new node takes about {:.0f} s: {} ({} in all, "
+                     "nodes.max_nodes {})",
+                     counted(p.waiting, "task"), g.wait_seconds, p.task_seconds, p.node_seconds,
+                     counted(g.add, "more node", "more nodes"), p.nodes + g.add, p.max_nodes);
 }
 
 }  // namespace ferry::agent

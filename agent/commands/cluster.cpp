@@ -238,7 +238,7 @@ asio::awaitable<result<cluster_record>> bring_up(const command_context& ctx, tra
 }
 
 void print_ready(const cluster_record& r, bool reused) {
-  fmt::print("cluster {}: {} worker{} {}\n", r.name, r.nodes.size(), r.nodes.size() == 1 ? "" : "s",
+  fmt::print("cluster {}: {} {}\n", r.name, counted(r.nodes.size(), "worker"),
              reused ? "(reused)" : "ready");
   fmt::print("  scheduler: {}\n  dashboard: {}\n", r.scheduler, r.dashboard.empty() ? "(none)" : r.dashboard);
 }

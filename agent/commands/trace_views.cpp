@@ -2,6 +2,7 @@
 
 #include "agent/exit_code.hpp"
 #include "agent/json_output.hpp"
+#include "agent/plural.hpp"
 #include "config/xdg.hpp"
 #include "net/atomic_file.hpp"
 #include "tracing/action_types.hpp"
@@ -33,7 +34,7 @@ struct trace_args {
 void say_what_was_taken(const tracing::last_trace& last) {
   const auto more = last.files.size() - 1;
   fmt::print(stderr, "ferry: reading the last command's trace ({}): {}{}\n", last.action_type, last.file.string(),
-             more == 0 ? std::string() : fmt::format(" and {} more file{} of its task", more, more == 1 ? "" : "s"));
+             more == 0 ? std::string() : fmt::format(" and {} of its task", counted(more, "more file", "more files")));
 }
 
 // Reads the files on the CPU pool; prints skipped lines as errors naming file:line, and any failure.
