@@ -327,7 +327,9 @@ result<plan_site> read_site(const json::object& so, diagnostics& diag) {
     imp.file = ir.text("file");
     imp.line = ir.text("line");
     if (ir.ec) return ir.ec;
-    auto id = read_id(o->at("layer"), "an import", diag);
+    const auto* layer = o->if_contains("layer");
+    if (!layer) return bad(diag, fmt::format("the plan's site import {} has no layer", i + 1));
+    auto id = read_id(*layer, "an import", diag);
     if (!id) return id.error();
     imp.id = std::move(*id);
     out.imports.push_back(std::move(imp));

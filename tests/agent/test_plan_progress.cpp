@@ -243,6 +243,21 @@ TEST(plan_lines, a_site_reads_back_as_written_and_its_file_names_each_layer_by_i
   EXPECT_NE(diag.message.find("not hex"), std::string::npos) << diag.message;
 }
 
+// An import or a dir with no layer is refused with a message, never an exception out of the node program.
+TEST(plan_lines, a_site_import_or_dir_without_its_layer_is_refused) {
+  const auto line = site_line(a_site());
+  for (const std::string_view key : {"{\"layer\":\"bbbb", "{\"local\":\"/home/me/proj\",\"layer\""}) {
+    auto broken = line;
+    const auto at = broken.find(key);
+    ASSERT_NE(at, std::string::npos) << line;
+    const auto layer = broken.find("\"layer\"", at);
+    broken.replace(layer, 7, "\"la1er\"");
+    diagnostics diag;
+    EXPECT_FALSE(parse_plan_line(broken, diag)) << broken;
+    EXPECT_NE(diag.message.find("site"), std::string::npos) << diag.message;
+  }
+}
+
 TEST(plan_progress, a_site_comes_once_before_any_layer) {
   diagnostics diag;
   plan_progress first;
