@@ -13,15 +13,15 @@ enum class errc {
   bad_task_input,      // a map's --range or --inputs cannot be read
   tasks_failed,        // some map tasks failed after every retry
 
-  // Materialising layers on a node (agent/materialise.hpp; the node program's own failures are
+  // Materialising layers on a node (agent/materialise/materialise.hpp; the node program's own failures are
   // agent/node/error.hpp's).
   node_lacks_tools,      // the node program is missing from this build, or could not be put on the node
   materialise_failed,    // the node program failed without saying why (its stderr is in the diagnostics)
 
-  // Warm nodes (agent/node_watchdog.hpp).
+  // Warm nodes (agent/provide/node_watchdog.hpp).
   watchdog_failed,       // a node's idle watchdog could not be installed or stopped (diagnostics say why)
 
-  // Data staging (agent/stage.hpp).
+  // Data staging (agent/materialise/stage.hpp).
   bad_stage,             // a --stage or --stage-window that cannot work (bad spec, empty prefix, window too small)
   stage_failed,          // a node could not stage the data (diagnostics name the object and why)
 
@@ -30,7 +30,7 @@ enum class errc {
   cluster_failed,        // the scheduler or the workers did not start, or the cluster ended (diagnostics say why)
   no_such_cluster,       // `cluster down NAME` of a name no cluster has
 
-  // The node's Python (agent/python_check.hpp).
+  // The node's Python (agent/run/python_check.hpp).
   python_mismatch,       // it cannot run what was packed: another version, implementation, machine or glibc
   python_unknown,        // it could not be asked (not there, or its answer unreadable)
 };

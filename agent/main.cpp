@@ -1,4 +1,4 @@
-#include "agent/cli.hpp"
+#include "agent/cli/cli.hpp"
 
 #include <sys/resource.h>
 

@@ -1,4 +1,4 @@
-// Fan-out (agent/fanout_plan.hpp) where it is meant to pay: the env step of a cold start of a 40 MB
+// Fan-out (agent/materialise/fanout_plan.hpp) where it is meant to pay: the env step of a cold start of a 40 MB
 // environment on 32 warm local nodes, with storage whose egress is limited (an on-premises store, a
 // workstation's uplink, S3's per-prefix limits).
 //   storage     moto_server on 10.200.0.1 behind the test proxy (tests/support/fault_proxy.hpp) in its rate

@@ -77,7 +77,7 @@ struct nodes_settings {
   duration poll_max{};
   duration boot_delay{};
   byte_size cache_size;
-  // Fan-out (agent/fanout_plan.hpp): a job of more than fanout_min nodes hands its layers on between its
+  // Fan-out (agent/materialise/fanout_plan.hpp): a job of more than fanout_min nodes hands its layers on between its
   // nodes; storage feeds fanout_seeds of them, each node feeds up to fanout_degree others, and a node waits
   // up to fanout_wait for a shard its parent has not got yet. fanout false: never.
   bool fanout = true;
@@ -87,7 +87,7 @@ struct nodes_settings {
   duration fanout_wait{};
   duration fanout_hold{};  // how long a child holds its layers back for a parent's server to listen
   // What a new node takes to be ready for work, until a job has measured one of its own: a map grows past
-  // nodes.count only when its tasks would wait longer than this (agent/map_growth.hpp).
+  // nodes.count only when its tasks would wait longer than this (agent/map/map_growth.hpp).
   duration start_estimate{};
 
   // ---- the local and ssh providers, and the node registry ----
@@ -125,7 +125,7 @@ struct agent_settings {
   int retries = 0;      // attempts per task beyond the first
   byte_size task_output_limit;  // stdout and stderr kept per map task
   duration shutdown_grace{};
-  // Materialising layers on a node (agent/materialise.hpp).
+  // Materialising layers on a node (agent/materialise/materialise.hpp).
   duration download_timeout{};    // a layer download on a node that receives nothing this long fails
   int download_parallelism = 0;   // layer shards one node downloads at once
   byte_size download_range;       // a shard larger than this is fetched in ranged GETs of this size

@@ -26,7 +26,7 @@ struct python_info {
   std::string version;     // "3.11.7"
   std::string platform;    // "cp311-linux_x86_64"
   std::string executable;  // on the workstation, for the record
-  // What a node's interpreter must match (agent/python_check.hpp); empty: not known (not recorded).
+  // What a node's interpreter must match (agent/run/python_check.hpp); empty: not known (not recorded).
   std::string implementation;  // "cpython"
   std::string machine;         // "x86_64"
   std::string abi;             // sysconfig's SOABI: "cpython-311-x86_64-linux-gnu"

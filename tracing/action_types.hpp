@@ -226,7 +226,7 @@ inline constexpr std::string_view task = "ferry:agent:task";
 // Making a job's layers present on one node {node} -> workdir, layers_cached, layers_fetched,
 // bytes_fetched, layers_evicted; the node program's node::materialise continues it on the node.
 inline constexpr std::string_view materialise = "ferry:materialise";
-// Fan-out {node, bind}: the node's `ferry-node serve` (agent/peer_serve.hpp) -> served, bytes.
+// Fan-out {node, bind}: the node's `ferry-node serve` (agent/materialise/peer_serve.hpp) -> served, bytes.
 inline constexpr std::string_view serve = "ferry:serve";
 // Listing what to stage {bucket, prefix} -> objects, bytes.
 inline constexpr std::string_view stage_plan = "ferry:stage:plan";
@@ -238,7 +238,7 @@ inline constexpr std::string_view stage = "ferry:stage";
 inline constexpr std::string_view watchdog_install = "ferry:watchdog:install";
 inline constexpr std::string_view watchdog_uninstall = "ferry:watchdog:uninstall";
 // The node's interpreter asked and compared with the packing one {node, python} -> version,
-// implementation, platform, glibc; fails when it cannot run what was packed (agent/python_check.hpp).
+// implementation, platform, glibc; fails when it cannot run what was packed (agent/run/python_check.hpp).
 inline constexpr std::string_view python_check = "ferry:agent:python_check";
 // Message {stopped}: the job's work is over on every node (a map's last task ended); the steps of the
 // nodes that had not begun it (`stopped` of them) end now, as cancelled.
@@ -258,7 +258,7 @@ inline constexpr std::string_view attempt = "ferry:materialise:attempt";  // {at
 inline constexpr std::string_view shard = "ferry:materialise:shard";      // {layer, shard, bytes, source}: downloaded, entries
 // {attempt}: a download of a shard cut short goes on from where its bytes end, with a Range request.
 inline constexpr std::string_view resume = "ferry:materialise:resume";
-// Fan-out (agent/fanout_plan.hpp). Message {url}: a peer serves this job's shards; first attempts go there.
+// Fan-out (agent/materialise/fanout_plan.hpp). Message {url}: a peer serves this job's shards; first attempts go there.
 inline constexpr std::string_view peer = "ferry:materialise:peer";
 // `ferry-node serve`'s root: the job's shards handed to peers; its success carries requests, served,
 // refused and bytes. Message {port}: it listens there.
@@ -305,7 +305,7 @@ inline constexpr std::string_view tasks = "ferry:map:tasks";  // message {tasks,
 // Message {node}: a node lost during the map; its task goes to another node.
 inline constexpr std::string_view node_lost = "ferry:map:node_lost";
 // Message {add, waiting, wait_seconds, task_seconds, node_seconds}: the map grows by `add` nodes because its
-// waiting tasks would wait longer than a new node takes (agent/map_growth.hpp).
+// waiting tasks would wait longer than a new node takes (agent/map/map_growth.hpp).
 inline constexpr std::string_view grow = "ferry:map:grow";
 }  // namespace map
 

@@ -1,6 +1,6 @@
 #pragma once
 // The process that holds one Dask cluster: `ferry cluster hold`, which `cluster up` starts detached so that
-// the cluster outlives it. It is one job (agent/job.hpp): the project is packed and shipped to the nodes
+// the cluster outlives it. It is one job (agent/job/job.hpp): the project is packed and shipped to the nodes
 // (warm ones first) as for `ferry run`, then on the first node ready a scheduler, and on every node a
 // worker, run from the shipped environment under ferry's process-group wrapper, as long-lived commands.
 //
@@ -17,7 +17,7 @@
 // Trace: under ferry:cluster:hold, the job's steps, ferry:cluster:scheduler and ferry:cluster:worker per
 // node (with their registration), ferry:cluster:forwarding per port (each connection an ssh:forward),
 // ferry:cluster:ready, and any worker_lost, replace and idle.
-#include "agent/command_context.hpp"
+#include "agent/cli/command_context.hpp"
 
 #include <boost/asio/awaitable.hpp>
 

@@ -1,7 +1,7 @@
 #pragma once
 // A command is a coroutine over a command_context that returns the process exit code. Each command
 // file registers its CLI11 subcommands and, when chosen, fills in `selected_command`.
-#include "agent/command_context.hpp"
+#include "agent/cli/command_context.hpp"
 
 #include <CLI/CLI.hpp>
 #include <boost/asio/awaitable.hpp>

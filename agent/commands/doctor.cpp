@@ -8,7 +8,7 @@
 #include "agent/doctor/report.hpp"
 #include "agent/doctor/ssh_checks.hpp"
 #include "agent/doctor/storage_checks.hpp"
-#include "agent/exit_code.hpp"
+#include "agent/cli/exit_code.hpp"
 #include "config/units.hpp"
 #include "net/cancellation.hpp"
 #include "net/run_all.hpp"

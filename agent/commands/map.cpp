@@ -9,21 +9,21 @@
 #include "agent/commands/report.hpp"
 
 #include "agent/error.hpp"
-#include "agent/exit_code.hpp"
-#include "agent/ignored_hint.hpp"
-#include "agent/job.hpp"
-#include "agent/json_output.hpp"
-#include "agent/map_growth.hpp"
-#include "agent/map_inputs.hpp"
-#include "agent/map_progress.hpp"
-#include "agent/map_schedule.hpp"
-#include "agent/node_output.hpp"
-#include "agent/node_watchdog.hpp"
-#include "agent/progress_bar.hpp"
-#include "agent/run_summary.hpp"
-#include "agent/plural.hpp"
-#include "agent/task_command.hpp"
-#include "agent/task_outcome.hpp"
+#include "agent/cli/exit_code.hpp"
+#include "agent/run/ignored_hint.hpp"
+#include "agent/job/job.hpp"
+#include "agent/cli/json_output.hpp"
+#include "agent/map/map_growth.hpp"
+#include "agent/map/map_inputs.hpp"
+#include "agent/map/map_progress.hpp"
+#include "agent/map/map_schedule.hpp"
+#include "agent/run/node_output.hpp"
+#include "agent/provide/node_watchdog.hpp"
+#include "agent/cli/progress_bar.hpp"
+#include "agent/run/run_summary.hpp"
+#include "agent/cli/plural.hpp"
+#include "agent/run/task_command.hpp"
+#include "agent/run/task_outcome.hpp"
 #include "net/cancellation.hpp"
 #include "net/error.hpp"
 #include "net/run_all.hpp"
@@ -155,7 +155,7 @@ asio::awaitable<bool> attempt(tracing::action& job_act, job_node& jn, map_state&
     } else {
       task.fail_exception("exit", fmt::format("exit code {}", code));
     }
-    // A failure's cause, if the ignore rules made it (agent/ignored_hint.hpp): said once for all alike.
+    // A failure's cause, if the ignore rules made it (agent/run/ignored_hint.hpp): said once for all alike.
     std::string tail = v == map_schedule::verdict::failed ? t.err.substr(t.err.size() > 4096 ? t.err.size() - 4096 : 0)
                                                           : std::string();
     if (v != map_schedule::verdict::retry) {

@@ -4,7 +4,7 @@
 // (the CLI says `interrupted` itself, once, whatever the command was doing), usage when the configuration
 // lacks what the command needs (storage.url), else `code`.
 #include "agent/error.hpp"
-#include "agent/exit_code.hpp"
+#include "agent/cli/exit_code.hpp"
 #include "tracing/action.hpp"
 #include "tracing/diagnostics.hpp"
 

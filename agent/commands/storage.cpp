@@ -2,9 +2,9 @@
 #include "agent/commands/command.hpp"
 #include "agent/commands/report.hpp"
 
-#include "agent/exit_code.hpp"
-#include "agent/pack_job.hpp"
-#include "agent/progress_bar.hpp"
+#include "agent/cli/exit_code.hpp"
+#include "agent/pack/pack_job.hpp"
+#include "agent/cli/progress_bar.hpp"
 #include "net/run_all.hpp"
 #include "net/s3_session.hpp"
 #include "net/s3_transfer.hpp"

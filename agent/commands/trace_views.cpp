@@ -1,8 +1,8 @@
 #include "agent/commands/command.hpp"
 
-#include "agent/exit_code.hpp"
-#include "agent/json_output.hpp"
-#include "agent/plural.hpp"
+#include "agent/cli/exit_code.hpp"
+#include "agent/cli/json_output.hpp"
+#include "agent/cli/plural.hpp"
 #include "config/xdg.hpp"
 #include "net/atomic_file.hpp"
 #include "tracing/action_types.hpp"
@@ -30,7 +30,7 @@ struct trace_args {
 };
 
 // No file named: the last command's trace (tracing/last_trace.hpp) in the directory where every command
-// writes its own (agent/cli.cpp). Said on stderr, so that the user knows which run the view shows.
+// writes its own (agent/cli/cli.cpp). Said on stderr, so that the user knows which run the view shows.
 void say_what_was_taken(const tracing::last_trace& last) {
   const auto more = last.files.size() - 1;
   fmt::print(stderr, "ferry: reading the last command's trace ({}): {}{}\n", last.action_type, last.file.string(),
@@ -43,7 +43,7 @@ boost::asio::awaitable<result<tracing::trace_set>> read_on_pool(command_context&
   auto act = ctx.trace.child(action_types::trace::read, {{"files", static_cast<std::uint64_t>(args.files.size())}});
   std::vector<std::filesystem::path> paths(args.files.begin(), args.files.end());
   if (paths.empty()) {
-    const auto dir = config::xdg_paths(config::process_env()).state / "traces";  // as agent/cli.cpp's trace_path
+    const auto dir = config::xdg_paths(config::process_env()).state / "traces";  // as agent/cli/cli.cpp's trace_path
     auto last = co_await net::offload(ctx.cpu,
                                       [&] { return tracing::find_last_trace(dir, action_types::trace::prefix, diag); });
     if (!last) {

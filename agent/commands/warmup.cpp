@@ -3,9 +3,9 @@
 #include "agent/commands/command.hpp"
 #include "agent/commands/report.hpp"
 
-#include "agent/exit_code.hpp"
-#include "agent/job.hpp"
-#include "agent/plural.hpp"
+#include "agent/cli/exit_code.hpp"
+#include "agent/job/job.hpp"
+#include "agent/cli/plural.hpp"
 #include "net/cancellation.hpp"
 #include "tracing/action_types.hpp"
 

@@ -6,7 +6,7 @@
 // architecture ferry-node was built for), the few tools that start it and put it in place (sh, cat, mkdir,
 // chmod: no curl, unzip or python3), and a writable cache dir (the program and the layers) and state dir
 // (the idle watchdog's), both under the login's XDG defaults as the node program uses them.
-#include "agent/command_context.hpp"
+#include "agent/cli/command_context.hpp"
 #include "agent/doctor/check.hpp"
 
 #include <boost/asio/awaitable.hpp>

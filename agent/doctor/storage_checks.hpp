@@ -2,7 +2,7 @@
 // The storage half of `ferry doctor`: the credentials and where they were found, the endpoint and whether
 // it answers, the clock against storage's, and whether the storage.url prefix can be listed and written.
 // The endpoint goes first; once it answers, the clock and the bucket checks run side by side.
-#include "agent/command_context.hpp"
+#include "agent/cli/command_context.hpp"
 #include "agent/doctor/check.hpp"
 
 #include <boost/asio/awaitable.hpp>

@@ -4,7 +4,7 @@
 //
 // The state dir (`${XDG_STATE_HOME:-$HOME/.local/state}/ferry` by default) holds:
 // - `busy/<pid>`: one marker per command ferry runs on the node, named by the pid of the process that runs
-//   it (written by the command's own shell: agent/node_watchdog.hpp). A marker counts while that process
+//   it (written by the command's own shell: agent/provide/node_watchdog.hpp). A marker counts while that process
 //   runs (a zombie does not); once it is gone the watchdog removes the marker and counts the node as used
 //   at that moment.
 // - `last-used`: its mtime is when a command last started, or was last seen to have ended.

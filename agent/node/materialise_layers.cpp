@@ -499,7 +499,7 @@ asio::awaitable<void> read_lazy_plan(line_source& next, arrivals& in, shared_sta
       diag.set("the plan ended before its end line (ferry stopped, or its pack failed)");
       co_return stop(make_error_code(errc::bad_plan));
     }
-    if ((*line)->empty()) continue;  // the feed's keep-alive (agent/layer_feed.cpp)
+    if ((*line)->empty()) continue;  // the feed's keep-alive (agent/materialise/layer_feed.cpp)
     auto parsed = parse_plan_line(**line, diag);
     if (!parsed) co_return stop(parsed.error());
     if (took_peer(s, lazy.act, *parsed)) continue;

@@ -47,7 +47,7 @@ struct node_limits {
   std::uint64_t range_size = 8 << 20;        // a shard over this comes in ranged GETs of this size
   std::uint64_t max_shard_content = 0;       // cap on what one shard may expand to; 0: none
   // After TERM (or INT, HUP), how long the work has to wind down and end its actions before the program
-  // ends them itself and exits: shorter than the time ferry leaves before KILL (agent/node_call.hpp).
+  // ends them itself and exits: shorter than the time ferry leaves before KILL (agent/materialise/node_call.hpp).
   std::int64_t shutdown_grace_ms = 2'500;
 };
 
@@ -62,7 +62,7 @@ struct plan_header {
   // Lazy start (import_gate.hpp): the command may start once the workspace is in place, while the rest
   // arrives; the program then serves the command's import hook and runs until a work_done line.
   bool lazy = false;
-  // Fan-out (agent/fanout_plan.hpp). serve_id: this node keeps a checked copy of each shard it downloads
+  // Fan-out (agent/materialise/fanout_plan.hpp). serve_id: this node keeps a checked copy of each shard it downloads
   // in <cache>/serve/<serve_id>, for its `ferry-node serve` to hand on (shard_tee.hpp); empty: none is
   // kept. peer_token: the job's secret, which a peer line's server asks for.
   std::string serve_id;

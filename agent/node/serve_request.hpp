@@ -1,6 +1,6 @@
 #pragma once
 // The request that starts `ferry-node serve` (agent/node/peer_server.hpp): one JSON line on its stdin,
-// written by ferry (agent/peer_serve.cpp) and read by the node program. Apart from the server, so that the
+// written by ferry (agent/materialise/peer_serve.cpp) and read by the node program. Apart from the server, so that the
 // workstation half builds only the line, not the server.
 #include "agent/node/plan.hpp"
 

@@ -1,5 +1,5 @@
 #pragma once
-// How a local node stops itself from inside, when its watchdog finds it idle (see agent/node_watchdog.hpp).
+// How a local node stops itself from inside, when its watchdog finds it idle (see agent/provide/node_watchdog.hpp).
 //
 // The command first leaves a marker in the node's dir, so that describe can tell a node that stopped
 // itself (stopped) from one whose sshd died (terminated). Then it ends the node's sshd: the listener,

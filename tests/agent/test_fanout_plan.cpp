@@ -1,6 +1,6 @@
 // Who fetches from whom in a fan-out: seeds from storage, then a tree in arrival order; a parent's
 // server known once it listens; a parent settled once every child slot within the job arrived and landed.
-#include "agent/fanout_plan.hpp"
+#include "agent/materialise/fanout_plan.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // The hint for a failure that the ignore rules caused: what a Python program's stderr says it did not find,
 // and the line naming the rule only when the thing is in the workspace, exists here and a rule kept it out
 // (git's own verdict on the same workspace is the oracle).
-#include "agent/ignored_hint.hpp"
+#include "agent/run/ignored_hint.hpp"
 
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"

@@ -1,5 +1,5 @@
-// When a map grows past the nodes it began with (agent/map_growth.hpp), without nodes.
-#include "agent/map_growth.hpp"
+// When a map grows past the nodes it began with (agent/map/map_growth.hpp), without nodes.
+#include "agent/map/map_growth.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,8 @@
 // The map's inputs and its scheduling, without nodes: which task a node takes, and what an attempt's end
 // does to it.
 #include "agent/error.hpp"
-#include "agent/map_inputs.hpp"
-#include "agent/map_schedule.hpp"
+#include "agent/map/map_inputs.hpp"
+#include "agent/map/map_schedule.hpp"
 
 #include <gtest/gtest.h>
 

@@ -3,10 +3,10 @@
 // python3, and a real moto_server holding the zips behind presigned URLs. The node program (ferry-node,
 // the static build) is sent over SSH on first use.
 #include "agent/error.hpp"
-#include "agent/materialise.hpp"
-#include "agent/peer_serve.hpp"
+#include "agent/materialise/materialise.hpp"
+#include "agent/materialise/peer_serve.hpp"
 #include "agent/node/error.hpp"
-#include "agent/stage.hpp"
+#include "agent/materialise/stage.hpp"
 #include "net/aws_profile.hpp"
 #include "net/digest.hpp"
 #include "net/error.hpp"

@@ -3,7 +3,7 @@
 // kills the command's process group; the watchdog starts once, is replaced when its settings change, is
 // stopped for a pinned node, runs its stop command when the node is idle and not while a command runs,
 // and removes the markers of commands that ended.
-#include "agent/node_watchdog.hpp"
+#include "agent/provide/node_watchdog.hpp"
 
 #include "agent/error.hpp"
 #include "net/ssh_quote.hpp"

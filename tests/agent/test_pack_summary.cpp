@@ -1,6 +1,6 @@
 // What a first pack says it ships, from a pack report made by hand: the total, the largest layers, and
 // when a venv would ship less.
-#include "agent/pack_summary.hpp"
+#include "agent/pack/pack_summary.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
-// The node's interpreter against the packing one (agent/python_check.hpp), sans-io: the check's program
+// The node's interpreter against the packing one (agent/run/python_check.hpp), sans-io: the check's program
 // run by this machine's real interpreters, its answer parsed, and the verdicts for every kind of difference.
-#include "agent/python_check.hpp"
+#include "agent/run/python_check.hpp"
 
 #include "support/process.hpp"
 

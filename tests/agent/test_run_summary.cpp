@@ -1,8 +1,8 @@
 // What runs and maps say at their end and on the way, without nodes: the line a failed node is told by,
 // how far an interrupted map got, and the map's progress line.
-#include "agent/ignored_hint.hpp"
-#include "agent/map_progress.hpp"
-#include "agent/run_summary.hpp"
+#include "agent/run/ignored_hint.hpp"
+#include "agent/map/map_progress.hpp"
+#include "agent/run/run_summary.hpp"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@ namespace ferry::agent {
 namespace {
 
 TEST(run_summary, a_failed_node_is_told_by_its_exit_code_and_last_stderr_line) {
-  // The line comes from the stderr tail the run keeps anyway (agent/ignored_hint.hpp).
+  // The line comes from the stderr tail the run keeps anyway (agent/run/ignored_hint.hpp).
   const auto last = last_lines("Traceback (most recent call last):\nValueError: bad input\r\n\n", 1);
   ASSERT_EQ(last.size(), 1u);
   EXPECT_EQ(last.front(), "ValueError: bad input");

@@ -1,6 +1,6 @@
 // Staging requests and plans without a node: the --stage spec, and the order a --stage-order file gives.
 #include "agent/error.hpp"
-#include "agent/stage.hpp"
+#include "agent/materialise/stage.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // The warm minimum: which running nodes of a provider are pinned, given the registry and nodes.min_nodes.
-#include "agent/warm_nodes.hpp"
+#include "agent/provide/warm_nodes.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // How ferry words what it prints: a count with its noun, and durations in the JSON it prints for programs.
-#include "agent/json_output.hpp"
-#include "agent/plural.hpp"
+#include "agent/cli/json_output.hpp"
+#include "agent/cli/plural.hpp"
 
 #include <boost/json.hpp>
 #include <gtest/gtest.h>

@@ -1,0 +1,37 @@
+#pragma once
+// What every command that touches nodes needs: ferry's own SSH key, the provider the configuration
+// names (or the one that made a given node), the node registry, and an SSH login check for readiness.
+#include "agent/cli/command_context.hpp"
+#include "net/ssh_connect.hpp"
+#include "provision/node_registry.hpp"
+#include "provision/provider.hpp"
+#include "provision/readiness.hpp"
+
+#include <memory>
+#include <string>
+
+namespace ferry::agent {
+
+struct node_access {
+  std::string public_key;  // ferry's own key, authorised on the nodes ferry makes
+  net::ssh_client_options ssh;
+  provision::node_registry registry;
+  provision::readiness_options readiness;
+};
+
+// Makes ferry's key on first use. Fails when the config dir cannot hold it.
+result<node_access> open_node_access(const command_context& ctx, diagnostics& diag);
+
+// The provider named `name` ("" = nodes.provider), configured from ctx's settings.
+result<std::unique_ptr<provision::provider>> provider_named(const command_context& ctx, const node_access& access,
+                                                            std::string_view name, diagnostics& diag);
+
+// How ferry's SSH client reaches a node.
+net::ssh_peer peer_of(const provision::node& n);
+
+// Readiness's last stage through ferry's own SSH client: log in and run `true`. With `keep`, the session
+// of the login that succeeded is handed over there instead of closed (it lives as long as the check).
+provision::login_check ssh_login_check(const net::ssh_client_options& options,
+                                      std::shared_ptr<net::ssh_session>* keep = nullptr);
+
+}  // namespace ferry::agent
