@@ -83,7 +83,7 @@ std::string ancestor_note(const fs::path& root, const excluded_ancestor& a) {
   if (ec) dir = fs::absolute(root, ec);
   for (std::size_t i = 0; i < a.levels_up; ++i) dir = dir.parent_path();
   return fmt::format("git ignores {} ({}), so git lists none of this workspace's files; ferry packs them all the "
-                     "same (see the README's Excludes)",
+                     "same (see docs/packing.md, Excludes)",
                      dir.string(), a.rule.describe());
 }
 

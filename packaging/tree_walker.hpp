@@ -3,7 +3,7 @@
 // sorted, with the stat fields that key the hash cache. Synchronous (the walk is system calls and
 // pattern matching); callers run independent subtrees on the CPU pool in parallel.
 //
-// What it does with things that are not plain files (each documented in the README's packaging section):
+// What it does with things that are not plain files (each documented in docs/packing.md, Odd files):
 // - excluded paths (ignore_rules) are not entered; directories themselves are not entries, so an empty
 //   directory does not travel;
 // - a symlink with a relative target that stays inside `root` is kept as a symlink; one that leaves it,
