@@ -151,7 +151,6 @@ asio::awaitable<result<void>> from_node(forward_link& link, diagnostics& diag) {
 
 asio::awaitable<void> forward_one(tracing::action& parent, std::shared_ptr<ssh_session> session, tcp::socket socket,
                                   forward_target target) {
-  co_await accept_cancellation();
   error_code ignored;
   const auto from = socket.remote_endpoint(ignored);
   auto act = parent.child(action_types::ssh::forward,

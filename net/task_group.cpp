@@ -26,7 +26,8 @@ task_group::~task_group() {
 
 void task_group::spawn(asio::awaitable<void> work) {
   auto it = signals_.emplace(signals_.end());
-  asio::co_spawn(io_, std::move(work), asio::bind_cancellation_slot(it->slot(), [this, it](std::exception_ptr e) {
+  // Accepting total cancellation here, so that no member has to remember to (cancel() emits total).
+  asio::co_spawn(io_, cancellation_detail::accepting(std::move(work)), asio::bind_cancellation_slot(it->slot(), [this, it](std::exception_ptr e) {
                    if (e) std::rethrow_exception(e);
                    // Later, not here: this may run inside cancel()'s loop over the signals.
                    asio::post(io_, [this, it] {

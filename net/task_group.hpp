@@ -21,8 +21,8 @@ class task_group {
   // Running members are a bug here: their frames would refer to a group that is gone.
   ~task_group();
 
-  // Starts `work` (which should begin with accept_cancellation()). An exception it throws is a bug: it
-  // ends the program, as an unowned one would.
+  // Starts `work`, accepting total cancellation for it. An exception it throws is a bug: it ends the
+  // program, as an unowned one would.
   void spawn(boost::asio::awaitable<void> work);
   // Every running member is asked to stop; later spawns are cancelled at once.
   void cancel();

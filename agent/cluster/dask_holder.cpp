@@ -246,7 +246,6 @@ asio::awaitable<void> cluster_node(tracing::action& act, job_node& jn, holder_st
 
 asio::awaitable<void> run_job(job& j, tracing::action& act, holder_state& st, std::size_t count,
                               result<void>& out, diagnostics& diag) {
-  co_await net::accept_cancellation();
   out = co_await j.run(count, [&act, &st](job_node& jn) { return cluster_node(act, jn, st); }, diag);
   st.job_over = true;
   st.changes.notify();
@@ -255,7 +254,6 @@ asio::awaitable<void> run_job(job& j, tracing::action& act, holder_state& st, st
 // One new node for a lost worker. One that could not be had is lost again: the supervisor tries once more
 // while nodes.max_nodes allows.
 asio::awaitable<void> replace_worker(job& j, tracing::action& act, holder_state& st) {
-  co_await net::accept_cancellation();
   auto step = act.child(at::replace);
   const auto failures = j.failures().size();
   const auto working = j.nodes_working();
@@ -275,7 +273,6 @@ asio::awaitable<void> replace_worker(job& j, tracing::action& act, holder_state&
 // One workstation port, forwarded to `target` on the scheduler's node until cancelled.
 asio::awaitable<void> forward_port(tracing::action& act, std::string what, std::shared_ptr<net::ssh_session> session,
                                    std::shared_ptr<tcp::acceptor> listener, net::forward_target target) {
-  co_await net::accept_cancellation();
   auto step = act.child(at::forwarding, {{"what", what},
                                         {"listen", fmt::format("127.0.0.1:{}", listener->local_endpoint().port())},
                                         {"to", fmt::format("{}:{}", target.host, target.port)}});

@@ -240,7 +240,6 @@ double task_seconds(const map_state& st) {
 // The nodes' work ends with the map; the sizer is told, since a node added after the job's first ones were
 // all lost is the last one working, and it may be lost too.
 asio::awaitable<void> more_nodes(job& j, map_state& st, std::size_t count) {
-  co_await net::accept_cancellation();
   ++st.adding;
   co_await j.add_nodes(count);
   --st.adding;

@@ -22,9 +22,8 @@ namespace {
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
 
-// Sleeps `d` unless cancelled; records how it ended.
+// Sleeps `d` unless cancelled; records how it ended. It does not accept cancellation itself: spawn() does.
 asio::awaitable<void> sleeper(std::chrono::milliseconds d, std::vector<std::string>& ends, std::string name) {
-  co_await accept_cancellation();
   auto ex_t = co_await asio::this_coro::executor;
   asio::steady_timer t(ex_t);
   t.expires_after(d);
