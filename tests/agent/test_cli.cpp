@@ -30,8 +30,7 @@ struct cli : ::testing::Test {
   void SetUp() override {
     std::filesystem::create_directories(dir / "work");
     opts.cwd = dir / "work";
-    opts.env = {{"HOME", dir.path().string()}, {"XDG_STATE_HOME", (dir / "state").string()},
-                {"XDG_CONFIG_HOME", (dir / "config").string()}, {"XDG_CACHE_HOME", (dir / "cache").string()}};
+    test::use_home(opts, dir.path());
     opts.unset_env = {"FERRY_TASK_ID", "FERRY_STORAGE_URL", "FERRY_PROVIDER"};
   }
 };

@@ -171,10 +171,7 @@ class doctor_cli : public ::testing::Test {
   void SetUp() override {
     options_ = moto_->process_env();
     options_.cwd = dir_.path();
-    options_.env["HOME"] = dir_.path().string();
-    options_.env["XDG_CONFIG_HOME"] = (dir_ / "config").string();
-    options_.env["XDG_STATE_HOME"] = (dir_ / "state").string();
-    options_.env["XDG_CACHE_HOME"] = (dir_ / "cache").string();
+    use_home(options_, dir_.path());
     // The bucket's root: moto 5.2.1 refuses the signature of any listing whose prefix holds a '/' (botocore's
     // own too), and a prefix always ends in one. writes_under_the_prefix checks a prefix, without auth.
     options_.env["FERRY_STORAGE_URL"] = "s3://doctor-ok";

@@ -98,10 +98,7 @@ class pack_cli : public ::testing::Test {
     options.cwd = ws.path();
     options.env["FERRY_STORAGE_URL"] = "s3://packs/" + prefix;
     options.env["FERRY_PACKAGING_PYTHON"] = (venv_ / "env" / "bin" / "python").string();
-    options.env["XDG_CACHE_HOME"] = (state_ / "cache").string();
-    options.env["XDG_STATE_HOME"] = (state_ / "state").string();
-    options.env["XDG_CONFIG_HOME"] = (state_ / "config").string();
-    options.env["HOME"] = state_.path().string();
+    use_home(options, state_.path());
     options.unset_env.push_back("PYTHONPATH");
     return options;
   }

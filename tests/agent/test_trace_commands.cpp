@@ -20,8 +20,7 @@ struct trace_cli : ::testing::Test {
   test::process_options opts;
 
   void SetUp() override {
-    opts.env = {{"HOME", dir.path().string()}, {"XDG_STATE_HOME", (dir / "state").string()},
-                {"XDG_CONFIG_HOME", (dir / "config").string()}, {"XDG_CACHE_HOME", (dir / "cache").string()}};
+    test::use_home(opts, dir.path());
     opts.unset_env = {"FERRY_TASK_ID"};
   }
 };

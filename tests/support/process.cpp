@@ -130,6 +130,13 @@ process_result run_ferry(const std::vector<std::string>& args, const process_opt
   return run(argv, options);
 }
 
+void use_home(process_options& options, const std::filesystem::path& home) {
+  options.env["XDG_CONFIG_HOME"] = (home / "config").string();
+  options.env["XDG_STATE_HOME"] = (home / "state").string();
+  options.env["XDG_CACHE_HOME"] = (home / "cache").string();
+  options.env["HOME"] = home.string();
+}
+
 pid_t read_pid(const std::filesystem::path& file) {
   std::ifstream in(file);
   pid_t pid = 0;

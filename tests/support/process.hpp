@@ -50,6 +50,10 @@ std::unique_ptr<child> spawn_ferry(const std::vector<std::string>& args, const p
 // Runs the ferry binary under test.
 process_result run_ferry(const std::vector<std::string>& args, const process_options& options = {});
 
+// Points ferry's config, state and cache (XDG_CONFIG_HOME, XDG_STATE_HOME, XDG_CACHE_HOME) at `home`'s
+// config, state and cache, and HOME at `home`: nothing of this machine's own reaches ferry.
+void use_home(process_options& options, const std::filesystem::path& home);
+
 // The pid a test's script wrote to `file` (0 when there is none).
 pid_t read_pid(const std::filesystem::path& file);
 
