@@ -1,17 +1,11 @@
 #pragma once
-// What the end-to-end tests of `ferry run` on local nodes share: files written into a project, text
-// looked for in output, and the nodes' bridge, which must exist before moto_server can listen on its
-// address (the first local node would make it too).
-#include "provision/local/network.hpp"
-#include "tracing/sink.hpp"
-
-#include "support/moto.hpp"
+// What the end-to-end tests of `ferry run` on local nodes share besides their workstation
+// (support/local_nodes.hpp): files written into a project, text looked for in output, venvs, traces read.
+#include "support/local_nodes.hpp"
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
 
 #include <boost/json.hpp>
-
-#include "../provision/io_runner.hpp"
 
 #include <gtest/gtest.h>
 
@@ -32,24 +26,6 @@ inline void write_file(const std::filesystem::path& p, const std::string& text) 
 
 inline bool contains(const std::string& text, std::string_view part) { return text.find(part) != std::string::npos; }
 
-// How the end-to-end tests run ferry: against `moto` (storage.url `storage_url`), with its config, state and
-// cache under `home` (which is HOME too), no ssh agent, nodes allowed a minute to come up, in `cwd`.
-inline process_options local_ferry_env(const moto_server& moto, const std::filesystem::path& home,
-                                       const std::string& storage_url, const std::filesystem::path& cwd) {
-  process_options o;
-  for (const auto& [k, v] : moto.process_env().env) o.env[k] = v;
-  o.unset_env = moto.process_env().unset_env;
-  o.env["XDG_CONFIG_HOME"] = (home / "config").string();
-  o.env["XDG_STATE_HOME"] = (home / "state").string();
-  o.env["XDG_CACHE_HOME"] = (home / "cache").string();
-  o.env["HOME"] = home.string();
-  o.env["FERRY_NODES_READY_TIMEOUT"] = "60s";
-  o.env["FERRY_STORAGE_URL"] = storage_url;
-  o.unset_env.push_back("SSH_AUTH_SOCK");
-  o.cwd = cwd;
-  return o;
-}
-
 // A venv of Debian's python3, without pip, at `dir`; its site-packages directory, or empty with the reason
 // in `why` when either step failed.
 inline std::filesystem::path make_venv(const std::filesystem::path& dir, std::string& why) {
@@ -65,15 +41,6 @@ inline std::filesystem::path make_venv(const std::filesystem::path& dir, std::st
     return {};
   }
   return site.out.substr(0, site.out.find('\n'));
-}
-
-inline bool bridge_up() {
-  auto out = tracing::sink::discard();
-  auto root = tracing::action::start_task(*out, "test:bridge");
-  diagnostics diag;
-  auto r = run_io(provision::local::ensure_bridge(root, std::chrono::seconds(30), diag));
-  if (!r) ADD_FAILURE() << diag.message;
-  return static_cast<bool>(r);
 }
 
 // A python3 that says it is another version (sys.version_info), then runs what it was asked to run.
