@@ -10,7 +10,6 @@
 #include "support/temp_dir.hpp"
 #include "tracing/action_types.hpp"
 
-#include "../provision/local_node_guard.hpp"
 #include "local_run.hpp"
 
 #include <boost/asio/error.hpp>
@@ -71,23 +70,20 @@ bool is_action(const json::object& o, std::string_view type, std::string_view st
   return t && s && t->as_string() == type && s->as_string() == status;
 }
 
-class map_interrupt : public ::testing::Test {
+class map_interrupt : public local_nodes {
  protected:
+  map_interrupt() : local_nodes("ferry-run") {}
+
   void SetUp() override {
-    if (::geteuid() != 0) GTEST_SKIP() << "local nodes in network namespaces need root (CI runs as root)";
-    ASSERT_TRUE(bridge_up());
-    moto_.emplace(moto_options{.host = "10.200.0.1"});
-    moto_->make_bucket("ferry-run");
+    local_nodes::SetUp();
+    if (!moto_) return;
     write_file(project() / "data.txt", "what the map ships\n");
   }
+
   void TearDown() override {
     if (lock_fd_ >= 0) ::close(lock_fd_);
-    if (moto_) run_ferry({"nodes", "down", "--all"}, env());
+    local_nodes::TearDown();
   }
-
-  fs::path project() const { return home_ / "project"; }
-
-  process_options env() const { return local_ferry_env(*moto_, home_.path(), "s3://ferry-run/p", project()); }
 
   // Takes the node registry's lock, as another ferry command writing it would.
   void hold_registry_lock() {
@@ -101,9 +97,6 @@ class map_interrupt : public ::testing::Test {
     lock_fd_ = -1;
   }
 
-  temp_dir home_;
-  local_node_guard guard_{home_ / "state" / "ferry" / "local"};
-  std::optional<moto_server> moto_;
   int lock_fd_ = -1;
 };
 

@@ -7,7 +7,6 @@
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
 
-#include "../provision/local_node_guard.hpp"
 #include "local_run.hpp"
 
 #include <fmt/format.h>
@@ -29,18 +28,15 @@ std::size_t occurrences(const std::string& text, const std::string& part) {
   return n;
 }
 
-class node_failures : public ::testing::Test {
+class node_failures : public local_nodes {
  protected:
+  node_failures() : local_nodes("ferry-fail") {}
+
   void SetUp() override {
-    if (::geteuid() != 0) GTEST_SKIP() << "local nodes in network namespaces need root (CI runs as root)";
-    ASSERT_TRUE(bridge_up());
-    moto_.emplace(moto_options{.host = "10.200.0.1"});
-    moto_->make_bucket("ferry-fail");
+    local_nodes::SetUp();
+    if (!moto_) return;
     ASSERT_NO_FATAL_FAILURE(make_project());
     ASSERT_EQ(run_ferry({"nodes", "up", "1"}, env()).exit_code, 0);
-  }
-  void TearDown() override {
-    if (moto_) run_ferry({"nodes", "down", "--all"}, env());
   }
 
   void make_project() {
@@ -71,13 +67,6 @@ class node_failures : public ::testing::Test {
     ASSERT_EQ(run({"/usr/bin/python3", "-m", "venv", "--without-pip", (project() / ".venv").string()}).exit_code, 0);
     write_file(project() / "ferry.toml", "[packaging]\npython = \".venv/bin/python\"\n");
   }
-
-  fs::path project() const { return home_ / "project"; }
-  process_options env() const { return local_ferry_env(*moto_, home_.path(), "s3://ferry-fail/p", project()); }
-
-  temp_dir home_;
-  local_node_guard guard_{home_ / "state" / "ferry" / "local"};
-  std::optional<moto_server> moto_;
 };
 
 TEST_F(node_failures, a_traceback_names_the_workstation_file_and_file_stays_the_nodes) {

@@ -13,7 +13,6 @@
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
 
-#include "../provision/local_node_guard.hpp"
 #include "local_run.hpp"
 
 #include <fmt/format.h>
@@ -38,20 +37,16 @@ std::string pyproject(const std::string& name, const std::string& more) {
       name, more);
 }
 
-class node_python : public ::testing::Test {
+class node_python : public local_nodes {
  protected:
+  node_python() : local_nodes("ferry-py") {}
+
   void SetUp() override {
-    if (::geteuid() != 0) GTEST_SKIP() << "local nodes in network namespaces need root (CI runs as root)";
-    ASSERT_TRUE(bridge_up());
-    moto_.emplace(moto_options{.host = "10.200.0.1"});
-    moto_->make_bucket("ferry-py");
+    local_nodes::SetUp();
+    if (!moto_) return;
     ASSERT_NO_FATAL_FAILURE(make_shapes());
   }
-  void TearDown() override {
-    if (moto_) run_ferry({"nodes", "down", "--all"}, env());
-  }
 
-  fs::path project() const { return home_ / "project"; }
   fs::path flatlib() const { return home_ / "flatlib"; }
   fs::path python() const { return project() / ".venv" / "bin" / "python"; }
 
@@ -117,11 +112,6 @@ class node_python : public ::testing::Test {
     write_file(project() / "ferry.toml", "[packaging]\npython = \".venv/bin/python\"\n");
   }
 
-  process_options env() const {
-    auto o = local_ferry_env(*moto_, home_.path(), "s3://ferry-py/p", project());
-    return o;
-  }
-
   std::vector<std::string> probe_args() const {
     return {"env_probe.py", "flatlib", "wslib", "nspkg.a", "nspkg.b", "nsp.sub", "colorsys", "--read",
             "flatlib:data.txt", "--read", "wslib:data.txt"};
@@ -164,9 +154,6 @@ class node_python : public ::testing::Test {
     return {};
   }
 
-  temp_dir home_;
-  local_node_guard guard_{home_ / "state" / "ferry" / "local"};
-  std::optional<moto_server> moto_;
   std::string site_;
 };
 

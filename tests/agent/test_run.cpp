@@ -2,7 +2,6 @@
 // venv's site-packages, moto_server as storage (on the bridge address, where nodes reach it; signature
 // checking off, because moto fails presigned GETs while it is on), and real nodes: local ones (sshd in
 // network namespaces) and ec2 ones from moto brought up by the harness.
-#include "provision/local/network.hpp"
 #include "support/venv_closure.hpp"
 #include "support/eliot.hpp"
 #include "net/digest.hpp"
@@ -11,11 +10,8 @@
 #include "support/quoted.hpp"
 #include "support/temp_dir.hpp"
 #include "tracing/action_types.hpp"
-#include "tracing/sink.hpp"
 
-#include "../provision/io_runner.hpp"
 #include "local_run.hpp"
-#include "../provision/local_node_guard.hpp"
 #include "ec2_harness.hpp"
 
 #include <boost/json.hpp>
@@ -45,17 +41,14 @@ namespace json = boost::json;
 
 
 
-class run_cli : public ::testing::Test {
+class run_cli : public local_nodes {
  protected:
+  run_cli() : local_nodes("ferry-run") {}
+
   void SetUp() override {
-    if (::geteuid() != 0) GTEST_SKIP() << "local nodes in network namespaces need root (CI runs as root)";
-    ASSERT_TRUE(bridge_up());
-    moto_.emplace(moto_options{.host = "10.200.0.1"});
-    moto_->make_bucket("ferry-run");
+    local_nodes::SetUp();
+    if (!moto_) return;
     make_project();
-  }
-  void TearDown() override {
-    if (moto_) run_ferry({"nodes", "down", "--all"}, env());
   }
 
   // A workspace with its own package, and a venv whose site-packages holds a "third-party" package.
@@ -70,13 +63,6 @@ class run_cli : public ::testing::Test {
     ASSERT_FALSE(site_.empty()) << why;
     write_file(fs::path(site_) / "thirdparty" / "__init__.py", "VALUE = 'from-venv'\n");
     write_file(project() / "ferry.toml", "[packaging]\npython = \".venv/bin/python\"\n");
-  }
-
-  fs::path project() const { return home_ / "project"; }
-
-  process_options env() const {
-    auto o = local_ferry_env(*moto_, home_.path(), "s3://ferry-run/p", project());
-    return o;
   }
 
   // Every action type in a trace file and in the node program's files beside it, in order.
@@ -111,9 +97,6 @@ class run_cli : public ::testing::Test {
     return static_cast<std::size_t>(std::count(v.begin(), v.end(), what));
   }
 
-  temp_dir home_;
-  local_node_guard guard_{home_ / "state" / "ferry" / "local"};
-  std::optional<moto_server> moto_;
   std::string site_;
 };
 

@@ -6,7 +6,6 @@
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
 
-#include "../provision/local_node_guard.hpp"
 #include "local_run.hpp"
 
 #include <boost/json.hpp>
@@ -83,17 +82,14 @@ double since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-class scale_cli : public ::testing::Test {
+class scale_cli : public local_nodes {
  protected:
+  scale_cli() : local_nodes("ferry-scale") {}
+
   void SetUp() override {
-    if (::geteuid() != 0) GTEST_SKIP() << "local nodes in network namespaces need root (CI runs as root)";
-    ASSERT_TRUE(bridge_up());
-    moto_.emplace(moto_options{.host = "10.200.0.1"});
-    moto_->make_bucket("ferry-scale");
+    local_nodes::SetUp();
+    if (!moto_) return;
     make_project();
-  }
-  void TearDown() override {
-    if (moto_) run_ferry({"nodes", "down", "--all"}, env());
   }
 
   // A workspace of one file and a venv of nothing: the environment every node gets stays tiny.
@@ -104,11 +100,10 @@ class scale_cli : public ::testing::Test {
     write_file(project() / "ferry.toml", "[packaging]\npython = \".venv/bin/python\"\n");
   }
 
-  fs::path project() const { return home_ / "project"; }
   fs::path local_state() const { return home_ / "state" / "ferry" / "local"; }
 
-  process_options env() const {
-    auto o = local_ferry_env(*moto_, home_.path(), "s3://ferry-scale/p", project());
+  process_options env() const override {
+    auto o = local_nodes::env();
     o.env["FERRY_NODES_MAX_NODES"] = std::to_string(node_count);
     return o;
   }
@@ -134,10 +129,6 @@ class scale_cli : public ::testing::Test {
     }
     return out;
   }
-
-  temp_dir home_;
-  local_node_guard guard_{home_ / "state" / "ferry" / "local"};
-  std::optional<moto_server> moto_;
 };
 
 TEST_F(scale_cli, sixty_four_local_nodes_run_2000_tasks_and_leave_nothing_behind) {
