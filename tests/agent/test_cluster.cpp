@@ -7,12 +7,10 @@
 // The project's venv holds distributed and what it imports (links into Debian's dist-packages, as a venv
 // with dask installed would hold copies), so the nodes run Dask from the shipped layers.
 #include "support/venv_closure.hpp"
-#include "support/moto.hpp"
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
 #include "tracing/action_types.hpp"
 
-#include "../provision/local_node_guard.hpp"
 #include "local_run.hpp"
 
 #include <boost/json.hpp>
@@ -35,19 +33,20 @@ namespace json = boost::json;
 // Σ (x² + 1) for x in 0..n-1.
 long long expected_sum(long long n) { return (n - 1) * n * (2 * n - 1) / 6 + n; }
 
-class cluster_cli : public ::testing::Test {
+class cluster_cli : public local_nodes {
  protected:
+  cluster_cli() : local_nodes("ferry-cluster") {}
+
   void SetUp() override {
-    if (::geteuid() != 0) GTEST_SKIP() << "local nodes in network namespaces need root (CI runs as root)";
-    ASSERT_TRUE(bridge_up());
-    moto_.emplace(moto_options{.host = "10.200.0.1"});
-    moto_->make_bucket("ferry-cluster");
+    local_nodes::SetUp();
+    if (!moto_) return;
     make_project();
   }
+
   void TearDown() override {
     if (!moto_) return;
     run_ferry({"cluster", "down", "--all"}, env());
-    run_ferry({"nodes", "down", "--all"}, env());
+    local_nodes::TearDown();
   }
 
   void make_project() {
@@ -78,11 +77,10 @@ class cluster_cli : public ::testing::Test {
     ASSERT_GT(link_closure(closure.out, site_dir), 5) << closure.out;
   }
 
-  fs::path project() const { return home_ / "project"; }
   fs::path records() const { return home_ / "state" / "ferry" / "clusters"; }
 
-  process_options env() const {
-    auto o = local_ferry_env(*moto_, home_.path(), "s3://ferry-cluster/p", project());
+  process_options env() const override {
+    auto o = local_nodes::env();
     o.unset_env.push_back("DASK_SCHEDULER_ADDRESS");
     return o;
   }
@@ -101,10 +99,6 @@ class cluster_cli : public ::testing::Test {
     }
     return false;
   }
-
-  temp_dir home_;
-  local_node_guard guard_{home_ / "state" / "ferry" / "local"};
-  std::optional<moto_server> moto_;
 };
 
 std::size_t workers_of(const json::object& r) { return r.at("nodes").as_array().size(); }

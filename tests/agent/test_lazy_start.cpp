@@ -3,18 +3,14 @@
 // and each import held by the hook (agent/node/import_hook/sitecustomize.py) until its layer lands. The
 // fault proxy, on the bridge address where the node reaches it too, slows storage down so that a layer is
 // still on its way when the program asks for it.
-#include "provision/local/network.hpp"
 #include "support/fault_proxy.hpp"
 #include "support/moto.hpp"
 #include "support/process.hpp"
 #include "support/random_bytes.hpp"
 #include "support/temp_dir.hpp"
 #include "tracing/action_types.hpp"
-#include "tracing/sink.hpp"
 
-#include "../provision/io_runner.hpp"
 #include "local_run.hpp"
-#include "../provision/local_node_guard.hpp"
 
 #include <boost/json.hpp>
 #include <fmt/format.h>
@@ -59,24 +55,20 @@ std::map<std::string, layer_span> layer_spans(const std::vector<json::object>& l
   return out;
 }
 
-class lazy_start : public ::testing::Test {
+class lazy_start : public local_nodes {
  protected:
+  lazy_start() : local_nodes("ferry-lazy") {}
+
   void SetUp() override {
-    if (::geteuid() != 0) GTEST_SKIP() << "local nodes in network namespaces need root (CI runs as root)";
-    ASSERT_TRUE(bridge_up());
-    moto_.emplace(moto_options{.host = "10.200.0.1"});
-    moto_->make_bucket("ferry-lazy");
+    local_nodes::SetUp();
+    if (!moto_) return;
     std::string why;
     site_ = make_venv(project() / ".venv", why);
     ASSERT_FALSE(site_.empty()) << why;
     write_file(project() / ".gitignore", ".venv/\n");
     write_file(project() / "ferry.toml", "[packaging]\npython = \".venv/bin/python\"\n");
   }
-  void TearDown() override {
-    if (moto_) run_ferry({"nodes", "down", "--all"}, env());
-  }
 
-  fs::path project() const { return home_ / "project"; }
   fs::path site() const { return site_; }
 
   // A package in the venv's site-packages (its own layer) holding `blob` random bytes, which no
@@ -84,12 +76,6 @@ class lazy_start : public ::testing::Test {
   void site_package(const std::string& name, std::size_t blob) {
     write_file(site() / name / "__init__.py", fmt::format("VALUE = 'from-{}'\n", name));
     if (blob > 0) write_file(site() / name / "blob.bin", random_bytes(blob, static_cast<unsigned>(blob + name.size())));
-  }
-
-  process_options env(const std::string& endpoint = "") const {
-    auto o = local_ferry_env(*moto_, home_.path(), "s3://ferry-lazy/p", project());
-    if (!endpoint.empty()) o.env["AWS_ENDPOINT_URL"] = endpoint;
-    return o;
   }
 
   // Storage through a proxy on the bridge: ferry's uploads and the node's downloads both pass it.
@@ -133,9 +119,6 @@ class lazy_start : public ::testing::Test {
               0);
   }
 
-  temp_dir home_;
-  local_node_guard guard_{home_ / "state" / "ferry" / "local"};
-  std::optional<moto_server> moto_;
   std::unique_ptr<fault_proxy> proxy_;
   std::string site_;
 };
@@ -154,7 +137,7 @@ TEST_F(lazy_start, a_nspkg_pth_line_waits_for_the_layer_it_looks_in) {
   const auto local = run({(project() / ".venv" / "bin" / "python").string(), "main.py"}, process_options{.cwd = project()});
   ASSERT_EQ(local.out, "started\nfrom-nsp\n") << local.err;
   auto& proxy = slow_storage(2 << 20);
-  const auto r = run_ferry({"run", "--", "python3", "main.py"}, env(proxy.endpoint()));
+  const auto r = run_ferry({"run", "--", "python3", "main.py"}, env_through(proxy.endpoint()));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(r.out, local.out);
   EXPECT_TRUE(contains(r.err, "(lazy start)")) << r.err;
@@ -169,7 +152,7 @@ TEST_F(lazy_start, an_import_waits_for_its_layer_and_proceeds_when_it_lands) {
              "print('imported', slowpkg.VALUE)\n");
   auto& proxy = slow_storage(2 << 20);
   const auto trace = home_ / "run.jsonl";
-  const auto r = run_ferry({"--trace", trace.string(), "run", "--", "python3", "main.py"}, env(proxy.endpoint()));
+  const auto r = run_ferry({"--trace", trace.string(), "run", "--", "python3", "main.py"}, env_through(proxy.endpoint()));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(r.out, "started\nimported from-slowpkg\n");
   EXPECT_TRUE(contains(r.err, "(lazy start)")) << r.err;
@@ -220,7 +203,7 @@ TEST_F(lazy_start, a_layer_that_fails_raises_an_import_error_naming_it) {
   // command starts all the same, once it has.
   write_file(project() / "data.bin", random_bytes(2 << 20, 7));
   corrupt_layer("brokenpkg");
-  auto o = env(slow_storage(2 << 20).endpoint());
+  auto o = env_through(slow_storage(2 << 20).endpoint());
   o.env["FERRY_NET_RETRY_MAX_ATTEMPTS"] = "1";
   const auto trace = home_ / "run.jsonl";
   const auto r = run_ferry({"--trace", trace.string(), "run", "--", "python3", "main.py"}, o);
@@ -272,7 +255,7 @@ TEST_F(lazy_start, imports_in_threads_and_a_namespace_package_split_over_layers)
              "print(sorted(got.items()), nspkg.ws_part.V, nspkg.site_part.V)\n");
   auto& proxy = slow_storage(2 << 20);
   const auto trace = home_ / "run.jsonl";
-  const auto r = run_ferry({"--trace", trace.string(), "run", "--", "python3", "main.py"}, env(proxy.endpoint()));
+  const auto r = run_ferry({"--trace", trace.string(), "run", "--", "python3", "main.py"}, env_through(proxy.endpoint()));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(r.out,
             "stdlib import while they wait: True\n"
@@ -343,7 +326,7 @@ TEST_F(lazy_start, the_hook_runs_the_sitecustomize_it_hides_and_leaves_once_ever
              "print([type(f).__name__ for f in sys.meta_path if type(f).__module__ == 'sitecustomize'\n"
              "       and type(f).__name__ != 'TracebackWatch'])\n");  // that one waits for `import traceback`
   auto& proxy = slow_storage(2 << 20);
-  auto o = env(proxy.endpoint());
+  auto o = env_through(proxy.endpoint());
   o.env["PYTHONPATH"] = (home_ / "boot").string();
   const auto r = run_ferry({"--trace", (home_ / "run.jsonl").string(), "run", "--", "python3", "main.py"}, o);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;

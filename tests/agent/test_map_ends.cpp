@@ -17,7 +17,6 @@
 #include "support/temp_dir.hpp"
 #include "tracing/action_types.hpp"
 
-#include "../provision/local_node_guard.hpp"
 #include "local_run.hpp"
 
 #include <boost/json.hpp>
@@ -38,13 +37,13 @@ namespace {
 namespace fs = std::filesystem;
 namespace json = boost::json;
 
-class map_ends : public ::testing::Test {
+class map_ends : public local_nodes {
  protected:
+  map_ends() : local_nodes("ferry-ends") {}
+
   void SetUp() override {
-    if (::geteuid() != 0) GTEST_SKIP() << "local nodes in network namespaces need root (CI runs as root)";
-    ASSERT_TRUE(bridge_up());
-    moto_.emplace(moto_options{.host = "10.200.0.1"});
-    moto_->make_bucket("ferry-ends");
+    local_nodes::SetUp();
+    if (!moto_) return;
     std::string why;
     const auto site_dir = make_venv(project() / ".venv", why);
     ASSERT_FALSE(site_dir.empty()) << why;
@@ -60,15 +59,9 @@ class map_ends : public ::testing::Test {
     write_file(project() / "task.py",
                "import sys, mypkg, tinyconf\nprint(mypkg.double(int(sys.argv[1])) * tinyconf.SCALE)\n");
   }
-  void TearDown() override {
-    if (moto_) run_ferry({"nodes", "down", "--all"}, env());
-  }
 
-  fs::path project() const { return home_ / "project"; }
-
-  process_options env(const std::string& endpoint = "") const {
-    auto o = local_ferry_env(*moto_, home_.path(), "s3://ferry-ends/p", project());
-    if (!endpoint.empty()) o.env["AWS_ENDPOINT_URL"] = endpoint;
+  process_options env() const override {
+    auto o = local_nodes::env();
     // 4 nodes fan out from one seed; a child waits long for a copy its parent does not have, so that a
     // wait for one would outlast the large layer's download.
     o.env["FERRY_NODES_FANOUT_MIN"] = "2";
@@ -79,9 +72,6 @@ class map_ends : public ::testing::Test {
   }
 
   static constexpr std::size_t big_bytes = 24u << 20;
-  temp_dir home_;
-  local_node_guard guard_{home_ / "state" / "ferry" / "local"};
-  std::optional<moto_server> moto_;
 };
 
 TEST_F(map_ends, a_map_on_warm_and_new_nodes_ends_without_waiting_for_layers_no_task_imported) {
@@ -96,7 +86,7 @@ TEST_F(map_ends, a_map_on_warm_and_new_nodes_ends_without_waiting_for_layers_no_
   // One task at a time per node, enough of them that the new nodes join while tasks still wait.
   const auto map = run_ferry({"--trace", trace.string(), "map", "--nodes", "4", "--concurrency", "1", "--range",
                               "1..120", "--", "python3", "task.py", "{}"},
-                             env(proxy.endpoint()));
+                             env_through(proxy.endpoint()));
   ASSERT_EQ(map.exit_code, 0) << map.err;
   EXPECT_TRUE(contains(map.err, "120 done")) << map.err;
   EXPECT_TRUE(contains(map.err, "(2 new, 2 warm)")) << map.err;
