@@ -1,10 +1,8 @@
 // `ferry doctor --nodes` against a real local node (sshd in its own network namespace): the node passes, and
 // once ferry's known_hosts holds another key for it, it fails naming the host key and the file.
-#include "support/moto.hpp"
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
 
-#include "../provision/local_node_guard.hpp"
 #include "local_run.hpp"
 
 #include <boost/json.hpp>
@@ -19,21 +17,22 @@ namespace {
 namespace fs = std::filesystem;
 namespace json = boost::json;
 
-class doctor_nodes_cli : public ::testing::Test {
+class doctor_nodes_cli : public local_nodes {
  protected:
+  doctor_nodes_cli() : local_nodes("doctor-nodes") {}
+
   void SetUp() override {
-    if (::geteuid() != 0) GTEST_SKIP() << "local nodes in network namespaces need root (CI runs as root)";
-    moto_.make_bucket("doctor-nodes");
-    options_ = moto_.process_env();
-    options_.cwd = home_.path();
-    options_.env["HOME"] = home_.path().string();
-    options_.env["XDG_CONFIG_HOME"] = (home_ / "config").string();
-    options_.env["XDG_STATE_HOME"] = (home_ / "state").string();
-    options_.env["XDG_CACHE_HOME"] = (home_ / "cache").string();
-    options_.env["FERRY_STORAGE_URL"] = "s3://doctor-nodes";
-    options_.env["FERRY_NODES_READY_TIMEOUT"] = "60s";
-    for (const auto* name : {"FERRY_TASK_ID", "SSH_AUTH_SOCK", "FERRY_SSH_IDENTITY_FILE", "FERRY_STORAGE_ENDPOINT"})
-      options_.unset_env.push_back(name);
+    local_nodes::SetUp();
+    if (!moto_) return;
+    options_ = env();
+  }
+
+  // The bucket's root as storage, run in HOME.
+  process_options env() const override {
+    auto o = local_ferry_env(*moto_, home_.path(), "s3://doctor-nodes", home_.path());
+    for (const auto* name : {"FERRY_TASK_ID", "FERRY_SSH_IDENTITY_FILE", "FERRY_STORAGE_ENDPOINT"})
+      o.unset_env.push_back(name);
+    return o;
   }
 
   // The node check's entry of `ferry doctor --nodes --json`.
@@ -47,9 +46,6 @@ class doctor_nodes_cli : public ::testing::Test {
     return {};
   }
 
-  moto_server moto_;
-  temp_dir home_;
-  local_node_guard guard_{home_ / "state" / "ferry" / "local"};
   process_options options_;
 };
 

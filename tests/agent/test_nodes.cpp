@@ -8,7 +8,7 @@
 #include "support/temp_dir.hpp"
 #include "tracing/action_types.hpp"
 
-#include "../provision/local_node_guard.hpp"
+#include "support/local_nodes.hpp"
 #include "ec2_harness.hpp"
 
 #include <boost/json.hpp>
@@ -41,32 +41,15 @@ int remote_pid(const fs::path& file) {
   return 0;
 }
 
-class nodes_cli : public ::testing::Test {
+// Local nodes without storage: `ferry nodes` needs none, and a test that runs something makes its own.
+class nodes_cli : public local_nodes {
  protected:
-  void SetUp() override {
-    if (::geteuid() != 0) GTEST_SKIP() << "local nodes in network namespaces need root (CI runs as root)";
-  }
-
-  process_options env() const {
-    process_options o;
-    o.env["XDG_CONFIG_HOME"] = (home_ / "config").string();
-    o.env["XDG_STATE_HOME"] = (home_ / "state").string();
-    o.env["XDG_CACHE_HOME"] = (home_ / "cache").string();
-    o.env["HOME"] = home_.path().string();
-    o.env["FERRY_NODES_READY_TIMEOUT"] = "60s";
-    o.unset_env.push_back("SSH_AUTH_SOCK");
-    return o;
-  }
-
   json::array registry() const {
     const auto text = read_file(home_ / "state" / "ferry" / "nodes.json");
     if (text.empty()) return {};
     const auto doc = json::parse(text);
     return doc.is_array() ? doc.as_array() : doc.at("nodes").as_array();
   }
-
-  temp_dir home_;
-  local_node_guard guard_{home_ / "state" / "ferry" / "local"};
 };
 
 TEST_F(nodes_cli, local_nodes_up_exec_ls_and_down) {

@@ -9,7 +9,6 @@
 #include "support/temp_dir.hpp"
 #include "tracing/action_types.hpp"
 
-#include "../provision/local_node_guard.hpp"
 #include "../tracing/otlp_decoder.hpp"
 #include "local_run.hpp"
 
@@ -32,15 +31,11 @@ namespace fs = std::filesystem;
 namespace json = boost::json;
 
 // Storage, a project and 4 warm local nodes, made once for the suite.
-struct nodes_and_storage {
-  temp_dir home;
-  local_node_guard guard{home / "state" / "ferry" / "local"};
-  std::optional<moto_server> moto;
+struct nodes_and_storage : local_workstation {
+  nodes_and_storage() : local_workstation("ferry-otlp") {}
 
-  fs::path project() const { return home / "project"; }
-
-  process_options env() const {
-    auto o = local_ferry_env(*moto, home.path(), "s3://ferry-otlp/p", project());
+  process_options env() const override {
+    auto o = local_workstation::env();
     o.env["FERRY_NODES_MAX_NODES"] = "4";  // the warm ones: a map makes no more
     return o;
   }
@@ -49,8 +44,7 @@ struct nodes_and_storage {
   // traced.py: it continues ferry's task with eliot, in a file of its own under $FERRY_TRACE_DIR, as
   // examples/project/train.py does. The nodes' own dist-packages are hidden from it.
   std::string make() {
-    moto.emplace(moto_options{.host = "10.200.0.1"});
-    moto->make_bucket("ferry-otlp");
+    if (!start_storage()) return "the bridge for local nodes could not be made";
     write_file(project() / ".gitignore", ".venv/\n");
     write_file(project() / "ferry.toml", "[packaging]\npython = \".venv/bin/python\"\n");
     write_file(project() / "traced.py",
@@ -78,16 +72,16 @@ struct nodes_and_storage {
 class trace_export : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    if (::geteuid() != 0 || !bridge_up()) return;
+    if (!can_make_local_nodes() || !bridge_up()) return;
     suite_ = std::make_unique<nodes_and_storage>();
     why_not_ready_ = suite_->make();
   }
   static void TearDownTestSuite() {
-    if (suite_ && suite_->moto) run_ferry({"nodes", "down", "--all"}, suite_->env());
+    if (suite_) suite_->nodes_down();
     suite_.reset();
   }
   void SetUp() override {
-    if (::geteuid() != 0) GTEST_SKIP() << "local nodes in network namespaces need root (CI runs as root)";
+    if (!can_make_local_nodes()) GTEST_SKIP() << local_nodes_need_root;
     ASSERT_TRUE(suite_) << "the bridge for local nodes could not be made";
     ASSERT_EQ(why_not_ready_, "");
   }
@@ -182,8 +176,8 @@ json::object export_and_decode(const fs::path& out, const std::vector<std::strin
 }
 
 TEST_F(trace_export, otlp_of_a_run_with_a_python_child_decodes_with_every_parent_resolved) {
-  const auto trace = s().home / "run.jsonl";
-  const auto children = s().home / "children";
+  const auto trace = s().home_ / "run.jsonl";
+  const auto children = s().home_ / "children";
   fs::create_directories(children);
   const auto r = run_ferry({"--trace", trace.string(), "run", "--nodes", "2", "--env",
                             "FERRY_TRACE_DIR=" + children.string(), "--", system_python, "traced.py"},
@@ -191,7 +185,7 @@ TEST_F(trace_export, otlp_of_a_run_with_a_python_child_decodes_with_every_parent
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ASSERT_EQ(files_in(children).size(), 2u) << "each node's Python program writes a file of its own";
 
-  const auto summary = export_and_decode(s().home / "run.otlp.jsonl", {trace.string(), children.string()}, s().env());
+  const auto summary = export_and_decode(s().home_ / "run.otlp.jsonl", {trace.string(), children.string()}, s().env());
   ASSERT_FALSE(summary.empty());
   const auto actions = actions_in(trace, files_in(children));
   EXPECT_GT(actions, 20u);
@@ -220,14 +214,14 @@ TEST_F(trace_export, otlp_of_a_run_with_a_python_child_decodes_with_every_parent
 }
 
 TEST_F(trace_export, otlp_of_a_map_on_two_nodes_decodes_with_every_parent_resolved) {
-  const auto trace = s().home / "map2.jsonl";
+  const auto trace = s().home_ / "map2.jsonl";
   // Six tasks, three at once on a node: two nodes.
   const auto r = run_ferry({"--trace", trace.string(), "map", "--nodes", "2", "--range", "1..6", "--concurrency", "3",
                             "--", "sh", "-c", "echo $1", "_", "{}"},
                            s().env());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(job_nodes(trace).size(), 2u);
-  const auto summary = export_and_decode(s().home / "map2.otlp.jsonl", {trace.string()}, s().env());
+  const auto summary = export_and_decode(s().home_ / "map2.otlp.jsonl", {trace.string()}, s().env());
   ASSERT_FALSE(summary.empty());
   const auto actions = actions_in(trace);
   EXPECT_EQ(summary.at("span_count").as_int64(), static_cast<std::int64_t>(actions));
@@ -250,14 +244,14 @@ struct chrome_event {
 };
 
 TEST_F(trace_export, chrome_of_a_map_on_four_nodes_has_no_overlap_on_any_track) {
-  const auto trace = s().home / "map4.jsonl";
+  const auto trace = s().home_ / "map4.jsonl";
   // Eight tasks, two at once on a node: four nodes.
   const auto r = run_ferry({"--trace", trace.string(), "map", "--nodes", "4", "--range", "1..8", "--concurrency", "2",
                             "--", "sh", "-c", "sleep 0.2"},
                            s().env());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(job_nodes(trace).size(), 4u);
-  const auto out = s().home / "map4.json";
+  const auto out = s().home_ / "map4.json";
   const auto c = run_ferry({"trace", "chrome", trace.string(), "-o", out.string()}, s().env());
   ASSERT_EQ(c.exit_code, 0) << c.err;
 
