@@ -24,13 +24,8 @@ struct endpoint {
   std::string origin() const;     // scheme://authority
 };
 
-// The URL as a message may show it: user info replaced by "***@", and the values of query parameters
-// whose names look secret (X-Amz-*, signatures, tokens, passwords) by "REDACTED". Messages reach stdout,
-// --json and traces, and a URL pasted into a setting can carry a password or a presigned signature.
-std::string shown_url(std::string_view url);
-
 // http(s)://host[:port][/base/path]; no user info, query or fragment (errc::bad_endpoint). Errors show the
-// URL only as shown_url() does.
+// URL only as tracing::shown_url() does.
 result<endpoint> parse_endpoint(std::string_view url, diagnostics& diag);
 
 // AWS's own endpoint for a service id ("s3", "ec2") in a region.

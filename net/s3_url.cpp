@@ -1,6 +1,6 @@
 #include "net/s3_url.hpp"
 
-#include "net/endpoint.hpp"
+#include "tracing/shown_url.hpp"
 #include "net/error.hpp"
 
 #include <fmt/format.h>
@@ -31,20 +31,20 @@ std::string shown_bucket(std::string_view bucket) {
 result<s3_url> parse_s3_url(std::string_view text, diagnostics& diag) {
   constexpr std::string_view scheme = "s3://";
   if (text.substr(0, scheme.size()) != scheme) {
-    diag.set(fmt::format("'{}' is not an s3:// URL (expected s3://BUCKET/KEY)", shown_url(text)));
+    diag.set(fmt::format("'{}' is not an s3:// URL (expected s3://BUCKET/KEY)", tracing::shown_url(text)));
     return make_error_code(errc::bad_endpoint);
   }
   const auto rest = text.substr(scheme.size());
   const auto slash = rest.find('/');
   s3_url url{std::string(rest.substr(0, slash)), slash == std::string_view::npos ? "" : std::string(rest.substr(slash + 1))};
   if (url.bucket.empty()) {
-    diag.set(fmt::format("'{}' names no bucket (expected s3://BUCKET/KEY)", shown_url(text)));
+    diag.set(fmt::format("'{}' names no bucket (expected s3://BUCKET/KEY)", tracing::shown_url(text)));
     return make_error_code(errc::bad_endpoint);
   }
   if (!is_bucket_name(url.bucket)) {
     const bool userinfo = url.bucket.find('@') != std::string::npos;
     diag.set(fmt::format("'{}': '{}' is not an S3 bucket name (3 to 63 characters of a-z, 0-9, '.' and '-'){}",
-                         shown_url(text), shown_bucket(url.bucket),
+                         tracing::shown_url(text), shown_bucket(url.bucket),
                          userinfo ? "; user info is not allowed: credentials come from AWS settings" : ""));
     return make_error_code(errc::bad_endpoint);
   }

@@ -5,6 +5,7 @@
 #include "net/s3_url.hpp"
 #include "net/error.hpp"
 #include "net/ini_file.hpp"
+#include "tracing/shown_url.hpp"
 #include "support/temp_dir.hpp"
 
 #include <fmt/format.h>
@@ -344,7 +345,7 @@ TEST(endpoint, rejects_what_is_not_an_http_endpoint) {
     const auto parsed = parse_endpoint(url, diag);
     ASSERT_FALSE(parsed) << url;
     EXPECT_EQ(parsed.error(), errc::bad_endpoint) << url;
-    EXPECT_NE(diag.message.find(shown_url(url)), std::string::npos) << diag.message;
+    EXPECT_NE(diag.message.find(tracing::shown_url(url)), std::string::npos) << diag.message;
   }
 }
 
@@ -361,9 +362,9 @@ TEST(endpoint, errors_never_show_user_info_or_secret_query_values) {
     EXPECT_EQ(diag.message.find(secret), std::string::npos) << diag.message;
     EXPECT_NE(diag.message.find("127.0.0.1:9000"), std::string::npos) << diag.message;
   }
-  EXPECT_EQ(shown_url("http://u:p@h:1/b?x=1"), "http://***@h:1/b?x=1");
-  EXPECT_EQ(shown_url("http://h:1/b?X-Amz-Credential=K&y=2"), "http://h:1/b?X-Amz-Credential=REDACTED&y=2");
-  EXPECT_EQ(shown_url("http://h:1/a@b"), "http://h:1/a@b");  // an '@' in the path is no user info
+  EXPECT_EQ(tracing::shown_url("http://u:p@h:1/b?x=1"), "http://***@h:1/b?x=1");
+  EXPECT_EQ(tracing::shown_url("http://h:1/b?X-Amz-Credential=K&y=2"), "http://h:1/b?X-Amz-Credential=REDACTED&y=2");
+  EXPECT_EQ(tracing::shown_url("http://h:1/a@b"), "http://h:1/a@b");  // an '@' in the path is no user info
 }
 
 TEST(s3_url, bucket_names_follow_s3_rules_and_user_info_is_never_shown) {
