@@ -12,7 +12,7 @@
 #include "agent/cli/progress_bar.hpp"
 #include "net/run_all.hpp"
 #include "net/s3_session.hpp"
-#include "net/s3_url.hpp"
+#include "config/s3_url.hpp"
 #include "packaging/discovery_cache.hpp"
 #include "packaging/pack.hpp"
 #include "packaging/tree_walker.hpp"

@@ -8,7 +8,7 @@
 #include "net/run_all.hpp"
 #include "net/s3_session.hpp"
 #include "net/s3_transfer.hpp"
-#include "net/s3_url.hpp"
+#include "config/s3_url.hpp"
 #include "packaging/storage_gc.hpp"
 #include "tracing/action_types.hpp"
 
@@ -46,10 +46,10 @@ enum class names { anything, object };
 
 // The URL, or nothing after telling the user why (exit code 2: the command line is wrong, not storage).
 // `hint` follows the message when the URL names a bucket or a prefix instead of an object.
-std::optional<net::s3_url> url_argument(tracing::action& act, std::string_view text, names what,
-                                        std::string_view hint = {}) {
+std::optional<config::s3_url> url_argument(tracing::action& act, std::string_view text, names what,
+                                           std::string_view hint = {}) {
   diagnostics diag;
-  auto url = net::parse_s3_url(text, diag);
+  auto url = config::parse_s3_url(text, diag);
   if (url && what == names::object && (url->key.empty() || url->key.ends_with('/')))
     diag.set(fmt::format("'{}' names {}, not an object (expected s3://BUCKET/KEY{})", text,
                          url->key.empty() ? "a bucket" : "a prefix", hint));
@@ -193,7 +193,7 @@ asio::awaitable<int> gc(command_context& ctx, const storage_args& args) {
     co_return exit_code::usage;
   }
   diagnostics diag;
-  auto url = net::parse_s3_url(ctx.config.values.storage.url, diag);
+  auto url = config::parse_s3_url(ctx.config.values.storage.url, diag);
   if (!url) co_return report(act, url.error(), diag);
   auto session = open_session(ctx, diag);
   if (!session) co_return report(act, session.error(), diag);

@@ -150,7 +150,7 @@ asio::awaitable<check_result> check_list(tracing::action& parent, storage_link& 
                                                 t.key_id)));
 }
 
-std::string probe_key(const net::s3_url& url) {
+std::string probe_key(const config::s3_url& url) {
   std::random_device rd;
   const auto bits = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
   return fmt::format("{}.ferry-doctor-{:016x}", key_prefix(url.key), bits);

@@ -4,7 +4,7 @@
 // own fix: a missing bucket, access denied, a secret that does not match its key id, an unknown key id.
 #include "agent/doctor/check.hpp"
 #include "agent/doctor/storage_link.hpp"
-#include "net/s3_url.hpp"
+#include "config/s3_url.hpp"
 
 #include <boost/asio/awaitable.hpp>
 
@@ -14,7 +14,7 @@
 namespace ferry::agent::doctor {
 
 struct bucket_target {
-  net::s3_url url;           // storage.url
+  config::s3_url url;           // storage.url
   std::string key_id;        // masked: mask_key_id()
   std::string creds_source;  // where the credentials were found
 };
@@ -25,7 +25,7 @@ boost::asio::awaitable<check_result> check_write(tracing::action& parent, storag
                                                  std::string key);
 
 // A key no other doctor (nor anything of ferry's) uses: PREFIX/.ferry-doctor-<16 hex digits>.
-std::string probe_key(const net::s3_url& url);
+std::string probe_key(const config::s3_url& url);
 
 // The write check's result when the probe at `key` may be left behind: named, with the command that removes it.
 check_result left_behind(check_result out, std::string_view bucket, std::string_view key, std::string_view how);

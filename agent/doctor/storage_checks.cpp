@@ -7,7 +7,7 @@
 #include "net/credentials.hpp"
 #include "net/error.hpp"
 #include "net/run_all.hpp"
-#include "net/s3_url.hpp"
+#include "config/s3_url.hpp"
 #include "net/tls_context.hpp"
 
 #include <fmt/format.h>
@@ -170,7 +170,7 @@ result<bucket_target> bucket_of(const command_context& ctx, const net::credentia
     return make_error_code(net::errc::bad_endpoint);
   }
   diagnostics diag;
-  auto parsed = net::parse_s3_url(url, diag);
+  auto parsed = config::parse_s3_url(url, diag);
   if (!parsed) {
     const auto it = ctx.config.origin.find("storage.url");
     problem = failed("storage.list", fmt::format("storage.url ({}): {}", it == ctx.config.origin.end() ? "?" : it->second,

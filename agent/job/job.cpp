@@ -7,7 +7,7 @@
 #include "net/cancellation.hpp"
 #include "net/fan_out.hpp"
 #include "net/run_all.hpp"
-#include "net/s3_url.hpp"
+#include "config/s3_url.hpp"
 #include "packaging/import_names.hpp"
 #include "packaging/import_order.hpp"
 #include "packaging/stored_manifest.hpp"
@@ -159,7 +159,7 @@ asio::awaitable<void> job::pack_step(diagnostics& diag) {
   auto act = act_.child(action_types::packaging::pack);
   // Each layer goes to the nodes the moment it is in storage. (open() checked the URL.)
   diagnostics ignored;
-  const auto url = net::parse_s3_url(ctx_.config.values.storage.url, ignored);
+  const auto url = config::parse_s3_url(ctx_.config.values.storage.url, ignored);
   const std::string bucket = url ? url->bucket : std::string();
   packaging::pack_progress progress;
   progress.on_layer_shipped = [this, &bucket](const packaging::shipped_layer& l) {

@@ -3,7 +3,7 @@
 #include "agent/error.hpp"
 #include "agent/node/entry_name.hpp"
 #include "agent/materialise/node_call.hpp"
-#include "net/s3_url.hpp"
+#include "config/s3_url.hpp"
 #include "tracing/action_types.hpp"
 
 #include <fmt/format.h>
@@ -36,7 +36,7 @@ result<stage_spec> parse_stage_spec(std::string_view text, diagnostics& diag) {
     return error_code(errc::bad_stage);
   }
   while (spec.node_dir.size() > 1 && spec.node_dir.back() == '/') spec.node_dir.pop_back();
-  auto url = net::parse_s3_url(text.substr(0, eq), diag);
+  auto url = config::parse_s3_url(text.substr(0, eq), diag);
   if (!url) {
     diag.set(fmt::format("--stage {}: {}", text, diag.message));
     return error_code(errc::bad_stage);

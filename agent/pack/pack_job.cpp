@@ -2,7 +2,7 @@
 
 #include "packaging/import_order.hpp"
 
-#include "net/s3_url.hpp"
+#include "config/s3_url.hpp"
 #include "packaging/zip_digest_cache.hpp"
 #include "agent/error.hpp"
 
@@ -72,7 +72,7 @@ packaging::pack_settings pack_settings_for(const command_context& ctx, const pac
 result<std::optional<net::s3_session>> open_storage(const command_context& ctx, diagnostics& diag) {
   const auto& s = ctx.config.values;
   if (s.storage.url.empty()) return std::optional<net::s3_session>();
-  auto url = net::parse_s3_url(s.storage.url, diag);
+  auto url = config::parse_s3_url(s.storage.url, diag);
   if (!url) return url.error();
   auto opened = net::open_s3_session(ctx.io, ctx.cpu, s, net::process_environment(), diag, stall_notice());
   if (!opened) return opened.error();
@@ -94,7 +94,7 @@ asio::awaitable<result<pack_outcome>> run_pack(tracing::action& act, const comma
   pack_outcome out;
   out.settings = pack_settings_for(ctx, request);
   if (session) {
-    auto url = net::parse_s3_url(s.storage.url, diag);
+    auto url = config::parse_s3_url(s.storage.url, diag);
     if (!url) co_return url.error();
     out.settings.bucket = url->bucket;
     out.settings.prefix = url->key;

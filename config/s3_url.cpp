@@ -1,11 +1,11 @@
-#include "net/s3_url.hpp"
+#include "config/s3_url.hpp"
 
+#include "config/error.hpp"
 #include "tracing/shown_url.hpp"
-#include "net/error.hpp"
 
 #include <fmt/format.h>
 
-namespace ferry::net {
+namespace ferry::config {
 namespace {
 
 // S3's rule for bucket names (3 to 63 of a-z 0-9 '.' '-', starting and ending with a letter or digit).
@@ -32,23 +32,23 @@ result<s3_url> parse_s3_url(std::string_view text, diagnostics& diag) {
   constexpr std::string_view scheme = "s3://";
   if (text.substr(0, scheme.size()) != scheme) {
     diag.set(fmt::format("'{}' is not an s3:// URL (expected s3://BUCKET/KEY)", tracing::shown_url(text)));
-    return make_error_code(errc::bad_endpoint);
+    return make_error_code(errc::bad_value);
   }
   const auto rest = text.substr(scheme.size());
   const auto slash = rest.find('/');
   s3_url url{std::string(rest.substr(0, slash)), slash == std::string_view::npos ? "" : std::string(rest.substr(slash + 1))};
   if (url.bucket.empty()) {
     diag.set(fmt::format("'{}' names no bucket (expected s3://BUCKET/KEY)", tracing::shown_url(text)));
-    return make_error_code(errc::bad_endpoint);
+    return make_error_code(errc::bad_value);
   }
   if (!is_bucket_name(url.bucket)) {
     const bool userinfo = url.bucket.find('@') != std::string::npos;
     diag.set(fmt::format("'{}': '{}' is not an S3 bucket name (3 to 63 characters of a-z, 0-9, '.' and '-'){}",
                          tracing::shown_url(text), shown_bucket(url.bucket),
                          userinfo ? "; user info is not allowed: credentials come from AWS settings" : ""));
-    return make_error_code(errc::bad_endpoint);
+    return make_error_code(errc::bad_value);
   }
   return url;
 }
 
-}  // namespace ferry::net
+}  // namespace ferry::config
