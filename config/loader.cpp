@@ -146,7 +146,28 @@ error_code apply_flags(loaded_config& out, const std::vector<flag_value>& flags,
   return {};
 }
 
+// Read here once for every command; a malformed URL is kept as a problem rather than failing the load.
+void read_storage_url(loaded_config& out) {
+  const auto& text = out.values.storage.url;
+  if (text.empty()) return;
+  diagnostics why;
+  auto url = parse_s3_url(text, why);
+  if (url) {
+    out.storage.url = std::move(*url);
+    return;
+  }
+  const auto it = out.origin.find("storage.url");
+  out.storage.why = why.message;
+  out.storage.problem =
+      fmt::format("{}: storage.url: {}", it == out.origin.end() ? std::string("?") : it->second, why.message);
+}
+
 }  // namespace
+
+error_code storage_location::refuse(diagnostics& diag) const {
+  diag.set(problem);
+  return make_error_code(errc::bad_value);
+}
 
 result<loaded_config> load(const load_options& options, diagnostics& diag) {
   loaded_config out;
@@ -163,6 +184,7 @@ result<loaded_config> load(const load_options& options, diagnostics& diag) {
     out.values.ec2.user = out.values.ssh.user;
     out.origin.insert_or_assign("ec2.user", "ssh.user (" + out.origin["ssh.user"] + ")");
   }
+  read_storage_url(out);
   return out;
 }
 

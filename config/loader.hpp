@@ -2,6 +2,7 @@
 // Loading the configuration from its sources, highest first: flags, FERRY_* environment variables,
 // ./ferry.toml (or --config FILE), $XDG_CONFIG_HOME/ferry/config.toml, built-in defaults. Every value
 // remembers where it came from, and every error names its file:line:column or its variable.
+#include "config/s3_url.hpp"
 #include "config/schema.hpp"
 #include "config/xdg.hpp"
 #include "tracing/diagnostics.hpp"
@@ -34,8 +35,23 @@ struct load_options {
   env_lookup env = process_env();
 };
 
+// storage.url, parsed once as the configuration is loaded; every command reads it from here. A malformed URL
+// does not fail the load: commands that need no storage (version, trace, config show, doctor's other checks)
+// still run, and one that needs storage refuses it as the configuration error it is (exit code 2).
+struct storage_location {
+  std::optional<s3_url> url;  // none: storage.url is unset, or malformed (then `problem` says why)
+  std::string why;            // what is wrong with a malformed storage.url
+  std::string problem;        // the same with where the value came from: "FILE:LINE:COL: storage.url: WHY"
+
+  bool unset() const { return !url && problem.empty(); }
+  bool malformed() const { return !problem.empty(); }
+  // errc::bad_value, with `problem` in `diag`: what a command that needs storage says of a malformed URL.
+  error_code refuse(diagnostics& diag) const;
+};
+
 struct loaded_config {
   settings values;
+  storage_location storage;
   std::map<std::string, std::string, std::less<>> origin;  // key -> "default", "file:line:col", "env X"...
   std::vector<std::string> files;                          // files read, lowest priority first
 };

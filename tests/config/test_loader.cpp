@@ -122,6 +122,42 @@ INSTANTIATE_TEST_SUITE_P(
                       bad_case{"[s3]\npart_size = \"1e300MiB\"\n", errc::bad_value, "2:13", "not a size"},
                       bad_case{"[net]\nconnect_timeout = \"1s\"\n[net\n", errc::malformed, "3:", "expected ']'"}));
 
+TEST_F(fixture, storage_url_is_parsed_as_it_is_loaded) {
+  diagnostics diag;
+  auto unset = load(options(), diag);
+  ASSERT_TRUE(unset) << diag.message;
+  EXPECT_FALSE(unset->storage.url);
+  EXPECT_FALSE(unset->storage.malformed());
+  env["FERRY_STORAGE_URL"] = "s3://bucket/team/prefix/";
+  auto c = load(options(), diag);
+  ASSERT_TRUE(c) << diag.message;
+  ASSERT_TRUE(c->storage.url);
+  EXPECT_EQ(c->storage.url->bucket, "bucket");
+  EXPECT_EQ(c->storage.url->key, "team/prefix/");
+  EXPECT_FALSE(c->storage.malformed());
+}
+
+// Not a failed load: commands that need no storage (version, config show) still run with it.
+TEST_F(fixture, a_malformed_storage_url_is_refused_naming_file_line_column) {
+  const auto file = dir.write("project/ferry.toml", "[storage]\nurl = \"s3://Bad_Bucket/prefix\"\n");
+  diagnostics diag;
+  auto c = load(options(), diag);
+  ASSERT_TRUE(c) << diag.message;
+  EXPECT_FALSE(c->storage.url);
+  ASSERT_TRUE(c->storage.malformed());
+  diagnostics refused;
+  EXPECT_EQ(c->storage.refuse(refused), make_error_code(errc::bad_value));
+  EXPECT_NE(refused.message.find(file.string() + ":2:7: storage.url: "), std::string::npos) << refused.message;
+  EXPECT_NE(refused.message.find("'Bad_Bucket' is not an S3 bucket name"), std::string::npos) << refused.message;
+  EXPECT_EQ(c->storage.why.find(file.string()), std::string::npos) << c->storage.why;
+
+  env["FERRY_STORAGE_URL"] = "bucket/prefix";
+  auto from_env = load(options(), diag);
+  ASSERT_TRUE(from_env) << diag.message;
+  EXPECT_EQ(from_env->storage.problem,
+            "environment FERRY_STORAGE_URL: storage.url: 'bucket/prefix' is not an s3:// URL (expected s3://BUCKET/KEY)");
+}
+
 TEST_F(fixture, a_named_config_file_must_be_readable) {
   auto o = options();
   o.config_file = dir / "missing.toml";
