@@ -12,7 +12,6 @@
 #include "agent/cli/progress_bar.hpp"
 #include "net/run_all.hpp"
 #include "net/s3_session.hpp"
-#include "config/s3_url.hpp"
 #include "packaging/discovery_cache.hpp"
 #include "packaging/pack.hpp"
 #include "packaging/tree_walker.hpp"
@@ -175,7 +174,7 @@ asio::awaitable<int> pack(command_context& ctx, const pack_args& args) {
   const auto& s = ctx.config.values;
   auto act = ctx.trace.child(action_types::packaging::pack, {{"dry_run", args.dry_run}, {"explain", args.explain}});
   diagnostics diag;
-  if (s.storage.url.empty() && !args.dry_run && !args.explain) {
+  if (ctx.config.storage.unset() && !args.dry_run && !args.explain) {
     fmt::print(stderr, "ferry: error: storage.url is not set: put storage.url = \"s3://BUCKET/PREFIX\" in ferry.toml "
                        "or set FERRY_STORAGE_URL (or pass --dry-run)\n");
     act.fail_exception("usage", "no storage.url");

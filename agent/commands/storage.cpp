@@ -5,10 +5,10 @@
 #include "agent/cli/exit_code.hpp"
 #include "agent/pack/pack_job.hpp"
 #include "agent/cli/progress_bar.hpp"
+#include "config/s3_url.hpp"
 #include "net/run_all.hpp"
 #include "net/s3_session.hpp"
 #include "net/s3_transfer.hpp"
-#include "config/s3_url.hpp"
 #include "packaging/storage_gc.hpp"
 #include "tracing/action_types.hpp"
 
@@ -193,8 +193,14 @@ asio::awaitable<int> gc(command_context& ctx, const storage_args& args) {
     co_return exit_code::usage;
   }
   diagnostics diag;
-  auto url = config::parse_s3_url(ctx.config.values.storage.url, diag);
-  if (!url) co_return report(act, url.error(), diag);
+  const auto& storage = ctx.config.storage;
+  if (storage.malformed()) co_return report(act, storage.refuse(diag), diag);
+  if (storage.unset()) {
+    diag.set("storage.url is not set: gc works on its prefix. Put storage.url = \"s3://BUCKET/PREFIX\" in ferry.toml "
+             "or set FERRY_STORAGE_URL");
+    co_return report(act, errc::no_storage, diag);
+  }
+  const auto& url = storage.url;
   auto session = open_session(ctx, diag);
   if (!session) co_return report(act, session.error(), diag);
   const auto now = std::chrono::duration_cast<std::chrono::seconds>(

@@ -14,7 +14,7 @@
 namespace ferry::agent::doctor {
 
 struct bucket_target {
-  config::s3_url url;           // storage.url
+  config::s3_url url;        // storage.url
   std::string key_id;        // masked: mask_key_id()
   std::string creds_source;  // where the credentials were found
 };

@@ -2,12 +2,12 @@
 
 #include "agent/doctor/bucket_checks.hpp"
 #include "agent/doctor/storage_link.hpp"
+#include "config/error.hpp"
 #include "net/aws_profile.hpp"
 #include "net/cancellation.hpp"
 #include "net/credentials.hpp"
 #include "net/error.hpp"
 #include "net/run_all.hpp"
-#include "config/s3_url.hpp"
 #include "net/tls_context.hpp"
 
 #include <fmt/format.h>
@@ -162,23 +162,22 @@ asio::awaitable<check_result> check_clock(tracing::action& parent, storage_link&
 
 // storage.url as the bucket checks need it, or the failed check that says why not.
 result<bucket_target> bucket_of(const command_context& ctx, const net::credentials& creds, check_result& problem) {
-  const auto& url = ctx.config.values.storage.url;
-  if (url.empty()) {
+  const auto& storage = ctx.config.storage;
+  if (storage.unset()) {
     problem = failed("storage.list", "storage.url is not set: ferry does not know which bucket to use",
                      "set FERRY_STORAGE_URL=s3://BUCKET/PREFIX, or url = \"s3://BUCKET/PREFIX\" under [storage] in "
                      "ferry.toml");
     return make_error_code(net::errc::bad_endpoint);
   }
-  diagnostics diag;
-  auto parsed = config::parse_s3_url(url, diag);
-  if (!parsed) {
+  if (storage.malformed()) {
+    const auto ec = make_error_code(config::errc::bad_value);
     const auto it = ctx.config.origin.find("storage.url");
     problem = failed("storage.list", fmt::format("storage.url ({}): {}", it == ctx.config.origin.end() ? "?" : it->second,
-                                                 diag.message),
-                     "write storage.url as s3://BUCKET/PREFIX", parsed.error());
-    return parsed.error();
+                                                 storage.why),
+                     "write storage.url as s3://BUCKET/PREFIX", ec);
+    return ec;
   }
-  return bucket_target{std::move(*parsed), mask_key_id(creds.access_key_id), creds.source};
+  return bucket_target{*storage.url, mask_key_id(creds.access_key_id), creds.source};
 }
 
 // A check cut off by the shutdown's terminal cancellation, which net/'s HTTP requests throw from (they do

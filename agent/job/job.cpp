@@ -7,7 +7,6 @@
 #include "net/cancellation.hpp"
 #include "net/fan_out.hpp"
 #include "net/run_all.hpp"
-#include "config/s3_url.hpp"
 #include "packaging/import_names.hpp"
 #include "packaging/import_order.hpp"
 #include "packaging/stored_manifest.hpp"
@@ -132,7 +131,7 @@ double job::since_start() const { return seconds(std::chrono::steady_clock::now(
 
 result<void> job::open(std::string_view provider, diagnostics& diag) {
   const auto& s = ctx_.config.values;
-  if (s.storage.url.empty()) {
+  if (ctx_.config.storage.unset()) {
     diag.set("storage.url is not set: nodes fetch the project from storage. Put storage.url = "
              "\"s3://BUCKET/PREFIX\" in ferry.toml or set FERRY_STORAGE_URL");
     return error_code(errc::no_storage);
@@ -157,10 +156,8 @@ result<void> job::open(std::string_view provider, diagnostics& diag) {
 asio::awaitable<void> job::pack_step(diagnostics& diag) {
   co_await net::accept_cancellation();
   auto act = act_.child(action_types::packaging::pack);
-  // Each layer goes to the nodes the moment it is in storage. (open() checked the URL.)
-  diagnostics ignored;
-  const auto url = config::parse_s3_url(ctx_.config.values.storage.url, ignored);
-  const std::string bucket = url ? url->bucket : std::string();
+  // Each layer goes to the nodes the moment it is in storage. (open() made sure there is a storage.url.)
+  const std::string& bucket = ctx_.config.storage.url.value().bucket;
   packaging::pack_progress progress;
   progress.on_layer_shipped = [this, &bucket](const packaging::shipped_layer& l) {
     feed_.add(l.index, source_of(l, *storage_->s3, bucket));

@@ -2,7 +2,6 @@
 
 #include "packaging/import_order.hpp"
 
-#include "config/s3_url.hpp"
 #include "packaging/zip_digest_cache.hpp"
 #include "agent/error.hpp"
 
@@ -71,9 +70,8 @@ packaging::pack_settings pack_settings_for(const command_context& ctx, const pac
 
 result<std::optional<net::s3_session>> open_storage(const command_context& ctx, diagnostics& diag) {
   const auto& s = ctx.config.values;
-  if (s.storage.url.empty()) return std::optional<net::s3_session>();
-  auto url = config::parse_s3_url(s.storage.url, diag);
-  if (!url) return url.error();
+  if (ctx.config.storage.malformed()) return ctx.config.storage.refuse(diag);
+  if (!ctx.config.storage.url) return std::optional<net::s3_session>();
   auto opened = net::open_s3_session(ctx.io, ctx.cpu, s, net::process_environment(), diag, stall_notice());
   if (!opened) return opened.error();
   return std::optional<net::s3_session>(std::move(*opened));
@@ -93,9 +91,7 @@ asio::awaitable<result<pack_outcome>> run_pack(tracing::action& act, const comma
   const auto& s = ctx.config.values;
   pack_outcome out;
   out.settings = pack_settings_for(ctx, request);
-  if (session) {
-    auto url = config::parse_s3_url(s.storage.url, diag);
-    if (!url) co_return url.error();
+  if (const auto& url = ctx.config.storage.url; session && url) {
     out.settings.bucket = url->bucket;
     out.settings.prefix = url->key;
   } else if (request.need_storage) {

@@ -44,8 +44,8 @@ packaging::pack_settings pack_settings_for(const command_context& ctx, const pac
 // The shipped sys.path entries as roots to pack, in order; what cannot ship is said, never dropped quietly.
 std::vector<packaging::root_spec> roots_of(const packaging::discovery& found, std::vector<std::string>& warnings);
 
-// Storage for packing (and presigning), or none when storage.url is empty. A bad URL or missing
-// credentials fail here, before any work.
+// Storage for packing (and presigning), or none when storage.url is unset. A malformed storage.url (a
+// configuration error: config::errc) or missing credentials fail here, before any work.
 result<std::optional<net::s3_session>> open_storage(const command_context& ctx, diagnostics& diag);
 
 // How every command shows that storage has stopped answering: a warning line on stderr.

@@ -94,6 +94,34 @@ TEST_F(cli, a_command_that_ships_the_project_without_storage_url_is_a_configurat
   }
 }
 
+// Parsed once as the configuration is loaded, refused by each command that needs storage as the configuration
+// error it is, naming where it was set; commands that need no storage still run.
+TEST_F(cli, a_malformed_storage_url_is_a_configuration_error_naming_its_file_line) {
+  dir.write("work/ferry.toml", "[storage]\nurl = \"s3://Bad_Bucket/p\"\n");
+  for (auto args : std::vector<std::vector<std::string>>{{"run", "--", "true"},
+                                                         {"map", "--range", "1..2", "--", "true"},
+                                                         {"warmup"},
+                                                         {"pack"},
+                                                         {"pack", "--dry-run"},
+                                                         {"storage", "gc"}}) {
+    const auto r = run_ferry(args, opts);
+    EXPECT_EQ(r.exit_code, 2) << args[0] << r.err;
+    EXPECT_NE(r.err.find("ferry.toml:2:7: storage.url: 's3://Bad_Bucket/p': 'Bad_Bucket' is not an S3 bucket name"),
+              std::string::npos)
+        << args[0] << r.err;
+  }
+  for (auto args : std::vector<std::vector<std::string>>{{"version"}, {"config", "show"}}) {
+    const auto r = run_ferry(args, opts);
+    EXPECT_EQ(r.exit_code, 0) << args[0] << r.err;
+  }
+}
+
+TEST_F(cli, storage_gc_without_storage_url_is_a_configuration_error) {
+  const auto r = run_ferry({"storage", "gc"}, opts);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("storage.url is not set"), std::string::npos) << r.err;
+}
+
 TEST_F(cli, global_options_work_before_and_after_the_command) {
   const auto a = run_ferry({"--trace", (dir / "a.jsonl").string(), "config", "show"}, opts);
   const auto b = run_ferry({"config", "show", "--trace", (dir / "b.jsonl").string()}, opts);
