@@ -2,7 +2,8 @@
 // The life of one exec channel, sans-io (net/ssh_exec.hpp says what ferry does and why): the decisions
 // from asking for a channel to the command's end, and, when ferry stops listening before that end, the
 // kill of the command's process group. The shell (net/ssh_exec.cpp and net/ssh_exec_channel.cpp) makes
-// the libssh calls and does the waiting, tells the core what happened, and does what next() says.
+// the libssh calls and does the waiting, tells the core what happened, and does what next() says: one
+// action at a time, as net/sans_io.hpp has every core speak.
 //
 //   open ──refused for lack of channels──> open again (once one of ours ends; or after a short delay
 //     │                                    when none of ours is open but the node's cap is known)
@@ -22,6 +23,7 @@
 #include "net/cancellation.hpp"
 #include "net/exec_group_line.hpp"
 #include "net/exit_info.hpp"
+#include "net/sans_io.hpp"
 #include "tracing/diagnostics.hpp"
 
 #include <chrono>
@@ -78,7 +80,9 @@ class exec_lifecycle {
 
   exec_lifecycle(kind k, const exec_limits& limits, std::string peer, std::string command);
 
+  // What to do now; the same until an event changes it.
   exec_step next() const;
+  bool done() const { return phase_ == phase::done; }  // next() is finish
 
   // ---- Starting ----
   void open_failed(const open_failure& f);
@@ -148,5 +152,7 @@ class exec_lifecycle {
   std::optional<result<exit_info>> kill_result_;
   bool drained_ = false;
 };
+
+static_assert(sans_io::core<exec_lifecycle>);
 
 }  // namespace ferry::net

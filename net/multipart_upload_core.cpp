@@ -24,7 +24,7 @@ error_code multipart_upload_core::cancellation_error() {
 
 multipart_upload_core::multipart_upload_core(int parts_in_flight) : limit_(std::max(1, parts_in_flight)) {}
 
-std::vector<multipart_action> multipart_upload_core::next_actions() {
+std::vector<multipart_action> multipart_upload_core::next() {
   std::vector<multipart_action> out;
   for (const int number : to_release_) out.push_back(action(multipart_action::kind::release_part, number));
   to_release_.clear();

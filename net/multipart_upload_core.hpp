@@ -1,6 +1,7 @@
 #pragma once
 // The multipart upload protocol, sans-io: from what the operations report, which operations to start
-// next. The async shell (upload_multipart in s3_transfer.hpp) only carries them out and reports back.
+// next. The async shell (upload_multipart in s3_transfer.hpp) only carries them out and reports back; the
+// two speak as every sans-io core does (net/sans_io.hpp), next() being a set of actions run in parallel.
 //
 //   create ---------------------------------------------- failed: finish (nothing to abort)
 //     |
@@ -17,6 +18,7 @@
 // The first failure is the result, with its diagnostics: what fails after it only fails because of it.
 // A terminal cancellation means "stop cleaning up": no abort starts after one, and one that runs hears it.
 #include "net/cancellation.hpp"
+#include "net/sans_io.hpp"
 #include "net/s3_xml.hpp"
 #include "tracing/diagnostics.hpp"
 
@@ -59,8 +61,9 @@ class multipart_upload_core {
   // `parts_in_flight` below 1 counts as 1.
   explicit multipart_upload_core(int parts_in_flight);
 
-  // What to start now, in order; each action is returned once. The first call asks for the create.
-  std::vector<multipart_action> next_actions();
+  // What to start now, in order, to run in parallel; each action is returned once. The first call asks
+  // for the create.
+  std::vector<multipart_action> next();
 
   // Events: the outcome of each action started, and cancellations as the shell hears them.
   void created(std::string upload_id);
@@ -77,7 +80,7 @@ class multipart_upload_core {
   void abort_failed(const error_code& ec, diagnostics diag);
 
   const std::string& upload_id() const { return upload_id_; }
-  bool finished() const { return phase_ == phase::finished; }
+  bool done() const { return phase_ == phase::finished; }  // finish was handed out
   // Once finished: the first failure (empty when the upload completed) and its diagnostics.
   const error_code& failure() const { return error_; }
   const diagnostics& failure_diagnostics() const { return diag_; }
@@ -119,5 +122,7 @@ class multipart_upload_core {
   diagnostics diag_;
   std::string etag_;
 };
+
+static_assert(sans_io::core<multipart_upload_core>);
 
 }  // namespace ferry::net

@@ -190,9 +190,9 @@ asio::awaitable<void> drive(upload_run& run) {
     run.woken = false;
     const auto state = co_await asio::this_coro::cancellation_state;
     pass_on(run, state.cancelled());
-    for (auto& a : run.core.next_actions()) carry_out(run, a);
+    for (auto& a : run.core.next()) carry_out(run, a);
     run.running.remove_if([](const running_op& r) { return r.done; });
-    if (run.core.finished() && run.running.empty()) co_return;
+    if (run.core.done() && run.running.empty()) co_return;
     // An operation that ended while the loop was busy has already said so.
     if (run.woken) continue;
     error_code ec;  // woken or cancelled: either way the loop looks again

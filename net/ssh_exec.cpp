@@ -96,7 +96,7 @@ asio::awaitable<result<exit_info>> run_channel(tracing::action& act, std::shared
     core.completed();
   }
   // The core asks for a kill when the command may outlive the failure (never for the kill itself).
-  if (core.next().action != exec_action::finish) co_await stop_remote(act, session, ch);
+  if (!core.done()) co_await stop_remote(act, session, ch);
   act.log(action_types::ssh::exec_bytes, {{"stdout", ch.bytes_out()}, {"stderr", ch.bytes_err()}, {"stdin", ch.bytes_in()}});
   co_return core.outcome(diag);
 }

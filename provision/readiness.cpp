@@ -132,7 +132,7 @@ asio::awaitable<error_code> run_stage(tracing::action& act, waiter& w, readiness
   while (w.core.stage() == stage) {
     if (co_await net::cancelled()) co_return make_error_code(asio::error::operation_aborted);
     if (const auto ec = co_await sleep_until(w.core.next_at())) co_return ec;
-    if (w.core.step() == readiness_step::ssh_attempt) {
+    if (w.core.next() == readiness_step::ssh_attempt) {
       co_await ssh_attempt(act, w, *login);
       continue;
     }

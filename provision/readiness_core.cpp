@@ -33,14 +33,14 @@ void readiness_core::skip_running(time_point now) {
   schedule_.restart();
 }
 
-readiness_step readiness_core::step() const {
+readiness_step readiness_core::next() const {
   switch (stage_) {
     case readiness_stage::running: return readiness_step::describe;
     case readiness_stage::ssh: return recheck_ ? readiness_step::describe : readiness_step::ssh_attempt;
     case readiness_stage::ready:
     case readiness_stage::failed: break;
   }
-  return readiness_step::none;
+  return readiness_step::finish;
 }
 
 void readiness_core::described(node_state state, time_point now, double jitter) {

@@ -1,6 +1,7 @@
 #pragma once
 // The readiness state machine, sans-io: what to do next for one node and when, from what the provider
-// said and how the last SSH attempt went. The async shell (readiness.hpp) only carries out its steps.
+// said and how the last SSH attempt went. The async shell (readiness.hpp) only carries out its steps; the
+// two speak as every sans-io core does (net/sans_io.hpp), one step at a time.
 //
 //   running stage: describe the node until the provider says running
 //        |  pending, unknown or a failed describe: again after the next wait
@@ -13,6 +14,7 @@
 //
 // Each stage starts its waits from nodes.poll_initial; the one deadline covers both stages and fails
 // the node with not_running_in_time or ssh_not_ready_in_time depending on the stage it was in.
+#include "net/sans_io.hpp"
 #include "provision/error.hpp"
 #include "provision/node.hpp"
 #include "provision/poll_schedule.hpp"
@@ -22,7 +24,7 @@
 namespace ferry::provision {
 
 enum class readiness_stage { running, ssh, ready, failed };
-enum class readiness_step { describe, ssh_attempt, none };
+enum class readiness_step { describe, ssh_attempt, finish };
 
 std::string_view to_string(readiness_stage s);
 
@@ -36,7 +38,8 @@ class readiness_core {
   void skip_running(time_point now);
 
   readiness_stage stage() const { return stage_; }
-  readiness_step step() const;   // what to do at next_at(); none once ready or failed
+  readiness_step next() const;   // what to do at next_at(); finish once ready or failed
+  bool done() const { return next() == readiness_step::finish; }
   time_point next_at() const { return next_at_; }
   time_point deadline() const { return schedule_.deadline(); }
   // Describes made in the running stage, or SSH attempts made in the ssh stage: of the stage the machine is
@@ -64,5 +67,7 @@ class readiness_core {
   int ssh_attempts_ = 0;
   errc failure_{};
 };
+
+static_assert(net::sans_io::core<readiness_core>);
 
 }  // namespace ferry::provision

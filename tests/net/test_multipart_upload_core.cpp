@@ -193,7 +193,7 @@ class simulation {
   }
 
   void take() {
-    for (auto& a : core_.next_actions()) check(a);
+    for (auto& a : core_.next()) check(a);
   }
 
   void check(const multipart_action& a) {
@@ -270,8 +270,8 @@ class simulation {
     finished_ = true;
     if (creating_ || completing_ || aborting_ || parts_work_running()) problem("finish while operations run");
     if (!held_.empty()) problem(fmt::format("finish with {} parts neither sent nor released", held_.size()));
-    if (!core_.finished()) problem("finish handed out, but the core says it is not finished");
-    if (!core_.next_actions().empty()) problem("actions after finish");
+    if (!core_.done()) problem("finish handed out, but the core says it is not finished");
+    if (!core_.next().empty()) problem("actions after finish");
   }
 
   void check_outcome() {
@@ -399,35 +399,35 @@ std::vector<multipart_action::kind> kinds(const std::vector<multipart_action>& a
 TEST(multipart_upload_core, a_cancellation_before_anything_started_creates_nothing) {
   multipart_upload_core core(2);
   core.cancelled(cancel_kind::total);
-  EXPECT_EQ(kinds(core.next_actions()), std::vector{kind::finish});
+  EXPECT_EQ(kinds(core.next()), std::vector{kind::finish});
   EXPECT_EQ(core.failure(), boost::asio::error::operation_aborted);
 }
 
 TEST(multipart_upload_core, an_upload_created_during_a_cancellation_is_aborted_unless_terminal) {
   for (const auto k : {cancel_kind::partial, cancel_kind::total, cancel_kind::terminal}) {
     multipart_upload_core core(2);
-    EXPECT_EQ(kinds(core.next_actions()), std::vector{kind::create});
+    EXPECT_EQ(kinds(core.next()), std::vector{kind::create});
     core.cancelled(k);
-    EXPECT_TRUE(core.next_actions().empty());  // the create is shielded: its answer is awaited
+    EXPECT_TRUE(core.next().empty());  // the create is shielded: its answer is awaited
     core.created("id");
     const auto expected = k == cancel_kind::terminal ? std::vector{kind::finish} : std::vector{kind::abort};
-    EXPECT_EQ(kinds(core.next_actions()), expected);
+    EXPECT_EQ(kinds(core.next()), expected);
   }
 }
 
 TEST(multipart_upload_core, a_cancellation_while_completing_does_not_undo_a_completed_upload) {
   multipart_upload_core core(1);
-  core.next_actions();
+  core.next();
   core.created("id");
-  EXPECT_EQ(kinds(core.next_actions()), std::vector{kind::read_part});
+  EXPECT_EQ(kinds(core.next()), std::vector{kind::read_part});
   core.part_read(1, 10);
-  EXPECT_EQ(kinds(core.next_actions()), (std::vector{kind::send_part, kind::read_part}));
+  EXPECT_EQ(kinds(core.next()), (std::vector{kind::send_part, kind::read_part}));
   core.source_ended();
   core.part_sent(1, "e1");
-  EXPECT_EQ(kinds(core.next_actions()), std::vector{kind::complete});
+  EXPECT_EQ(kinds(core.next()), std::vector{kind::complete});
   core.cancelled(cancel_kind::total);
   core.completed("object");
-  EXPECT_EQ(kinds(core.next_actions()), std::vector{kind::finish});
+  EXPECT_EQ(kinds(core.next()), std::vector{kind::finish});
   EXPECT_FALSE(core.failure());
   EXPECT_EQ(core.etag(), "object");
   EXPECT_EQ(core.bytes(), 10u);
@@ -435,33 +435,33 @@ TEST(multipart_upload_core, a_cancellation_while_completing_does_not_undo_a_comp
 
 TEST(multipart_upload_core, a_terminal_cancellation_during_the_abort_ends_it_with_the_first_failure) {
   multipart_upload_core core(1);
-  core.next_actions();
+  core.next();
   core.created("id");
-  core.next_actions();
+  core.next();
   core.source_failed(error_at(1), {"cannot read"});
-  const auto abort = core.next_actions();
+  const auto abort = core.next();
   ASSERT_EQ(kinds(abort), std::vector{kind::abort});
   EXPECT_EQ(abort[0].stops, cancelled_by::terminal);
   core.cancelled(cancel_kind::total);  // not passed on to the abort
   core.cancelled(cancel_kind::terminal);
-  EXPECT_TRUE(core.next_actions().empty());
+  EXPECT_TRUE(core.next().empty());
   core.abort_failed(boost::asio::error::operation_aborted, {});
-  EXPECT_EQ(kinds(core.next_actions()), std::vector{kind::finish});
+  EXPECT_EQ(kinds(core.next()), std::vector{kind::finish});
   EXPECT_EQ(core.failure(), error_at(1));
   EXPECT_EQ(core.failure_diagnostics().message, "cannot read");
 }
 
 TEST(multipart_upload_core, a_part_read_after_a_failure_is_released_not_sent) {
   multipart_upload_core core(2);
-  core.next_actions();
+  core.next();
   core.created("id");
-  core.next_actions();  // read 1
+  core.next();  // read 1
   core.part_read(1, 10);
-  core.next_actions();  // send 1, read 2
+  core.next();  // send 1, read 2
   core.part_failed(1, error_at(2), {"refused"});
-  EXPECT_TRUE(core.next_actions().empty());  // the read still runs: the abort waits for it
+  EXPECT_TRUE(core.next().empty());  // the read still runs: the abort waits for it
   core.part_read(2, 10);
-  const auto actions = core.next_actions();
+  const auto actions = core.next();
   ASSERT_EQ(kinds(actions), (std::vector{kind::release_part, kind::abort}));
   EXPECT_EQ(actions[0].part, 2);
 }
@@ -469,11 +469,11 @@ TEST(multipart_upload_core, a_part_read_after_a_failure_is_released_not_sent) {
 TEST(multipart_upload_core, an_empty_source_still_completes_as_before) {
   // As the old code did: storage answers an upload without parts with an error, and the upload is aborted.
   multipart_upload_core core(3);
-  core.next_actions();
+  core.next();
   core.created("id");
-  core.next_actions();
+  core.next();
   core.source_ended();
-  const auto actions = core.next_actions();
+  const auto actions = core.next();
   ASSERT_EQ(kinds(actions), std::vector{kind::complete});
   EXPECT_TRUE(actions[0].parts.empty());
 }

@@ -81,7 +81,7 @@ class core : public ::testing::Test {
 
 TEST_F(core, polls_until_running_then_tries_ssh_at_once) {
   EXPECT_EQ(c.stage(), readiness_stage::running);
-  EXPECT_EQ(c.step(), readiness_step::describe);
+  EXPECT_EQ(c.next(), readiness_step::describe);
   EXPECT_EQ(c.next_at(), t0);
   c.described(node_state::pending, t0, 0);
   EXPECT_EQ(c.next_at(), t0 + 50ms);
@@ -90,7 +90,7 @@ TEST_F(core, polls_until_running_then_tries_ssh_at_once) {
   EXPECT_EQ(c.attempts(), 2);
   c.described(node_state::running, t0 + 150ms, 0);
   EXPECT_EQ(c.stage(), readiness_stage::ssh);
-  EXPECT_EQ(c.step(), readiness_step::ssh_attempt);
+  EXPECT_EQ(c.next(), readiness_step::ssh_attempt);
   EXPECT_EQ(c.next_at(), t0 + 150ms);
   EXPECT_EQ(c.attempts(), 0);
 }
@@ -100,20 +100,20 @@ TEST_F(core, a_failed_ssh_attempt_waits_from_the_first_interval_again_and_descri
   c.described(node_state::pending, t0 + 50ms, 0);
   c.described(node_state::running, t0 + 150ms, 0);
   c.ssh_failed(t0 + 160ms, 0);
-  EXPECT_EQ(c.step(), readiness_step::describe);
+  EXPECT_EQ(c.next(), readiness_step::describe);
   EXPECT_EQ(c.next_at(), t0 + 210ms);  // 50ms: the ssh stage's own first wait
   c.described(node_state::running, t0 + 211ms, 0);
-  EXPECT_EQ(c.step(), readiness_step::ssh_attempt);
+  EXPECT_EQ(c.next(), readiness_step::ssh_attempt);
   EXPECT_EQ(c.next_at(), t0 + 211ms);
   c.ssh_failed(t0 + 220ms, 0);
   EXPECT_EQ(c.next_at(), t0 + 320ms);  // 100ms
   c.described(node_state::pending, t0 + 320ms, 0);  // a reboot: keep waiting, still describing
-  EXPECT_EQ(c.step(), readiness_step::describe);
+  EXPECT_EQ(c.next(), readiness_step::describe);
   EXPECT_EQ(c.next_at(), t0 + 520ms);
   c.described(node_state::running, t0 + 520ms, 0);
   c.ssh_succeeded();
   EXPECT_EQ(c.stage(), readiness_stage::ready);
-  EXPECT_EQ(c.step(), readiness_step::none);
+  EXPECT_EQ(c.next(), readiness_step::finish);
   EXPECT_EQ(c.attempts(), 3);
 }
 
@@ -140,7 +140,7 @@ TEST_F(core, the_deadline_fails_with_the_stage_it_was_reached_in) {
 
   readiness_core s(policy, t0);
   s.skip_running(t0);
-  EXPECT_EQ(s.step(), readiness_step::ssh_attempt);
+  EXPECT_EQ(s.next(), readiness_step::ssh_attempt);
   s.ssh_failed(t0 + 995ms, 0);
   EXPECT_EQ(s.next_at(), t0 + 1000ms);
   s.described(node_state::running, t0 + 1000ms, 0);
