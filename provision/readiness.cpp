@@ -125,13 +125,21 @@ asio::awaitable<void> ssh_attempt(tracing::action& stage, waiter& w, const login
   w.core.ssh_failed(clock::now(), w.jitter());
 }
 
+// Tells the core of the cancellation this coroutine heard; the stage ends with it.
+asio::awaitable<error_code> cancel_core(waiter& w) {
+  const auto state = co_await asio::this_coro::cancellation_state;
+  w.core.cancelled(net::kind_of(state.cancelled()));
+  co_return make_error_code(asio::error::operation_aborted);
+}
+
 // Carries out the core's steps while it stays in `stage`. An error is a cancellation or a describe error
 // not worth retrying; a timeout or a terminated node shows as the core's failure instead.
 asio::awaitable<error_code> run_stage(tracing::action& act, waiter& w, readiness_stage stage,
                                       const login_check* login) {
   while (w.core.stage() == stage) {
-    if (co_await net::cancelled()) co_return make_error_code(asio::error::operation_aborted);
-    if (const auto ec = co_await sleep_until(w.core.next_at())) co_return ec;
+    if (co_await net::cancelled()) co_return co_await cancel_core(w);
+    if (const auto ec = co_await sleep_until(w.core.next_at()))
+      co_return ec == asio::error::operation_aborted ? co_await cancel_core(w) : ec;
     if (w.core.next() == readiness_step::ssh_attempt) {
       co_await ssh_attempt(act, w, *login);
       continue;

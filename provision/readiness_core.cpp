@@ -68,6 +68,12 @@ void readiness_core::ssh_failed(time_point now, double jitter) {
   if (stage_ == readiness_stage::ssh) recheck_ = true;
 }
 
+void readiness_core::cancelled(net::cancel_kind kind) {
+  if (done()) return;
+  cancellation_ = kind;
+  stage_ = readiness_stage::failed;
+}
+
 void readiness_core::retry_after_failure(time_point now, double jitter) {
   const auto next = schedule_.after_failure(now, jitter);
   if (!next) return fail(stage_ == readiness_stage::running ? errc::not_running_in_time : errc::ssh_not_ready_in_time);

@@ -13,12 +13,14 @@
 //   ready
 //
 // Each stage starts its waits from nodes.poll_initial; the one deadline covers both stages and fails
-// the node with not_running_in_time or ssh_not_ready_in_time depending on the stage it was in.
+// the node with not_running_in_time or ssh_not_ready_in_time depending on the stage it was in. A
+// cancellation of any kind ends the wait at once: there is nothing to clean up.
 #include "net/sans_io.hpp"
 #include "provision/error.hpp"
 #include "provision/node.hpp"
 #include "provision/poll_schedule.hpp"
 
+#include <optional>
 #include <string_view>
 
 namespace ferry::provision {
@@ -38,7 +40,7 @@ class readiness_core {
   void skip_running(time_point now);
 
   readiness_stage stage() const { return stage_; }
-  readiness_step next() const;   // what to do at next_at(); finish once ready or failed
+  readiness_step next() const;   // what to do at next_at(); finish once ready, failed or cancelled
   bool done() const { return next() == readiness_step::finish; }
   time_point next_at() const { return next_at_; }
   time_point deadline() const { return schedule_.deadline(); }
@@ -46,13 +48,16 @@ class readiness_core {
   // in (or ended in), or of the one asked about.
   int attempts() const { return attempts(in_ssh_ ? readiness_stage::ssh : readiness_stage::running); }
   int attempts(readiness_stage s) const { return s == readiness_stage::running ? polls_ : ssh_attempts_; }
-  errc failure() const { return failure_; }   // once failed
+  errc failure() const { return failure_; }   // once failed, unless cancelled
+  std::optional<net::cancel_kind> cancellation() const { return cancellation_; }
 
   // Outcomes of the step just taken, at `now`; `jitter` in [0, 1) spreads the next wait.
   void described(node_state state, time_point now, double jitter);
   void describe_failed(time_point now, double jitter);
   void ssh_succeeded();
   void ssh_failed(time_point now, double jitter);
+  // The shell heard a cancellation: the wait ends, failed, unless it has ended already.
+  void cancelled(net::cancel_kind kind);
 
  private:
   void retry_after_failure(time_point now, double jitter);
@@ -66,6 +71,7 @@ class readiness_core {
   int polls_ = 0;
   int ssh_attempts_ = 0;
   errc failure_{};
+  std::optional<net::cancel_kind> cancellation_;
 };
 
 static_assert(net::sans_io::core<readiness_core>);
