@@ -1,9 +1,11 @@
 // The multipart upload protocol without I/O: a simulated shell runs the operations the core asks for,
-// ends one per step, and checks every action against the protocol's rules. Faults are injected at every
-// step of every schedule, twice over: a first fault (an error, or a partial, total or terminal
-// cancellation) at step k, then optionally a second one at every later step j, which is how the steps of
-// the abort itself get their faults.
+// ends one per step, and checks every action against the protocol's rules. The sans-io harness
+// (tests/support/sans_io_harness.hpp) injects faults at every step of every schedule, twice over: a first
+// fault (an error, or a partial, total or terminal cancellation) at step k, then optionally a second one at
+// every later step j, which is how the steps of the abort itself get their faults.
 #include "net/multipart_upload_core.hpp"
+
+#include "support/sans_io_harness.hpp"
 
 #include <boost/asio/error.hpp>
 #include <fmt/format.h>
@@ -20,26 +22,8 @@ namespace ferry::net {
 namespace {
 
 using kind = multipart_action::kind;
-
-enum class fault { none, error, partial, total, terminal };
-constexpr fault all_faults[] = {fault::error, fault::partial, fault::total, fault::terminal};
-
-std::string_view name(fault f) {
-  switch (f) {
-    case fault::none: return "none";
-    case fault::error: return "error";
-    case fault::partial: return "partial";
-    case fault::total: return "total";
-    case fault::terminal: break;
-  }
-  return "terminal";
-}
-
-cancel_kind as_cancel(fault f) {
-  if (f == fault::partial) return cancel_kind::partial;
-  if (f == fault::total) return cancel_kind::total;
-  return cancel_kind::terminal;
-}
+using test::sans_io::error_at;
+using test::sans_io::fault_plan;
 
 // How the simulated shell picks which running operation ends next.
 struct schedule {
@@ -49,64 +33,54 @@ struct schedule {
   bool newest_first = false;  // of the running sends, the newest ends first
 };
 
-// One run. Step 0 is before the core hands out its first action; step n >= 1 is the n-th event.
-struct plan {
-  schedule s;
-  int first_at = -1;
-  fault first = fault::none;
-  int second_at = -1;
-  fault second = fault::none;
-  bool later_fail = false;  // after the first fault, operations that end fail (each with an error of its own)
-};
-
-std::string describe(const plan& p) {
-  return fmt::format("parts={} limit={} reads_first={} newest_first={} first={}@{} second={}@{} later_fail={}",
-                     p.s.parts, p.s.limit, p.s.reads_first, p.s.newest_first, name(p.first), p.first_at,
-                     name(p.second), p.second_at, p.later_fail);
+std::string describe(const schedule& s, bool later_fail) {
+  return fmt::format("parts={} limit={} reads_first={} newest_first={} later_fail={}", s.parts, s.limit,
+                     s.reads_first, s.newest_first, later_fail);
 }
 
-error_code error_at(int step) { return {1000 + step, boost::system::generic_category()}; }
 std::uint64_t size_of(int part) { return 100 + static_cast<std::uint64_t>(part); }
 std::string etag_of(int part) { return fmt::format("\"etag-{}\"", part); }
 
-// Plays the shell: the operations the core started, which it ends one per step; every action checked.
+// Plays the shell for the harness: the operations the core started, which it ends one per step; every
+// action checked.
 class simulation {
  public:
-  explicit simulation(const plan& p) : p_(p), core_(p.s.limit) {}
+  using core_type = multipart_upload_core;
+  static constexpr bool ends_on_error = true;
 
-  void run() {
-    if (p_.first_at == 0) cancel(p_.first);
-    take();
-    for (int step = 1; !finished_ && step < 1000; ++step) {
-      const fault f = fault_at(step);
-      if (f != fault::none && f != fault::error) {
-        cancel(f);
-        take();
-        if (finished_) break;
-      }
-      if (!end_one(step, f == fault::error)) {
-        problem("the core waits while nothing runs");
-        return;
-      }
-      take();
-    }
-    if (!finished_) problem("never finished");
-    check_outcome();
-  }
+  // later_fail: after the first fault, operations that end fail (each with an error of its own).
+  explicit simulation(const schedule& s, bool later_fail = false) : s_(s), later_fail_(later_fail), core_(s.limit) {}
+
+  multipart_upload_core& core() { return core_; }
+  const multipart_upload_core& core() const { return core_; }
+  static bool is_finish(const multipart_action& a) { return a.what == kind::finish; }
+  void started(const multipart_action& a) { check(a); }
+  error_code error_at(int step) const { return test::sans_io::error_at(step); }
+  bool settled() const { return outcome_known_; }
+  // A complete that succeeds is the outcome whatever cancellation came while it ran: the object exists.
+  bool success_wins() const { return completing_; }
+  error_code outcome_error() const { return core_.failure(); }
+  // Every upload created and not completed is aborted, unless a terminal cancellation cut the clean-up.
+  bool cleanup_owed() const { return created_ && !completed_ && !terminal_; }
+  bool cleaned_up() const { return aborts_ > 0; }
 
   const std::vector<std::string>& problems() const { return problems_; }
-  int steps() const { return steps_; }
   int most_sending() const { return most_sending_; }
   int aborts() const { return aborts_; }
-  const multipart_upload_core& core() const { return core_; }
 
- private:
-  fault fault_at(int step) const {
-    if (step == p_.first_at) return p_.first;
-    if (step == p_.second_at) return p_.second;
-    return fault::none;
+  void cancel(cancel_kind k) {
+    // Once the outcome is known the shell no longer listens; before that, a cancellation is a failure.
+    if (!outcome_known_) {
+      note_failure(boost::asio::error::operation_aborted, "");
+      if (k == cancel_kind::terminal) terminal_ = true;
+    }
+    core_.cancelled(k);
   }
 
+  // Ends the operation the schedule picks, well or (when told to, or after a fault with later_fail) badly.
+  bool advance(int step, bool inject_error) { return end_one(step, inject_error); }
+
+ private:
   void problem(std::string what) { problems_.push_back(std::move(what)); }
 
   void note_failure(const error_code& ec, const std::string& diag) {
@@ -116,22 +90,10 @@ class simulation {
     }
   }
 
-  void cancel(fault f) {
-    const auto k = as_cancel(f);
-    // Once the outcome is known the shell no longer listens; before that, a cancellation is a failure.
-    if (!outcome_known_) {
-      note_failure(boost::asio::error::operation_aborted, "");
-      if (k == cancel_kind::terminal) terminal_ = true;
-    }
-    core_.cancelled(k);
-  }
-
   bool parts_work_running() const { return reading_.has_value() || !sending_.empty(); }
 
-  // Ends the operation the schedule picks, well or (when told to, or after a fault with later_fail) badly.
   bool end_one(int step, bool inject_error) {
-    ++steps_;
-    const bool bad = inject_error || (p_.later_fail && first_error_.has_value());
+    const bool bad = inject_error || (later_fail_ && first_error_.has_value());
     const auto ec = error_at(step);
     const auto diag = fmt::format("step {}", step);
     if (bad) note_failure(ec, diag);
@@ -165,12 +127,12 @@ class simulation {
       else core_.aborted();
       return true;
     }
-    if (reading_ && (p_.s.reads_first || sending_.empty())) {
+    if (reading_ && (s_.reads_first || sending_.empty())) {
       end_read(bad, ec, diag);
       return true;
     }
     if (sending_.empty()) return false;
-    const auto it = p_.s.newest_first ? std::prev(sending_.end()) : sending_.begin();
+    const auto it = s_.newest_first ? std::prev(sending_.end()) : sending_.begin();
     const int n = *it;
     sending_.erase(it);
     held_.erase(n);
@@ -184,16 +146,12 @@ class simulation {
     reading_.reset();
     if (bad) {
       core_.source_failed(ec, {diag});
-    } else if (n > p_.s.parts) {
+    } else if (n > s_.parts) {
       core_.source_ended();
     } else {
       held_.insert(n);
       core_.part_read(n, size_of(n));
     }
-  }
-
-  void take() {
-    for (auto& a : core_.next()) check(a);
   }
 
   void check(const multipart_action& a) {
@@ -234,7 +192,7 @@ class simulation {
     if (a.stops != cancelled_by::any) problem("a send that does not hear cancellation");
     sending_.insert(a.part);
     most_sending_ = std::max(most_sending_, static_cast<int>(sending_.size()));
-    if (static_cast<int>(sending_.size()) > p_.s.limit) problem(fmt::format("{} parts in flight", sending_.size()));
+    if (static_cast<int>(sending_.size()) > s_.limit) problem(fmt::format("{} parts in flight", sending_.size()));
   }
 
   void check_release(const multipart_action& a) {
@@ -247,7 +205,7 @@ class simulation {
     if (completes_++ > 0) problem("a second complete");
     if (first_error_) problem("complete after a failure");
     if (parts_work_running()) problem("complete while parts run");
-    if (static_cast<int>(a.parts.size()) != p_.s.parts) problem("complete without every part");
+    if (static_cast<int>(a.parts.size()) != s_.parts) problem("complete without every part");
     for (std::size_t i = 0; i < a.parts.size(); ++i) {
       const int n = static_cast<int>(i) + 1;
       if (a.parts[i].part_number != n || a.parts[i].etag != etag_of(n)) problem("complete's parts not in order");
@@ -272,13 +230,14 @@ class simulation {
     if (!held_.empty()) problem(fmt::format("finish with {} parts neither sent nor released", held_.size()));
     if (!core_.done()) problem("finish handed out, but the core says it is not finished");
     if (!core_.next().empty()) problem("actions after finish");
+    check_outcome();
   }
 
   void check_outcome() {
     if (completed_) {
       if (core_.failure()) problem(fmt::format("completed, but failed with {}", core_.failure().message()));
       if (core_.bytes() != expected_bytes()) problem("wrong byte count");
-      if (core_.parts() != p_.s.parts) problem("wrong part count");
+      if (core_.parts() != s_.parts) problem("wrong part count");
       if (core_.etag() != "\"object\"") problem("wrong etag");
       return;
     }
@@ -294,14 +253,14 @@ class simulation {
 
   std::uint64_t expected_bytes() const {
     std::uint64_t total = 0;
-    for (int n = 1; n <= p_.s.parts; ++n) total += size_of(n);
+    for (int n = 1; n <= s_.parts; ++n) total += size_of(n);
     return total;
   }
 
-  plan p_;
+  schedule s_;
+  bool later_fail_ = false;
   multipart_upload_core core_;
   std::vector<std::string> problems_;
-  int steps_ = 0;
   int creates_ = 0, completes_ = 0, aborts_ = 0;
   bool creating_ = false, created_ = false, create_failed_ = false;
   bool completing_ = false, completed_ = false, aborting_ = false;
@@ -315,43 +274,13 @@ class simulation {
   std::string first_diag_;
 };
 
+
 std::vector<schedule> schedules() {
   std::vector<schedule> out;
   for (int parts : {0, 1, 2, 5})
     for (int limit : {1, 2, 3})
       for (bool reads_first : {true, false})
         for (bool newest_first : {false, true}) out.push_back({parts, limit, reads_first, newest_first});
-  return out;
-}
-
-simulation simulate(const plan& p) {
-  simulation sim(p);
-  sim.run();
-  return sim;
-}
-
-// Every plan: each first fault at each step, each drain, and each second fault at each later step.
-std::vector<plan> every_fault_plan() {
-  std::vector<plan> out;
-  for (const auto& s : schedules()) {
-    const int clean_steps = simulate(plan{s}).steps();
-    for (int k = 0; k <= clean_steps; ++k)
-      for (const fault f : all_faults) {
-        if (k == 0 && f == fault::error) continue;  // nothing runs yet that could fail
-        for (const bool later_fail : {false, true}) {
-          plan p{s, k, f, -1, fault::none, later_fail};
-          const int steps = simulate(p).steps();
-          out.push_back(p);
-          for (int j = std::max(k, 0) + 1; j <= steps; ++j)
-            for (const fault g : all_faults) {
-              plan q = p;
-              q.second_at = j;
-              q.second = g;
-              out.push_back(q);
-            }
-        }
-      }
-  }
   return out;
 }
 
@@ -362,9 +291,11 @@ TEST(multipart_upload_core, cancellation_is_asio_operation_aborted) {
 
 TEST(multipart_upload_core, every_schedule_completes_in_order_within_the_bound) {
   for (const auto& s : schedules()) {
-    const auto sim = simulate(plan{s});
-    const auto what = describe(plan{s});
-    EXPECT_EQ(sim.problems(), std::vector<std::string>{}) << what;
+    simulation sim(s);
+    test::sans_io::run<simulation> run(sim, fault_plan{});
+    run.play();
+    const auto what = describe(s, false);
+    EXPECT_EQ(run.problems(), std::vector<std::string>{}) << what;
     EXPECT_FALSE(sim.core().failure()) << what;
     EXPECT_EQ(sim.core().parts(), s.parts) << what;
     EXPECT_EQ(sim.aborts(), 0) << what;
@@ -375,17 +306,21 @@ TEST(multipart_upload_core, every_schedule_completes_in_order_within_the_bound) 
   }
 }
 
+// Every plan: each first fault at each step, each drain, and each second fault at each later step.
 TEST(multipart_upload_core, a_fault_at_every_step_keeps_every_rule) {
-  const auto plans = every_fault_plan();
-  std::printf("[ fault plans ] %zu\n", plans.size());
-  EXPECT_GT(plans.size(), 10000u);
+  int plans = 0;
   int failing = 0;
-  for (const auto& p : plans) {
-    const auto sim = simulate(p);
-    if (sim.problems().empty()) continue;
-    ADD_FAILURE() << describe(p) << ": " << fmt::format("{}", fmt::join(sim.problems(), "; "));
-    if (++failing == 20) break;
+  for (const auto& s : schedules()) {
+    for (const bool later_fail : {false, true}) {
+      const auto report = test::sans_io::every_fault([&] { return simulation(s, later_fail); });
+      plans += report.runs;
+      for (const auto& f : report.failures) {
+        if (failing++ < 20) ADD_FAILURE() << describe(s, later_fail) << " " << f;
+      }
+    }
   }
+  std::printf("[ fault plans ] %d\n", plans);
+  EXPECT_GT(plans, 10000);
 }
 
 // The cases the rules above leave open, one by one.
