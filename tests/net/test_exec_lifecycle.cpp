@@ -1,9 +1,12 @@
 // The exec channel's lifecycle core on its own, no Asio and no sshd: the group id line split every way,
 // the channel cap's retries, and scripted runs with a failure or a cancellation injected before every
-// event. The real channel against sshd is in test_ssh_exec.cpp and test_ssh_failures.cpp.
+// event by the sans-io harness (tests/support/sans_io_harness.hpp). The real channel against sshd is in
+// test_ssh_exec.cpp and test_ssh_failures.cpp.
 #include "net/error.hpp"
 #include "net/exec_group_line.hpp"
 #include "net/exec_lifecycle.hpp"
+
+#include "support/sans_io_harness.hpp"
 
 #include <boost/asio/error.hpp>
 #include <fmt/format.h>
@@ -232,16 +235,14 @@ struct fault {
   std::optional<cancel_kind> cancel;  // a cancellation rather than a failure
 };
 
-std::vector<fault> faults() {
+// The failures the harness's error stands for, each run of the harness with one of them; its
+// cancellations come with the same session: open, or closed ("cancel on a closed session").
+std::vector<fault> errors() {
   const auto sink_failed = make_error_code(errc::output_too_large);
   return {
       {"channel failure", refused},
       {"connection lost", make_error_code(errc::connection_lost), false},
       {"sink failed", sink_failed},
-      {"partial cancel", boost::asio::error::operation_aborted, true, cancel_kind::partial},
-      {"total cancel", boost::asio::error::operation_aborted, true, cancel_kind::total},
-      {"terminal cancel", boost::asio::error::operation_aborted, true, cancel_kind::terminal},
-      {"cancel on a closed session", boost::asio::error::operation_aborted, false, cancel_kind::total},
   };
 }
 
@@ -263,25 +264,92 @@ struct run_record {
   std::vector<std::string> problems;
 };
 
+// What the core must have done, from the script and where the fault came.
+struct expectation {
+  bool stops = false;  // the command may outlive the fault: it is killed, or reported unknown
+  bool finished_first = false;
+};
+
+expectation expect(const script& s, const fault& f, std::size_t at) {
+  using t = event::type;
+  bool requested = false, started = false, eof = false, exited = false;
+  expectation e;
+  for (std::size_t i = 0; i < at && i < s.events.size(); ++i) {
+    const auto w = s.events[i].what;
+    requested = requested || w == t::requesting;
+    started = started || w == t::started;
+    eof = eof || w == t::eof;
+    exited = exited || w == t::status || w == t::signal || w == t::closed;
+  }
+  e.finished_first = eof && exited;
+  const bool refused_at_start = !f.cancel && !started;
+  e.stops = !e.finished_first && s.kind == exec_lifecycle::kind::command && requested && !refused_at_start &&
+            f.session_open;
+  return e;
+}
+
+// The shell, for the harness: each step applies the script's next event, or, once a fault came, takes the
+// next stopping step; a fault that comes while stopping must change nothing.
 class shell_sim {
  public:
-  shell_sim(const script& s, run_record& r)
-      : script_(s), record_(r), core_(s.kind, limits, "node n1", "the command") {}
+  using core_type = exec_lifecycle;
+  static constexpr bool ends_on_error = true;
 
-  // Plays the script, with `f` injected before event `at` (none: to the end).
-  void play(const fault* f, std::size_t at, const fault* during_stop) {
-    for (; next_ < script_.events.size(); ++next_) {
-      if (f && next_ == at) break;
-      apply(script_.events[next_]);
-    }
-    if (f) inject(core_, *f);
-    stop(during_stop);
+  // `error`: what the harness's error is, and whether the session is open for its cancellations too;
+  // `later`: the same for the faults that come while stopping.
+  shell_sim(const script& s, fault error, fault later)
+      : script_(&s), error_(std::move(error)), later_(std::move(later)), core_(s.kind, limits, "node n1", "the command") {}
+
+  exec_lifecycle& core() { return core_; }
+  static bool is_finish(const exec_step& s) { return s.action == exec_action::finish; }
+  void started(const exec_step& s) {
+    if (s.action != exec_action::finish) return;
     diagnostics diag;
     record_.outcome = core_.outcome(diag);
   }
+  error_code error_at(int) const { return error_.ec; }
+  bool settled() const { return core_.done(); }
+  bool success_wins() const { return false; }
+  error_code outcome_error() const { return record_.outcome ? error_code{} : record_.outcome.error(); }
+  bool cleanup_owed() const { return first_ && expect(*script_, *first_, first_at_).stops; }
+  bool cleaned_up() const { return record_.killed || record_.reported_unknown; }
+  const std::vector<std::string>& problems() const { return record_.problems; }
+
+  void cancel(cancel_kind k) {
+    const auto* names = k == cancel_kind::partial ? "partial cancel"
+                        : k == cancel_kind::total ? "total cancel"
+                                                  : "terminal cancel";
+    take_fault(fault{names, boost::asio::error::operation_aborted, (first_ ? later_ : error_).session_open, k});
+  }
+
+  bool advance(int, bool fail) {
+    if (fail) {
+      const bool stopping = first_.has_value();
+      take_fault(stopping ? later_ : error_);
+      if (!stopping) return true;
+    }
+    if (first_) return stop_step();
+    if (next_ >= script_->events.size()) return false;
+    apply(script_->events[next_++]);
+    return true;
+  }
+
+  const script& played() const { return *script_; }
+  const run_record& record() const { return record_; }
+  // The first fault, and the events applied before it; none when the core finished first.
+  const std::optional<fault>& first() const { return first_; }
+  std::size_t first_at() const { return first_at_; }
 
  private:
   void problem(std::string what) { record_.problems.push_back(std::move(what)); }
+
+  void take_fault(const fault& f) {
+    if (!first_) {
+      first_ = f;
+      first_at_ = next_;
+    }
+    inject(core_, f);
+  }
 
   void expect_action(exec_action a, const char* event) {
     if (core_.next().action != a) problem(fmt::format("{} while the core wanted {}", event, int(core_.next().action)));
@@ -330,44 +398,45 @@ class shell_sim {
     }
   }
 
-  // The stopping steps, each after `during_stop` (when set), which must change nothing.
-  void stop(const fault* during_stop) {
-    for (int steps = 0; steps < 10; ++steps) {
-      if (during_stop) inject(core_, *during_stop);
-      const auto step = core_.next();
-      switch (step.action) {
-        case exec_action::finish:
-          return;
-        case exec_action::await_group:
-          record_.awaited_group = true;
-          read_for_group();
-          core_.group_wait_over();
-          break;
-        case exec_action::kill:
-          if (step.group <= 1 || step.group != core_.group()) problem("a kill without a known group");
-          if (record_.killed) problem("killed twice");
-          record_.killed = step.group;
-          core_.kill_finished(exit_info{0});
-          if (during_stop) inject(core_, *during_stop);
-          core_.drain_over();
-          break;
-        case exec_action::report_unknown:
-          if (core_.group()) problem("reported unknown with a known group");
-          record_.reported_unknown = true;
-          core_.unknown_reported();
-          break;
-        default:
-          problem(fmt::format("after a fault the core wants {}", int(step.action)));
-          return;
-      }
+  // One stopping step; the kill is two (its channel ends, then the drain of this one).
+  bool stop_step() {
+    if (++stop_steps_ > 10) {
+      problem("the stop did not finish");
+      return false;
     }
-    problem("the stop did not finish");
+    const auto step = core_.next();
+    switch (step.action) {
+      case exec_action::await_group:
+        record_.awaited_group = true;
+        read_for_group();
+        core_.group_wait_over();
+        return true;
+      case exec_action::kill:
+        if (record_.killed && !drained_) {
+          drained_ = true;
+          core_.drain_over();
+          return true;
+        }
+        if (step.group <= 1 || step.group != core_.group()) problem("a kill without a known group");
+        if (record_.killed) problem("killed twice");
+        record_.killed = step.group;
+        core_.kill_finished(exit_info{0});
+        return true;
+      case exec_action::report_unknown:
+        if (core_.group()) problem("reported unknown with a known group");
+        record_.reported_unknown = true;
+        core_.unknown_reported();
+        return true;
+      default:
+        problem(fmt::format("after a fault the core wants {}", int(step.action)));
+        return false;
+    }
   }
 
   // The command runs on meanwhile: the rest of its stdout (read and dropped) may hold the line.
   void read_for_group() {
-    for (; next_ < script_.events.size() && !core_.group() && !core_.ended(); ++next_) {
-      const auto& e = script_.events[next_];
+    for (; next_ < script_->events.size() && !core_.group() && !core_.ended(); ++next_) {
+      const auto& e = script_->events[next_];
       using t = event::type;
       if (e.what == t::out || e.what == t::status || e.what == t::signal || e.what == t::closed ||
           e.what == t::eof) {
@@ -379,10 +448,16 @@ class shell_sim {
     }
   }
 
-  const script& script_;
-  run_record& record_;
+  const script* script_;
+  fault error_;
+  fault later_;
   exec_lifecycle core_;
+  run_record record_;
   std::size_t next_ = 0;
+  std::optional<fault> first_;
+  std::size_t first_at_ = 0;
+  int stop_steps_ = 0;
+  bool drained_ = false;
 };
 
 event ev(event::type t, std::string bytes = {}, int n = 0) { return {t, std::move(bytes), n}; }
@@ -423,44 +498,17 @@ std::vector<script> scripts() {
   return all;
 }
 
-// What the core must have done, from the script and where the fault came.
-struct expectation {
-  bool stops = false;  // the command may outlive the fault: it is killed, or reported unknown
-  bool finished_first = false;
-};
-
-expectation expect(const script& s, const fault& f, std::size_t at) {
-  using t = event::type;
-  bool requested = false, started = false, eof = false, exited = false;
-  expectation e;
-  for (std::size_t i = 0; i < at && i < s.events.size(); ++i) {
-    const auto w = s.events[i].what;
-    requested = requested || w == t::requesting;
-    started = started || w == t::started;
-    eof = eof || w == t::eof;
-    exited = exited || w == t::status || w == t::signal || w == t::closed;
-  }
-  e.finished_first = eof && exited;
-  const bool refused_at_start = !f.cancel && !started;
-  e.stops = !e.finished_first && s.kind == exec_lifecycle::kind::command && requested && !refused_at_start &&
-            f.session_open;
-  return e;
-}
-
-int checked_cases = 0;
-
-void check(const script& s, const fault& f, std::size_t at, const fault* during_stop) {
-  ++checked_cases;
-  run_record r;
-  shell_sim(s, r).play(&f, at, during_stop);
-  const auto e = expect(s, f, at);
-  const auto where = fmt::format("{}: {} before event {}{}", s.name, f.name, at,
-                                 during_stop ? ", then " + during_stop->name + " while stopping" : "");
-  for (const auto& p : r.problems) ADD_FAILURE() << where << ": " << p;
+// After a run with a fault planned: what the core killed and reported, beside what the harness checks.
+void check(const shell_sim& d, const test::sans_io::fault_plan& plan) {
+  const auto& s = d.played();
+  const auto& r = d.record();
+  const auto where = fmt::format("{}: {}", s.name, plan.describe());
+  const auto e = d.first() ? expect(s, *d.first(), d.first_at()) : expectation{false, true};
   if (e.finished_first) {
     EXPECT_FALSE(r.awaited_group || r.killed || r.reported_unknown) << where;
     return;
   }
+  const auto& f = *d.first();
   ASSERT_TRUE(r.outcome.has_error()) << where;
   EXPECT_EQ(r.outcome.error(), f.ec) << where;
   if (!e.stops) {
@@ -477,9 +525,11 @@ void check(const script& s, const fault& f, std::size_t at, const fault* during_
 
 TEST(exec_lifecycle_faults, every_script_runs_to_its_end_without_a_fault) {
   for (const auto& s : scripts()) {
-    run_record r;
-    shell_sim(s, r).play(nullptr, 0, nullptr);
-    for (const auto& p : r.problems) ADD_FAILURE() << s.name << ": " << p;
+    shell_sim d(s, errors()[0], errors()[0]);
+    test::sans_io::run<shell_sim> run(d, {});
+    run.play();
+    const auto& r = d.record();
+    for (const auto& p : run.problems()) ADD_FAILURE() << s.name << ": " << p;
     EXPECT_EQ(r.passed, s.output) << s.name;
     EXPECT_FALSE(r.killed || r.awaited_group || r.reported_unknown) << s.name;
     const auto& last = s.events[s.events.size() - 2];
@@ -495,15 +545,22 @@ TEST(exec_lifecycle_faults, every_script_runs_to_its_end_without_a_fault) {
   }
 }
 
+// Each fault before every event, its error each of errors(); and a second fault (again each of errors()
+// for its kind and session) at every later step, again at each step after it: it changes neither the kill
+// nor the result.
 TEST(exec_lifecycle_faults, a_fault_before_every_event_kills_exactly_what_may_still_run) {
-  checked_cases = 0;
-  const auto all_faults = faults();
+  int checked_cases = 0;
   for (const auto& s : scripts()) {
-    for (std::size_t at = 0; at <= s.events.size(); ++at) {
-      for (const auto& f : all_faults) {
-        check(s, f, at, nullptr);
-        // A second fault at every step of the stop changes neither the kill nor the result.
-        for (const auto& second : all_faults) check(s, f, at, &second);
+    for (const auto& error : errors()) {
+      for (const auto& later : errors()) {
+        const auto report = test::sans_io::every_fault(
+            [&] { return shell_sim(s, error, later); }, {.second_faults = true, .second_repeats = true},
+            [](const shell_sim& d, const test::sans_io::fault_plan& p) {
+              if (p.first != test::sans_io::fault::none) check(d, p);
+            });
+        checked_cases += report.runs;
+        for (const auto& f : report.failures)
+          ADD_FAILURE() << s.name << " with " << error.name << ", then " << later.name << ": " << f;
       }
     }
   }
