@@ -1,4 +1,5 @@
-// Readiness: the schedule and the state machine on their own (exact times, no clock), then the async shell
+// Readiness: the schedule and the state machine on their own (exact times, no clock; faults at every step
+// by the sans-io harness, tests/support/sans_io_harness.hpp), then the async shell
 // against a scripted provider and a fake SSH greeter on loopback. Real sshd nodes are in test_local_*.
 #include "provision/error.hpp"
 #include "provision/poll_schedule.hpp"
@@ -8,6 +9,7 @@
 
 #include "io_runner.hpp"
 #include "support/loopback_listener.hpp"
+#include "support/sans_io_harness.hpp"
 #include "support/temp_dir.hpp"
 #include "support/trace_root.hpp"
 #include "tracing/action_types.hpp"
@@ -147,6 +149,111 @@ TEST_F(core, the_deadline_fails_with_the_stage_it_was_reached_in) {
   s.ssh_failed(t0 + 1001ms, 0);
   EXPECT_EQ(s.stage(), readiness_stage::failed);
   EXPECT_EQ(s.failure(), errc::ssh_not_ready_in_time);
+}
+
+// ---- the state machine with a fault at every step ----------------------------------------------------------
+
+// Plays the shell for the sans-io harness: each step waits until next_at() and answers the step the core asks
+// for, from the provider's scripted states and the scripted SSH attempts (the last of each repeats). The
+// harness's error is a describe or an SSH attempt that fails, which the core retries; a cancellation ends
+// the wait, and there is nothing to clean up.
+class readiness_sim {
+ public:
+  using core_type = readiness_core;
+  static constexpr bool ends_on_error = false;
+
+  readiness_sim(const poll_policy& p, std::vector<node_state> states, std::vector<bool> logins)
+      : core_(p, start), states_(std::move(states)), logins_(std::move(logins)) {}
+
+  readiness_core& core() { return core_; }
+  const readiness_core& core() const { return core_; }
+  static bool is_finish(readiness_step s) { return s == readiness_step::finish; }
+  void started(readiness_step s) {
+    if (s != readiness_step::finish && core_.next_at() < now_) problems_.push_back("a step due in the past");
+  }
+  bool advance(int, bool fail) {
+    now_ = std::max(now_, core_.next_at()) + 1ms;  // the shell sleeps until then; the step takes a while
+    switch (core_.next()) {
+      case readiness_step::describe:
+        if (fail) {
+          core_.describe_failed(now_, 0.5);
+        } else {
+          core_.described(states_[std::min(described_++, states_.size() - 1)], now_, 0.5);
+        }
+        return true;
+      case readiness_step::ssh_attempt:
+        if (!fail && logins_[std::min(logins_tried_++, logins_.size() - 1)]) {
+          core_.ssh_succeeded();
+        } else {
+          core_.ssh_failed(now_, 0.5);
+        }
+        return true;
+      case readiness_step::finish:
+        break;
+    }
+    return false;
+  }
+  void cancel(net::cancel_kind k) { core_.cancelled(k); }
+  error_code error_at(int) const { return make_error_code(asio::error::timed_out); }
+  bool settled() const { return core_.done(); }
+  bool success_wins() const { return false; }
+  error_code outcome_error() const {
+    if (core_.cancellation()) return asio::error::operation_aborted;
+    if (core_.stage() == readiness_stage::failed) return make_error_code(core_.failure());
+    return {};
+  }
+  bool cleanup_owed() const { return false; }
+  bool cleaned_up() const { return false; }
+  const std::vector<std::string>& problems() const { return problems_; }
+
+  static constexpr clock::time_point start = clock::time_point{} + 1h;
+
+ private:
+  readiness_core core_;
+  std::vector<node_state> states_;
+  std::vector<bool> logins_;
+  std::size_t described_ = 0, logins_tried_ = 0;
+  clock::time_point now_ = start;
+  std::vector<std::string> problems_;
+};
+
+TEST(readiness_core_faults, a_fault_at_every_step_ends_the_wait_as_it_should) {
+  const poll_policy roomy{50ms, 400ms, 60s};  // no deadline within reach: a failed step is retried
+  struct wait_case {
+    std::string name;
+    poll_policy p;
+    std::vector<node_state> states;
+    std::vector<bool> logins;
+    std::string ends;  // without a cancellation: "ready" or the failure
+  };
+  const std::vector<wait_case> cases = {
+      {"ready", roomy, {node_state::pending, node_state::pending, node_state::running}, {false, true}, "ready"},
+      {"terminated", roomy, {node_state::pending, node_state::running, node_state::terminated}, {false}, "failed"},
+      {"never running", policy, {node_state::pending}, {true}, "failed"},
+      {"never answering ssh", policy, {node_state::running}, {false}, "failed"},
+  };
+  int runs = 0;
+  for (const auto& c : cases) {
+    readiness_sim clean(c.p, c.states, c.logins);
+    test::sans_io::run<readiness_sim> happy(clean, {});
+    happy.play();
+    EXPECT_EQ(happy.problems(), std::vector<std::string>{}) << c.name;
+    EXPECT_EQ(to_string(clean.core().stage()), c.ends) << c.name;
+    const auto report = test::sans_io::every_fault(
+        [&] { return readiness_sim(c.p, c.states, c.logins); }, {},
+        [&](const readiness_sim& d, const test::sans_io::fault_plan& plan) {
+          // Without a cancellation a failed step only delays the end: the same end, with the same failure.
+          if (d.core().cancellation()) {
+            EXPECT_EQ(d.core().stage(), readiness_stage::failed) << c.name << ": " << plan.describe();
+            return;
+          }
+          EXPECT_EQ(d.core().stage(), clean.core().stage()) << c.name << ": " << plan.describe();
+          EXPECT_EQ(d.core().failure(), clean.core().failure()) << c.name << ": " << plan.describe();
+        });
+    runs += report.runs;
+    for (const auto& f : report.failures) ADD_FAILURE() << c.name << ": " << f;
+  }
+  EXPECT_GT(runs, 100);
 }
 
 TEST(ssh_banner, tells_ssh2_identifications_from_other_greetings) {
