@@ -1,5 +1,6 @@
 #include "agent/cli/cli.hpp"
 
+#include "agent/cli/report.hpp"
 #include "agent/commands/command.hpp"
 #include "agent/cli/exit_code.hpp"
 #include "agent/cli/shutdown.hpp"
@@ -27,8 +28,6 @@ namespace ferry::agent {
 namespace {
 
 namespace asio = boost::asio;
-
-void print_error(std::string_view message) { fmt::print(stderr, "ferry: error: {}\n", message); }
 
 void add_global_options(CLI::App& app, global_options& g) {
   app.add_option("--config", g.config_file, "configuration file to use instead of ./ferry.toml");

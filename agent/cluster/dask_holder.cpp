@@ -1,8 +1,8 @@
 #include "agent/cluster/dask_holder.hpp"
 
+#include "agent/cli/report.hpp"
 #include "agent/cluster/cluster_record.hpp"
 #include "agent/cluster/dask_log.hpp"
-#include "agent/commands/report.hpp"
 #include "agent/error.hpp"
 #include "agent/cli/exit_code.hpp"
 #include "agent/job/job.hpp"

@@ -6,8 +6,8 @@
 // holder to stop (SIGTERM) and waits for it: it stops the scheduler and the workers, and its forwarding.
 // `hold` is the holder itself; users do not call it.
 #include "agent/commands/command.hpp"
-#include "agent/commands/report.hpp"
 
+#include "agent/cli/report.hpp"
 #include "agent/cluster/cluster_record.hpp"
 #include "agent/cluster/dask_holder.hpp"
 #include "agent/error.hpp"
@@ -356,7 +356,7 @@ asio::awaitable<int> run(command_context& ctx, const cluster_args& args) {
   auto& act = ctx.trace;
   const auto& command = ctx.options.command;
   if (command.empty()) {
-    fmt::print(stderr, "ferry: error: give the program to run after --, e.g. ferry cluster run -- python client.py\n");
+    print_error("give the program to run after --, e.g. ferry cluster run -- python client.py");
     co_return exit_code::usage;
   }
   diagnostics diag;
@@ -383,7 +383,7 @@ asio::awaitable<int> run(command_context& ctx, const cluster_args& args) {
   if (!done) {
     client.fail(done.error(), diag);
     if (done.error() == asio::error::operation_aborted) code = exit_code::interrupted;
-    else fmt::print(stderr, "ferry: error: {}\n", describe(done.error(), diag));
+    else print_error(describe(done.error(), diag));
   } else {
     code = done->exit_code;
     if (code == 0) client.succeed({{"exit_code", 0}});

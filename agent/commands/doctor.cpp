@@ -4,6 +4,7 @@
 // one order whatever finished first. Exit code 0 only when every check passed.
 #include "agent/commands/command.hpp"
 
+#include "agent/cli/report.hpp"
 #include "agent/doctor/node_checks.hpp"
 #include "agent/doctor/report.hpp"
 #include "agent/doctor/ssh_checks.hpp"
@@ -71,7 +72,7 @@ bool write_report(const std::string& text) {
   const bool written = std::fwrite(text.data(), 1, text.size(), stdout) == text.size();
   if (written && std::fflush(stdout) == 0) return true;
   const int err = errno;
-  fmt::print(stderr, "ferry: error: cannot write the report to stdout: {}\n", std::strerror(err));
+  print_error(fmt::format("cannot write the report to stdout: {}", std::strerror(err)));
   return false;
 }
 
@@ -80,8 +81,7 @@ asio::awaitable<int> doctor_command(command_context& ctx, const doctor_args& arg
   if (!args.clock_offset.empty()) {
     const auto offset = parse_offset(args.clock_offset);
     if (!offset) {
-      fmt::print(stderr, "ferry: error: --clock-offset '{}' is not a duration (such as 20m or -20m)\n",
-                 args.clock_offset);
+      print_error(fmt::format("--clock-offset '{}' is not a duration (such as 20m or -20m)", args.clock_offset));
       ctx.trace.fail_exception("usage", "bad --clock-offset");
       co_return exit_code::usage;
     }

@@ -3,8 +3,8 @@
 // the command's own (128 + N when a signal N ended it), or the first failing node's. Ctrl-C kills the
 // remote process groups, then ferry exits with 130.
 #include "agent/commands/command.hpp"
-#include "agent/commands/report.hpp"
 
+#include "agent/cli/report.hpp"
 #include "agent/cli/exit_code.hpp"
 #include "agent/provide/node_access.hpp"
 #include "agent/run/node_output.hpp"
@@ -110,7 +110,7 @@ asio::awaitable<void> explain_unreachable(tracing::action& act, command_context&
 
 asio::awaitable<int> exec(command_context& ctx, const exec_args& args) {
   if (args.command.empty()) {
-    fmt::print(stderr, "ferry: error: give the command to run after --, e.g. ferry exec -- python3 -V\n");
+    print_error("give the command to run after --, e.g. ferry exec -- python3 -V");
     co_return exit_code::usage;
   }
   const auto command = net::quote_argv(args.command);
@@ -146,7 +146,7 @@ asio::awaitable<int> exec(command_context& ctx, const exec_args& args) {
   int code = exit_code::success;
   for (const auto& r : runs) {
     if (r.error) {
-      fmt::print(stderr, "ferry: error: {}\n", describe(r.error, r.diag));
+      print_error(describe(r.error, r.diag));
       if (code == exit_code::success) code = exit_code::failure;
     } else if (r.code != 0 && code == exit_code::success) {
       code = r.code;

@@ -6,8 +6,8 @@
 // retried; time per task) and the start-up breakdown end on stderr; the exit code is 0 when every task
 // succeeded.
 #include "agent/commands/command.hpp"
-#include "agent/commands/report.hpp"
 
+#include "agent/cli/report.hpp"
 #include "agent/error.hpp"
 #include "agent/cli/exit_code.hpp"
 #include "agent/run/ignored_hint.hpp"
@@ -327,7 +327,7 @@ asio::awaitable<int> map(command_context& ctx, const map_args& args) {
   const auto& s = ctx.config.values;
   diagnostics diag;
   if (args.command.empty()) {
-    fmt::print(stderr, "ferry: error: give the command after --, e.g. ferry map --range 1..20 -- python job.py {{}}\n");
+    print_error("give the command after --, e.g. ferry map --range 1..20 -- python job.py {}");
     co_return exit_code::usage;
   }
   auto inputs = inputs_of(args, diag);
@@ -335,7 +335,7 @@ asio::awaitable<int> map(command_context& ctx, const map_args& args) {
   map_state st(ctx.io, map_schedule(std::move(*inputs), args.retries >= 0 ? args.retries : s.agent.retries));
   st.args = &args;
   if (std::string why; !parse_env_vars(args.env, st.vars, why)) {
-    fmt::print(stderr, "ferry: error: {}\n", why);
+    print_error(why);
     co_return exit_code::usage;
   }
   st.output_limit = static_cast<std::size_t>(s.agent.task_output_limit.bytes);

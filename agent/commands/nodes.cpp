@@ -2,8 +2,8 @@
 // command over SSH, recorded in the registry so that later commands reuse them, listed with their state,
 // age and idle time, and ended.
 #include "agent/commands/command.hpp"
-#include "agent/commands/report.hpp"
 
+#include "agent/cli/report.hpp"
 #include "agent/error.hpp"
 #include "agent/cli/exit_code.hpp"
 #include "agent/provide/node_access.hpp"

@@ -2,8 +2,8 @@
 // ones storage lacks there, with a manifest. `--explain` says why paths are in or out and what is big;
 // `--dry-run` checks storage but uploads nothing; `--json` prints the report for programs.
 #include "agent/commands/command.hpp"
-#include "agent/commands/report.hpp"
 
+#include "agent/cli/report.hpp"
 #include "agent/cli/exit_code.hpp"
 #include "agent/cli/json_output.hpp"
 #include "agent/pack/pack_summary.hpp"
@@ -162,7 +162,7 @@ bool print_explanation(const packaging::pack_report& r, const std::vector<packag
     if (why) {
       fmt::print("{}: {}\n", p, *why);
     } else {
-      fmt::print(stderr, "ferry: error: {}: {}\n", p, describe(why.error(), diag));
+      print_error(fmt::format("{}: {}", p, describe(why.error(), diag)));
       explained = false;
     }
   }
@@ -175,8 +175,8 @@ asio::awaitable<int> pack(command_context& ctx, const pack_args& args) {
   auto act = ctx.trace.child(action_types::packaging::pack, {{"dry_run", args.dry_run}, {"explain", args.explain}});
   diagnostics diag;
   if (ctx.config.storage.unset() && !args.dry_run && !args.explain) {
-    fmt::print(stderr, "ferry: error: storage.url is not set: put storage.url = \"s3://BUCKET/PREFIX\" in ferry.toml "
-                       "or set FERRY_STORAGE_URL (or pass --dry-run)\n");
+    print_error("storage.url is not set: put storage.url = \"s3://BUCKET/PREFIX\" in ferry.toml "
+                "or set FERRY_STORAGE_URL (or pass --dry-run)");
     act.fail_exception("usage", "no storage.url");
     co_return exit_code::usage;
   }

@@ -5,8 +5,8 @@
 // remote process groups, aborts uploads and exits 130. The last line on stderr says where the start-up
 // time went.
 #include "agent/commands/command.hpp"
-#include "agent/commands/report.hpp"
 
+#include "agent/cli/report.hpp"
 #include "agent/error.hpp"
 #include "agent/cli/exit_code.hpp"
 #include "agent/run/ignored_hint.hpp"
@@ -197,11 +197,11 @@ asio::awaitable<void> run_on(tracing::action& job_act, job_node& jn, run_state& 
 
 int final_code(const run_state& state, const std::vector<std::string>& failures) {
   int code = exit_code::success;
-  for (const auto& f : failures) fmt::print(stderr, "ferry: error: {}\n", f);
+  for (const auto& f : failures) print_error(f);
   if (!failures.empty()) code = exit_code::failure;
   for (const auto& r : state.results) {
     if (r.error) {
-      fmt::print(stderr, "ferry: error: {}: {}\n", r.node, describe(r.error, r.diag));
+      print_error(fmt::format("{}: {}", r.node, describe(r.error, r.diag)));
       if (code == exit_code::success) code = exit_code::failure;
     } else if (r.code != 0 && code == exit_code::success) {
       code = r.code;
@@ -221,26 +221,25 @@ void print_failed_nodes(const run_state& state) {
 asio::awaitable<int> run(command_context& ctx, const run_args& args) {
   auto& act = ctx.trace;
   if (args.command.empty()) {
-    fmt::print(stderr, "ferry: error: give the command to run after --, e.g. ferry run -- python train.py\n");
+    print_error("give the command to run after --, e.g. ferry run -- python train.py");
     co_return exit_code::usage;
   }
   run_state state{args};
   if (std::string why; !parse_env_vars(args.env, state.vars, why)) {
-    fmt::print(stderr, "ferry: error: {}\n", why);
+    print_error(why);
     co_return exit_code::usage;
   }
   std::uint64_t window = 0;
   if (!args.stage_window.empty()) {
     const auto w = config::parse_byte_size(args.stage_window);
     if (!w || w->bytes == 0 || args.stages.empty()) {
-      fmt::print(stderr, "ferry: error: --stage-window {}: give a size such as 512MiB, with --stage\n",
-                 args.stage_window);
+      print_error(fmt::format("--stage-window {}: give a size such as 512MiB, with --stage", args.stage_window));
       co_return exit_code::usage;
     }
     window = w->bytes;
   }
   if (!args.stage_order.empty() && args.stages.empty()) {
-    fmt::print(stderr, "ferry: error: --stage-order {} needs a --stage\n", args.stage_order);
+    print_error(fmt::format("--stage-order {} needs a --stage", args.stage_order));
     co_return exit_code::usage;
   }
   std::vector<stage_spec> specs;
@@ -248,7 +247,7 @@ asio::awaitable<int> run(command_context& ctx, const run_args& args) {
     diagnostics d;
     auto spec = parse_stage_spec(text, d);
     if (!spec) {
-      fmt::print(stderr, "ferry: error: {}\n", d.message);
+      print_error(d.message);
       co_return exit_code::usage;
     }
     specs.push_back(std::move(*spec));

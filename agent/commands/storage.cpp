@@ -1,7 +1,7 @@
 // `ferry storage ls|cp|rm`: a person's view of the bucket ferry uses, through the same client.
 #include "agent/commands/command.hpp"
-#include "agent/commands/report.hpp"
 
+#include "agent/cli/report.hpp"
 #include "agent/cli/exit_code.hpp"
 #include "agent/pack/pack_job.hpp"
 #include "agent/cli/progress_bar.hpp"
@@ -55,7 +55,7 @@ std::optional<config::s3_url> url_argument(tracing::action& act, std::string_vie
                          url->key.empty() ? "a bucket" : "a prefix", hint));
   else if (url)
     return std::move(*url);
-  fmt::print(stderr, "ferry: error: {}\n", diag.message);
+  print_error(diag.message);
   act.fail_exception("usage", diag.message);
   return std::nullopt;
 }
@@ -107,7 +107,7 @@ asio::awaitable<int> presign(command_context& ctx, const storage_args& args) {
   diagnostics diag;
   const auto expires = config::parse_duration(args.expires);
   if (!expires || *expires < std::chrono::seconds(1) || *expires > std::chrono::hours(24 * 7)) {
-    fmt::print(stderr, "ferry: error: --expires '{}' must be a duration from 1s to 7d\n", args.expires);
+    print_error(fmt::format("--expires '{}' must be a duration from 1s to 7d", args.expires));
     act.fail_exception("usage", "bad --expires");
     co_return exit_code::usage;
   }
@@ -144,7 +144,7 @@ asio::awaitable<int> cp(command_context& ctx, const storage_args& args) {
   const bool upload = args.destination.starts_with("s3://");
   const bool download = args.source.starts_with("s3://");
   if (upload == download) {
-    fmt::print(stderr, "ferry: error: storage cp copies between a local file and an s3:// URL\n");
+    print_error("storage cp copies between a local file and an s3:// URL");
     act.fail_exception("usage", "storage cp needs exactly one s3:// side");
     co_return exit_code::usage;
   }
@@ -153,7 +153,7 @@ asio::awaitable<int> cp(command_context& ctx, const storage_args& args) {
   if (!url) co_return exit_code::usage;
   std::error_code fs_ec;
   if (upload && std::filesystem::is_directory(args.source, fs_ec)) {
-    fmt::print(stderr, "ferry: error: '{}' is a directory; storage cp copies one file\n", args.source);
+    print_error(fmt::format("'{}' is a directory; storage cp copies one file", args.source));
     act.fail_exception("usage", "the source is a directory");
     co_return exit_code::usage;
   }
@@ -188,7 +188,7 @@ asio::awaitable<int> gc(command_context& ctx, const storage_args& args) {
   auto act = ctx.trace.child(action_types::storage::gc, {{"older_than", args.older_than}, {"delete", args.remove}});
   const auto age = config::parse_duration(args.older_than);
   if (!age || *age < std::chrono::seconds(0)) {
-    fmt::print(stderr, "ferry: error: --older-than '{}' is not a duration (such as 30d or 12h)\n", args.older_than);
+    print_error(fmt::format("--older-than '{}' is not a duration (such as 30d or 12h)", args.older_than));
     act.fail_exception("usage", "bad --older-than");
     co_return exit_code::usage;
   }

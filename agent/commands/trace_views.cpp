@@ -1,5 +1,6 @@
 #include "agent/commands/command.hpp"
 
+#include "agent/cli/report.hpp"
 #include "agent/cli/exit_code.hpp"
 #include "agent/cli/json_output.hpp"
 #include "agent/cli/plural.hpp"
@@ -48,7 +49,7 @@ boost::asio::awaitable<result<tracing::trace_set>> read_on_pool(command_context&
                                       [&] { return tracing::find_last_trace(dir, action_types::trace::prefix, diag); });
     if (!last) {
       act.fail(last.error(), diag);
-      fmt::print(stderr, "ferry: error: {}\n", diag.message);
+      print_error(diag.message);
       co_return last.error();
     }
     say_what_was_taken(*last);
@@ -56,12 +57,12 @@ boost::asio::awaitable<result<tracing::trace_set>> read_on_pool(command_context&
   }
   auto set = co_await net::offload(ctx.cpu, [&] { return tracing::read_traces(paths, diag); });
   if (set) {
-    for (const auto& p : set->problems) fmt::print(stderr, "ferry: error: {}\n", p);
+    for (const auto& p : set->problems) print_error(p);
     act.succeed({{"messages", static_cast<std::uint64_t>(set->messages.size())},
                  {"skipped_lines", static_cast<std::uint64_t>(set->problems.size())}});
   } else {
     act.fail(set.error(), diag);
-    fmt::print(stderr, "ferry: error: {}\n", diag.message);
+    print_error(diag.message);
   }
   co_return set;
 }
@@ -79,7 +80,7 @@ boost::asio::awaitable<int> tree(command_context& ctx, const trace_args& args) {
 bool write_output(const std::string& path, std::string_view text) {
   diagnostics diag;
   if (auto written = net::write_file_atomically(path, text, diag, {.mode = 0644, .make_parent = false}); !written) {
-    fmt::print(stderr, "ferry: error: {}\n", diag.message);
+    print_error(diag.message);
     return false;
   }
   return true;

@@ -1,8 +1,8 @@
 // `ferry warmup [--nodes N]`: the current project packed and its layers materialised on the warm nodes
 // (every running node of the provider, and at least nodes.min_nodes), so the next run starts at once.
 #include "agent/commands/command.hpp"
-#include "agent/commands/report.hpp"
 
+#include "agent/cli/report.hpp"
 #include "agent/cli/exit_code.hpp"
 #include "agent/job/job.hpp"
 #include "agent/cli/plural.hpp"
@@ -52,7 +52,7 @@ asio::awaitable<int> warmup(command_context& ctx, const warmup_args& args) {
   auto ran = co_await j.run(count, work, diag);
   if (co_await net::cancelled()) co_return report(act, asio::error::operation_aborted, diag);
   if (!ran) co_return report(act, ran.error(), diag);
-  for (const auto& f : j.failures()) fmt::print(stderr, "ferry: error: {}\n", f);
+  for (const auto& f : j.failures()) print_error(f);
   const auto& t = j.times();
   fmt::print("warmed {} ({}): {}, {} fetched\n", counted(warmed.size(), "node"), fmt::join(warmed, ", "),
              counted(t.layers, "layer"), t.layers_fetched);
