@@ -1,41 +1,30 @@
 // `ferry cluster up|ls|down|run`: a Dask cluster on ferry's nodes, from the project's own environment, for
 // maps that outgrow `ferry map` (agent/cluster/dask_holder.hpp holds each one). `up` starts the holder
-// detached (it outlives the command) and waits until the cluster is ready or failed; a second `up` of the
-// same name finds it and reuses it. `run` does the same, then runs a program on the workstation with
-// DASK_SCHEDULER_ADDRESS set (so `distributed.Client()` connects) and exits with its code. `down` tells the
-// holder to stop (SIGTERM) and waits for it: it stops the scheduler and the workers, and its forwarding.
-// `hold` is the holder itself; users do not call it.
+// detached (it outlives the command: agent/cluster/holder_process.hpp) and waits until the cluster is ready
+// or failed; a second `up` of the same name finds it and reuses it. `run` does the same, then runs a program
+// on the workstation with DASK_SCHEDULER_ADDRESS set (so `distributed.Client()` connects) and exits with its
+// code. `down` tells the holder to stop (SIGTERM) and waits for it: it stops the scheduler and the workers,
+// and its forwarding. `hold` is the holder itself; users do not call it.
 #include "agent/commands/command.hpp"
 
 #include "agent/cli/report.hpp"
 #include "agent/cluster/cluster_record.hpp"
 #include "agent/cluster/dask_holder.hpp"
+#include "agent/cluster/holder_process.hpp"
 #include "agent/error.hpp"
 #include "agent/cli/exit_code.hpp"
 #include "agent/provide/node_access.hpp"
 #include "agent/provide/node_end.hpp"
 #include "agent/cli/plural.hpp"
-#include "net/cancellation.hpp"
 #include "net/child_process.hpp"
 #include "net/ssh_quote.hpp"
-#include "provision/file_lock.hpp"
 #include "tracing/action_types.hpp"
 
-#include <boost/asio/redirect_error.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <fmt/format.h>
 
-#include <csignal>
-#include <unistd.h>
-
 #include <algorithm>
-#include <charconv>
-#include <chrono>
-#include <ctime>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 
 extern char** environ;
 
@@ -45,7 +34,6 @@ namespace {
 namespace asio = boost::asio;
 namespace fs = std::filesystem;
 namespace at = action_types::cluster;
-using clock = std::chrono::steady_clock;
 
 struct cluster_args {
   std::string name = "dask";
@@ -62,179 +50,8 @@ std::size_t node_count(const command_context& ctx, const cluster_args& args) {
   return static_cast<std::size_t>(std::max(1, args.nodes > 0 ? args.nodes : ctx.config.values.nodes.count));
 }
 
-// Waits `d` (a poll's pause); a cancelled wait just ends early.
-asio::awaitable<void> pause(asio::steady_timer& timer, std::chrono::milliseconds d) {
-  timer.expires_after(d);
-  error_code ignored;
-  co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ignored));
-}
-
-// How long a holder may take to wind down after SIGTERM: its grace for the remote processes, twice over.
-clock::duration stop_limit(const command_context& ctx) {
-  const auto& v = ctx.config.values;
-  return 2 * (v.agent.shutdown_grace + v.ssh.kill_grace + v.ssh.connect_timeout) + std::chrono::seconds(5);
-}
-
-// Stops a holder: SIGTERM, then SIGKILL when it does not end in time. False when it had to be killed.
-asio::awaitable<bool> stop_holder(const command_context& ctx, const cluster_record& r) {
-  if (!holder_alive(r)) co_return true;
-  ::kill(r.pid, SIGTERM);
-  asio::steady_timer timer(ctx.io);
-  const auto deadline = clock::now() + stop_limit(ctx);
-  while (holder_alive(r) && clock::now() < deadline) co_await pause(timer, std::chrono::milliseconds(50));
-  if (!holder_alive(r)) co_return true;
-  ::kill(r.pid, SIGKILL);
-  co_return false;
-}
-
-// The holder's command line: this binary, the same configuration file, a trace file of its own beside
-// this command's when it names one.
-std::vector<std::string> holder_argv(const command_context& ctx, const cluster_args& args, std::size_t nodes) {
-  std::error_code ec;
-  const auto self = fs::read_symlink("/proc/self/exe", ec);
-  std::vector<std::string> argv{ec ? std::string("ferry") : self.string()};
-  if (!ctx.options.config_file.empty()) argv.insert(argv.end(), {"--config", ctx.options.config_file});
-  if (!ctx.options.trace_file.empty()) {
-    fs::path t(ctx.options.trace_file);
-    argv.insert(argv.end(), {"--trace", (t.parent_path() / (t.stem().string() + ".cluster-" + args.name + ".jsonl")).string()});
-  }
-  argv.insert(argv.end(), {"cluster", "hold", "--name", args.name, "--nodes", std::to_string(nodes), "--provider",
-                           ctx.config.values.nodes.provider});
-  return argv;
-}
-
-// Starts the holder detached (its own session, adopted by init when the shell around it exits), its
-// output appended to `log`; returns its pid.
-asio::awaitable<result<int>> launch_holder(const command_context& ctx, tracing::action& act,
-                                           const std::vector<std::string>& holder, const fs::path& log,
-                                           diagnostics& diag) {
-  net::child_request request;
-  request.argv = {"/bin/sh", "-c", R"(log=$1; shift; setsid "$0" "$@" </dev/null >>"$log" 2>&1 & echo $!)",
-                  holder.front(), log.string()};
-  request.argv.insert(request.argv.end(), holder.begin() + 1, holder.end());
-  request.timeout = ctx.config.values.nodes.local_command_timeout;
-  request.after_exit = net::leftovers::keep;
-  std::vector<std::string> env;
-  for (char** e = environ; *e; ++e)
-    if (!std::string_view(*e).starts_with("FERRY_TASK_ID=")) env.emplace_back(*e);
-  env.push_back("FERRY_TASK_ID=" + act.serialize_task_id());
-  request.environment = std::move(env);
-  auto ran = co_await net::run_child(request, diag);
-  if (!ran) co_return ran.error();
-  int pid = 0;
-  const auto& out = ran->out;
-  std::from_chars(out.data(), out.data() + out.size(), pid);
-  if (pid <= 0) {
-    diag.set(fmt::format("starting the cluster's holder printed no pid: {}", ran->err));
-    co_return make_error_code(errc::cluster_failed);
-  }
-  co_return pid;
-}
-
-std::string log_tail(const std::string& file) {
-  std::ifstream in(file, std::ios::binary);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  constexpr std::size_t shown = 2000;
-  return text.size() > shown ? "..." + text.substr(text.size() - shown) : text;
-}
-
-// Waits until the holder says ready or failed, or is gone. A Ctrl-C meanwhile stops it.
-asio::awaitable<result<cluster_record>> await_ready(const command_context& ctx, const cluster_args& args,
-                                                    const cluster_record& launched, diagnostics& diag) {
-  const auto& v = ctx.config.values;
-  const auto deadline = clock::now() + v.nodes.ready_timeout + v.agent.cluster_start_timeout + std::chrono::seconds(30);
-  const auto dir = dir_of(ctx);
-  asio::steady_timer timer(ctx.io);
-  for (;;) {
-    diagnostics d;
-    auto r = read_record(dir, args.name, d);
-    if (r && *r && (*r)->pid == launched.pid) {
-      if ((*r)->status == "ready") co_return std::move(**r);
-      if ((*r)->status == "failed") {
-        diag.set(fmt::format("cluster {}: {}", args.name, (*r)->error));
-        // It is winding down: its remote processes are stopped before this says it failed.
-        const auto limit = clock::now() + stop_limit(ctx);
-        while (holder_alive(launched) && clock::now() < limit) co_await pause(timer, std::chrono::milliseconds(50));
-        remove_record(dir, args.name, launched.pid);
-        co_return make_error_code(errc::cluster_failed);
-      }
-    }
-    if (!holder_alive(launched)) {
-      diag.set(fmt::format("cluster {}: its holder ended before the cluster was ready; its log ({}):\n{}", args.name,
-                           launched.log, log_tail(launched.log)));
-      remove_record(dir, args.name, launched.pid);
-      co_return make_error_code(errc::cluster_failed);
-    }
-    if (clock::now() >= deadline) {
-      co_await stop_holder(ctx, launched);
-      diag.set(fmt::format("cluster {}: not ready in time; its log ({}):\n{}", args.name, launched.log,
-                           log_tail(launched.log)));
-      co_return make_error_code(errc::cluster_failed);
-    }
-    co_await pause(timer, std::chrono::milliseconds(50));
-    if (co_await net::cancelled()) {
-      co_await asio::this_coro::reset_cancellation_state();
-      co_await stop_holder(ctx, launched);
-      co_return asio::error::operation_aborted;
-    }
-  }
-}
-
-// The cluster of that name, ready: the one that runs, or a new one. `reused` says which.
-asio::awaitable<result<cluster_record>> bring_up(const command_context& ctx, tracing::action& act,
-                                                 const cluster_args& args, bool& reused, diagnostics& diag) {
-  if (!valid_cluster_name(args.name)) {
-    diag.set(fmt::format("--name {}: use letters, digits, '-', '_' and '.' (at most 64)", args.name));
-    co_return make_error_code(errc::cluster_failed);
-  }
-  if (args.engine != "dask") {
-    diag.set(fmt::format("--engine {}: ferry runs dask clusters", args.engine));
-    co_return make_error_code(errc::cluster_failed);
-  }
-  const auto dir = dir_of(ctx);
-  cluster_record launched;
-  {
-    // One `up` at a time decides whether to start a holder; the next sees its record.
-    auto lock = co_await provision::lock_file(dir / ".lock", ctx.config.values.nodes.registry_lock_timeout, diag);
-    if (!lock) co_return lock.error();
-    auto existing = read_record(dir, args.name, diag);
-    if (!existing) co_return existing.error();
-    // One that is going away is waited for, then replaced by a new one.
-    if (*existing && holder_alive(**existing) && ((*existing)->status == "stopping" || (*existing)->status == "stopped")) {
-      if (!co_await stop_holder(ctx, **existing)) {
-        diag.set(fmt::format("cluster {}: the holder that was stopping (pid {}) had to be killed", args.name,
-                             (*existing)->pid));
-        co_return make_error_code(errc::cluster_failed);
-      }
-      *existing = std::nullopt;
-    }
-    if (*existing && holder_alive(**existing) && (*existing)->status != "failed") {
-      launched = std::move(**existing);
-      reused = launched.status == "ready";
-      if (reused) co_return launched;
-    } else {
-      if (*existing) remove_record(dir, args.name, (*existing)->pid);
-      const auto nodes = node_count(ctx, args);
-      launched.name = args.name;
-      launched.status = "starting";
-      launched.wanted = nodes;
-      launched.log = (dir / (args.name + ".log")).string();
-      fs::create_directories(dir);
-      std::error_code ec;
-      fs::remove(launched.log, ec);
-      auto pid = co_await launch_holder(ctx, act, holder_argv(ctx, args, nodes), launched.log, diag);
-      if (!pid) co_return pid.error();
-      launched.pid = *pid;
-      launched.pid_start = process_start(*pid);
-      launched.started_at = static_cast<std::int64_t>(std::time(nullptr));
-      // Written here too, under the lock: until the holder writes its own, the next `up` must see this one.
-      auto read_again = read_record(dir, args.name, diag);
-      if (read_again && !*read_again) {
-        if (auto w = write_record(dir, launched, diag); !w) co_return w.error();
-      }
-    }
-  }
-  co_return co_await await_ready(ctx, args, launched, diag);
+cluster_wanted wanted_of(const command_context& ctx, const cluster_args& args) {
+  return {.name = args.name, .engine = args.engine, .nodes = node_count(ctx, args)};
 }
 
 void print_ready(const cluster_record& r, bool reused) {
@@ -247,7 +64,7 @@ asio::awaitable<int> up(command_context& ctx, const cluster_args& args) {
   auto& act = ctx.trace;
   diagnostics diag;
   bool reused = false;
-  auto r = co_await bring_up(ctx, act, args, reused, diag);
+  auto r = co_await bring_up_cluster(ctx, act, wanted_of(ctx, args), reused, diag);
   if (!r) co_return report(act, r.error(), diag);
   print_ready(*r, reused);
   act.succeed({{"name", r->name}, {"reused", reused}, {"scheduler", r->scheduler}, {"workers", r->nodes.size()}});
@@ -302,18 +119,13 @@ asio::awaitable<result<void>> end_created_nodes(command_context& ctx, tracing::a
 // ends the nodes made for it. False when something could not be ended cleanly (said on stderr).
 asio::awaitable<bool> end_cluster(command_context& ctx, tracing::action& act, const cluster_record& r) {
   auto step = act.child(at::down, {{"name", r.name}, {"pid", r.pid}});
-  const bool clean = co_await stop_holder(ctx, r);
-  // The holder's last word: it names every node it made, those of a replacement still under way too.
-  diagnostics ignored;
-  auto last = read_record(dir_of(ctx), r.name, ignored);
-  const bool has_last = last && *last && (*last)->pid == r.pid;
-  const cluster_record& final_record = has_last ? **last : r;
-  remove_record(dir_of(ctx), r.name, r.pid);
+  const auto stopped = co_await stop_cluster_holder(ctx, r);
+  const bool clean = stopped.clean;
   if (!clean)
     fmt::print(stderr, "ferry: cluster {}: its holder did not stop in time and was killed; its remote processes "
                "end with their nodes\n", r.name);
   diagnostics d;
-  auto ended = co_await end_created_nodes(ctx, step, final_record, d);
+  auto ended = co_await end_created_nodes(ctx, step, stopped.last, d);
   if (!ended)
     fmt::print(stderr, "ferry: cluster {}: its nodes could not all be ended: {}\n", r.name, describe(ended.error(), d));
   if (clean && ended) {
@@ -361,7 +173,7 @@ asio::awaitable<int> run(command_context& ctx, const cluster_args& args) {
   }
   diagnostics diag;
   bool reused = false;
-  auto r = co_await bring_up(ctx, act, args, reused, diag);
+  auto r = co_await bring_up_cluster(ctx, act, wanted_of(ctx, args), reused, diag);
   if (!r) co_return report(act, r.error(), diag);
   if (ctx.options.verbosity >= 0)
     fmt::print(stderr, "ferry: cluster {}: {} {}, scheduler {}, dashboard {}\n", r->name, counted(r->nodes.size(), "worker"),
