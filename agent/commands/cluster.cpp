@@ -101,9 +101,7 @@ asio::awaitable<result<void>> end_created_nodes(command_context& ctx, tracing::a
   for (const auto& n : *nodes) {
     if (std::find(r.created.begin(), r.created.end(), n.id) == r.created.end()) continue;
     diagnostics d;
-    auto provider = provider_named(ctx, *access, n.provider, d);
-    result<void> ended = provider.has_error() ? result<void>(provider.error()) : result<void>{};
-    if (provider) ended = co_await end_node(act, **provider, access->registry, n, d);  // not in a ?: (GCC 12)
+    auto ended = co_await end_node_by_its_provider(act, ctx, *access, n, d);
     if (ended) {
       fmt::print("ended {} ({})\n", n.id, n.name);
     } else if (!first) {

@@ -360,9 +360,7 @@ asio::awaitable<int> down(command_context& ctx, const nodes_args& args) {
   for (const auto& n : *nodes) {
     if (!selected(n, args)) continue;
     diagnostics d;
-    auto provider = provider_named(ctx, *access, n.provider, d);
-    result<void> r = provider.has_error() ? result<void>{provider.error()} : result<void>{};
-    if (provider) r = co_await end_node(act, **provider, access->registry, n, d);
+    auto r = co_await end_node_by_its_provider(act, ctx, *access, n, d);
     if (!r) {
       // The others are still ended: one provider's failure is no reason to leave them running.
       if (!first) first = r.error();

@@ -1,5 +1,6 @@
 #include "agent/provide/node_end.hpp"
 
+#include "agent/provide/node_access.hpp"
 #include "tracing/action_types.hpp"
 
 #include <fmt/format.h>
@@ -24,6 +25,14 @@ asio::awaitable<result<void>> end_node(tracing::action& parent, provision::provi
                        n.id));
   parent.log(action_types::provision::orphaned, {{"node", n.id}, {"reason", diag.message}});
   co_return ended.error();
+}
+
+asio::awaitable<result<void>> end_node_by_its_provider(tracing::action& parent, const command_context& ctx,
+                                                       node_access& access, const provision::node& n,
+                                                       diagnostics& diag) {
+  auto provider = provider_named(ctx, access, n.provider, diag);
+  if (!provider) co_return provider.error();
+  co_return co_await end_node(parent, **provider, access.registry, n, diag);
 }
 
 }  // namespace ferry::agent
