@@ -9,7 +9,9 @@
 
 namespace ferry::agent {
 
-void print_error(std::string_view message) { fmt::print(stderr, "ferry: error: {}\n", message); }
+std::string error_line(std::string_view message) { return fmt::format("ferry: error: {}", message); }
+
+void print_error(std::string_view message) { fmt::print(stderr, "{}\n", error_line(message)); }
 
 int report(tracing::action& act, const error_code& ec, const diagnostics& diag, int code) {
   act.fail(ec, diag);

@@ -11,11 +11,14 @@
 #include "tracing/action.hpp"
 #include "tracing/diagnostics.hpp"
 
+#include <string>
 #include <string_view>
 
 namespace ferry::agent {
 
-// One line on stderr: the error prefix, then `message`.
+// The error line for `message`, without its newline: what print_error() writes, and what tests look for.
+std::string error_line(std::string_view message);
+// One line on stderr: error_line(message).
 void print_error(std::string_view message);
 
 int report(tracing::action& act, const error_code& ec, const diagnostics& diag, int code = exit_code::failure);

@@ -1,5 +1,6 @@
 // `ferry pack` end to end: a real venv's interpreter, a real moto_server checking signatures, and the
 // aws CLI, unzip and Python's zipfile reading back what ferry stored.
+#include "agent/cli/report.hpp"
 #include "support/eliot.hpp"
 #include "support/fault_proxy.hpp"
 #include "support/loopback_listener.hpp"
@@ -419,7 +420,7 @@ TEST_F(pack_cli, a_trace_view_without_a_file_reads_the_last_commands_trace) {
     if (e.path().string() == pack_file) fs::remove(e.path());
   const auto none = run_ferry({"trace", "tree"}, env_for(ws_, prefix_));
   EXPECT_EQ(none.exit_code, 1);
-  EXPECT_TRUE(contains(none.err, "ferry: error: no command's trace in " + traces.string())) << none.err;
+  EXPECT_TRUE(contains(none.err, agent::error_line("no command's trace in " + traces.string()))) << none.err;
 }
 
 TEST_F(pack_cli, storage_gc_lists_by_default_removes_with_delete_and_a_later_pack_stores_again) {
@@ -560,7 +561,7 @@ TEST_F(pack_cli, storage_that_accepts_and_never_answers_is_named_then_ends_the_p
   ASSERT_TRUE(contains(r.err, warning)) << r.err;
   EXPECT_TRUE(contains(r.err, "GetObject s3://packs/" + prefix_)) << r.err;
   // Then one error names the same.
-  const auto error = "ferry: error: storage at " + endpoint + " made no progress for ";
+  const auto error = agent::error_line("storage at " + endpoint + " made no progress for ");
   ASSERT_TRUE(contains(r.err, error)) << r.err;
   const auto error_line = r.err.substr(r.err.find(error));
   EXPECT_TRUE(contains(error_line, "(net.stall_limit is 3s): GetObject s3://packs/" + prefix_)) << error_line;
@@ -648,7 +649,7 @@ TEST_F(pack_cli, storage_that_freezes_mid_upload_with_the_default_timeouts_ends_
   ASSERT_TRUE(got.ended) << "ferry pack still ran 90 s after storage froze:\n" << r.err;
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_TRUE(contains(r.err, "ferry: warning: storage at " + got.endpoint + " has made no progress for ")) << r.err;
-  const auto error = "ferry: error: storage at " + got.endpoint + " made no progress for ";
+  const auto error = agent::error_line("storage at " + got.endpoint + " made no progress for ");
   ASSERT_TRUE(contains(r.err, error)) << r.err;
   const auto error_line = r.err.substr(r.err.find(error));
   EXPECT_TRUE(contains(error_line, "s3://packs/" + prefix_ + "layers/")) << error_line;

@@ -1,4 +1,5 @@
 // `ferry trace stats` and `ferry trace html` as a user runs them.
+#include "agent/cli/report.hpp"
 #include "support/process.hpp"
 #include "support/sample_traces.hpp"
 #include "support/synthetic_runs.hpp"
@@ -53,7 +54,7 @@ TEST_F(trace_cli, stats_names_malformed_lines_and_uses_the_rest) {
   const auto file = dir.write("broken.jsonl", text);
   const auto r = run_ferry({"trace", "stats", file.string(), "--json"}, opts);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.err.find(fmt::format("ferry: error: {}:2: not JSON", file.string())), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(agent::error_line(fmt::format("{}:2: not JSON", file.string()))), std::string::npos) << r.err;
   const auto v = boost::json::parse(r.out);
   EXPECT_EQ(v.at("problems").as_array().size(), 1u);
   EXPECT_EQ(v.at("jobs").at(0).at("tasks"), 4);
