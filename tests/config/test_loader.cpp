@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
 #include <map>
 
 namespace ferry::config {
@@ -268,6 +270,22 @@ TEST(schema, every_default_parses_and_every_key_is_sectioned) {
     EXPECT_FALSE(key.help.empty()) << key.name;
     EXPECT_EQ(find_key(key.name), &key);
   }
+}
+
+// docs/configuration.md has a row for every key, as the schema has it: name, default and help. On a
+// failure the rows that are missing are printed, ready to paste.
+TEST(schema, every_key_has_its_row_in_the_reference_of_docs_configuration) {
+  std::ifstream in(std::string(FERRY_SOURCE_DIR) + "/docs/configuration.md");
+  ASSERT_TRUE(in) << "docs/configuration.md";
+  const std::string page((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string missing;
+  for (const auto& key : schema()) {
+    std::string help(key.help);
+    for (std::size_t at = 0; (at = help.find('|', at)) != std::string::npos; at += 2) help.insert(at, "\\");
+    const auto row = fmt::format("| `{}` | `{}` | {} |\n", key.name, key.default_value, help);
+    if (page.find(row) == std::string::npos) missing += row;
+  }
+  EXPECT_EQ(missing, "") << "rows missing from docs/configuration.md:\n" << missing;
 }
 
 }  // namespace
