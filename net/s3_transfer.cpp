@@ -6,13 +6,12 @@
 #include "net/digest.hpp"
 #include "net/error.hpp"
 #include "net/multipart_upload_core.hpp"
+#include "net/notifier.hpp"
 #include "tracing/action_types.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/redirect_error.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <fmt/format.h>
 
@@ -38,11 +37,6 @@ struct running_op {
 // What the operations of one multipart upload share with the loop that drives them. Everything runs on
 // the caller's executor, so the operations report to the core directly and then wake the loop.
 struct upload_run {
-  void notify() {
-    woken = true;
-    wake.cancel();
-  }
-
   s3_client& s3;
   tracing::action& act;
   const std::string& bucket;
@@ -50,8 +44,7 @@ struct upload_run {
   const part_source& next;
   transfer_progress* progress;
   multipart_upload_core core;
-  asio::steady_timer wake;  // never expires: notify() cancels the loop's wait
-  bool woken = false;
+  notifier wake;  // an operation ended: the loop looks again
   std::map<int, std::vector<char>> parts;  // read, not yet sent or released
   std::list<running_op> running;
   asio::cancellation_type_t heard = asio::cancellation_type::none;
@@ -137,7 +130,7 @@ void start(upload_run& run, asio::awaitable<void> op, cancelled_by stops, OnThro
       on_throw();
     }
     r.done = true;
-    run.notify();
+    run.wake.notify();
   };
   const auto io = run.wake.get_executor();
   if (stops == cancelled_by::nothing) {
@@ -187,16 +180,15 @@ void pass_on(upload_run& run, asio::cancellation_type_t now) {
 // Carries out the core's actions until it has finished and every operation it started has ended.
 asio::awaitable<void> drive(upload_run& run) {
   for (;;) {
-    run.woken = false;
+    const auto seen = run.wake.notifications();
     const auto state = co_await asio::this_coro::cancellation_state;
     pass_on(run, state.cancelled());
     for (auto& a : run.core.next()) carry_out(run, a);
     run.running.remove_if([](const running_op& r) { return r.done; });
     if (run.core.done() && run.running.empty()) co_return;
     // An operation that ended while the loop was busy has already said so.
-    if (run.woken) continue;
-    error_code ec;  // woken or cancelled: either way the loop looks again
-    co_await run.wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    if (run.wake.notifications() != seen) continue;
+    co_await run.wake.wait();  // woken or cancelled: either way the loop looks again
   }
 }
 
@@ -224,7 +216,7 @@ asio::awaitable<result<upload_result>> upload_multipart(s3_client& s3, tracing::
   const auto io = co_await asio::this_coro::executor;
   // No co_await inside the initializer: GCC 12 mishandles temporaries of co_await in braced lists.
   upload_run run{s3, act, bucket, key, next, progress, multipart_upload_core(s3.settings().parts_in_flight),
-                 asio::steady_timer(io, asio::steady_timer::time_point::max())};
+                 notifier(io)};
   co_await drive(run);
   if (run.bug) std::rethrow_exception(run.bug);
   const auto& core = run.core;

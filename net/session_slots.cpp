@@ -2,9 +2,7 @@
 
 #include "net/cancellation.hpp"
 
-#include <boost/asio/redirect_error.hpp>
 #include <boost/asio/this_coro.hpp>
-#include <boost/asio/use_awaitable.hpp>
 
 #include <algorithm>
 
@@ -35,7 +33,7 @@ void session_slots::give_back() {
   auto* next = waiting_.front();
   waiting_.pop_front();
   next->granted = true;
-  next->wake.cancel();
+  next->wake.notify();
 }
 
 asio::awaitable<result<session_slots::permit>> session_slots::acquire() {
@@ -43,11 +41,9 @@ asio::awaitable<result<session_slots::permit>> session_slots::acquire() {
     ++used_;
     co_return permit(shared_from_this());
   }
-  waiter self{asio::steady_timer(co_await asio::this_coro::executor)};
-  self.wake.expires_at(asio::steady_timer::time_point::max());
+  waiter self{notifier(co_await asio::this_coro::executor)};
   waiting_.push_back(&self);
-  error_code ignored;
-  co_await self.wake.async_wait(asio::redirect_error(asio::use_awaitable, ignored));
+  co_await self.wake.wait();  // `granted` says which way it ended
   if (self.granted) {
     // Handed over just as the caller was cancelled: it is given back, to the next in line.
     if (co_await cancelled()) {

@@ -5,10 +5,10 @@
 // slots, and the rest start as sessions end.
 //
 // The pool and its waiters live on the I/O thread.
+#include "net/notifier.hpp"
 #include "tracing/diagnostics.hpp"
 
 #include <boost/asio/awaitable.hpp>
-#include <boost/asio/steady_timer.hpp>
 
 #include <cstddef>
 #include <list>
@@ -47,7 +47,7 @@ class session_slots : public std::enable_shared_from_this<session_slots> {
 
  private:
   struct waiter {
-    boost::asio::steady_timer wake;  // never expires: cancelled when the slot is handed over
+    notifier wake;  // notified when the slot is handed over
     bool granted = false;
   };
   void give_back();

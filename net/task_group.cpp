@@ -5,9 +5,7 @@
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/redirect_error.hpp>
 #include <boost/asio/this_coro.hpp>
-#include <boost/asio/use_awaitable.hpp>
 
 #include <cstdlib>
 #include <exception>
@@ -16,9 +14,7 @@ namespace ferry::net {
 
 namespace asio = boost::asio;
 
-task_group::task_group(asio::any_io_executor io) : io_(io), ended_(io) {
-  ended_.expires_at(asio::steady_timer::time_point::max());
-}
+task_group::task_group(asio::any_io_executor io) : io_(io), ended_(io) {}
 
 task_group::~task_group() {
   if (!signals_.empty()) std::abort();
@@ -32,7 +28,7 @@ void task_group::spawn(asio::awaitable<void> work) {
                    // Later, not here: this may run inside cancel()'s loop over the signals.
                    asio::post(io_, [this, it] {
                      signals_.erase(it);
-                     ended_.cancel();
+                     ended_.notify();
                    });
                  }));
   if (cancelled_) it->emit(asio::cancellation_type::total);
@@ -48,9 +44,7 @@ asio::awaitable<void> task_group::wait(bool pass_on_total) {
   // cancellation: the grace after Ctrl-C is over) cuts them off too, so that none outlives it.
   bool cut_off = false;
   while (!signals_.empty()) {
-    boost::system::error_code ec;
-    ended_.expires_at(asio::steady_timer::time_point::max());
-    co_await ended_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    co_await ended_.wait();  // woken or cancelled: the loop looks again either way
     const auto state = co_await asio::this_coro::cancellation_state;
     if (!cut_off && is_terminal(state.cancelled())) {
       cut_off = true;

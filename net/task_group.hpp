@@ -3,10 +3,11 @@
 // with a cancellation slot of its own. The owner ends them: cancel() asks each to stop (total
 // cancellation), and wait() returns once every one has ended, so none outlives the frame it refers to.
 // Everything here runs on one executor (ferry's I/O thread).
+#include "net/notifier.hpp"
+
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/cancellation_signal.hpp>
-#include <boost/asio/steady_timer.hpp>
 
 #include <cstddef>
 #include <list>
@@ -35,7 +36,7 @@ class task_group {
  private:
   boost::asio::any_io_executor io_;
   std::list<boost::asio::cancellation_signal> signals_;
-  boost::asio::steady_timer ended_;  // never expires: cancelled when a member ends
+  notifier ended_;  // notified when a member ends
   bool cancelled_ = false;
 };
 

@@ -8,6 +8,7 @@
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
@@ -101,7 +102,7 @@ struct node_registry::waiter {
 };
 
 void node_registry::wake_all() {
-  if (turn_) turn_->cancel();
+  if (turn_) turn_->notify();
 }
 
 asio::awaitable<result<void>> node_registry::modify(tracing::action& parent, std::string_view action_type,
@@ -110,7 +111,6 @@ asio::awaitable<result<void>> node_registry::modify(tracing::action& parent, std
   // The timer lives only while someone is here: the registry outlives the io_context of one command.
   if (callers_++ == 0) {
     turn_.emplace(co_await asio::this_coro::executor);
-    turn_->expires_at(asio::steady_timer::time_point::max());
   }
   waiter self{&edit, &diag, &act, std::nullopt};
   queue_.push_back(&self);
@@ -119,8 +119,7 @@ asio::awaitable<result<void>> node_registry::modify(tracing::action& parent, std
       co_await commit_next(self);
       continue;
     }
-    error_code ec;
-    co_await turn_->async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    co_await turn_->wait();
     if (!self.outcome && co_await net::cancelled()) {
       std::erase(queue_, &self);
       diag.set(fmt::format("updating node registry {}: cancelled", file_.string()));

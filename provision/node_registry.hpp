@@ -12,12 +12,12 @@
 // would cost the square of the node count. Writes are paced so that writing takes at most half the time
 // (the gap after a write is as long as the write was), which lets batches grow with the file.
 #include "config/units.hpp"
+#include "net/notifier.hpp"
 #include "provision/node.hpp"
 #include "tracing/action.hpp"
 #include "tracing/diagnostics.hpp"
 
 #include <boost/asio/awaitable.hpp>
-#include <boost/asio/steady_timer.hpp>
 
 #include <chrono>
 #include <filesystem>
@@ -72,7 +72,7 @@ class node_registry {
   std::vector<waiter*> queue_;  // changes waiting for the next write, in their callers' frames
   bool committing_ = false;
   std::size_t callers_ = 0;  // in modify() now
-  std::optional<boost::asio::steady_timer> turn_;  // never expires: cancelled when a batch is done
+  std::optional<net::notifier> turn_;  // notified when a batch is done
   std::chrono::steady_clock::time_point next_write_{};
 };
 

@@ -26,15 +26,13 @@
 #include "agent/run/task_outcome.hpp"
 #include "net/cancellation.hpp"
 #include "net/error.hpp"
+#include "net/notifier.hpp"
 #include "net/run_all.hpp"
 #include "net/task_group.hpp"
 #include "net/ssh_exec.hpp"
 #include "tracing/action_types.hpp"
 #include "tracing/percentiles.hpp"
 
-#include <boost/asio/redirect_error.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/json.hpp>
 #include <fmt/format.h>
 
@@ -71,11 +69,9 @@ int fail_map(tracing::action& act, const error_code& ec, const diagnostics& diag
 
 // Everything the workers of all nodes share. All of it lives on the I/O thread.
 struct map_state {
-  map_state(asio::any_io_executor io, map_schedule s) : schedule(std::move(s)), wake(std::move(io)) {
-    wake.expires_at(asio::steady_timer::time_point::max());
-  }
+  map_state(asio::any_io_executor io, map_schedule s) : schedule(std::move(s)), wake(std::move(io)) {}
   map_schedule schedule;
-  asio::steady_timer wake;  // never expires: cancelling it wakes every waiting worker and the replacer
+  net::notifier wake;  // wakes every waiting worker and the replacer
   const map_args* args = nullptr;
   job* the_job = nullptr;
   env_vars vars;
@@ -97,10 +93,9 @@ struct map_state {
   std::optional<std::chrono::steady_clock::time_point> first_task;  // when the first attempt began
   progress_bar* progress = nullptr;  // on a terminal
 
-  void notify() { wake.cancel(); }
+  void notify() { wake.notify(); }
   asio::awaitable<bool> wait() {  // false when cancelled
-    error_code ec;
-    co_await wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    co_await wake.wait();
     co_return !(co_await net::cancelled());
   }
 };

@@ -3,9 +3,6 @@
 #include "net/cancellation.hpp"
 #include "net/deadline.hpp"
 
-#include <boost/asio/redirect_error.hpp>
-#include <boost/asio/use_awaitable.hpp>
-
 #include <algorithm>
 #include <cstring>
 
@@ -53,14 +50,14 @@ class layer_feed::feed_reader final : public net::input_source {
       }
       // A lazy start's input stays open after the plan's end, until the work is done.
       if (!hold && feed_.closed_ && !(work_done_ && feed_.ended_)) co_return std::size_t{0};
-      const auto seen = feed_.generation_;
+      const auto seen = feed_.changed_.notifications();
       if (work_done_) {
         // A lazy start: exec reads the node program's output only between reads of its input, and the
         // line saying the command may start must not wait for the next layer. So the wait is cut short by
         // an empty line (the node program skips it), soon after a line came, more rarely as time goes by.
-        const bool woken = co_await net::with_deadline(wait_for(feed_.changed_), pause_);
+        const bool woken = co_await net::with_deadline(feed_.changed_.wait(), pause_);
         if (co_await net::cancelled()) co_return error_code(asio::error::operation_aborted);
-        if (!woken && feed_.generation_ == seen) {
+        if (!woken && feed_.changed_.notifications() == seen) {
           pause_ = std::min(pause_ * 2, max_pause);
           current_ = "\n";
           offset_ = 0;
@@ -69,14 +66,12 @@ class layer_feed::feed_reader final : public net::input_source {
         }
         continue;
       }
-      // Wait for the next line. A wake is told from a cancellation by the generation it moved on.
-      error_code ec;
-      co_await feed_.changed_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-      // A wake moves the generation on; a cancellation may come with one in the same turn, so it is asked
-      // for too.
+      // Wait for the next line. A wake is told from a cancellation by the notifications it moved on.
+      co_await feed_.changed_.wait();
+      // A cancellation may come with a wake in the same turn, so it is asked for too.
       // (Not `a || co_await b`: GCC 12 miscompiles co_await in a short-circuit operand.)
       const bool stopped = co_await net::cancelled();
-      if (feed_.generation_ == seen || stopped) co_return error_code(asio::error::operation_aborted);
+      if (feed_.changed_.notifications() == seen || stopped) co_return error_code(asio::error::operation_aborted);
     }
   }
 
@@ -92,16 +87,9 @@ class layer_feed::feed_reader final : public net::input_source {
   const bool* source_pending_;
   static constexpr std::chrono::milliseconds min_pause{10}, max_pause{200};
   std::chrono::milliseconds pause_ = min_pause;
-
-  static asio::awaitable<void> wait_for(asio::steady_timer& changed) {
-    error_code ignored;  // woken or cancelled: the caller looks at the generation
-    co_await changed.async_wait(asio::redirect_error(asio::use_awaitable, ignored));
-  }
 };
 
-layer_feed::layer_feed(asio::any_io_executor io) : changed_(std::move(io)) {
-  changed_.expires_at(asio::steady_timer::time_point::max());
-}
+layer_feed::layer_feed(asio::any_io_executor io) : changed_(std::move(io)) {}
 
 std::unique_ptr<layer_feed> layer_feed::of(asio::any_io_executor io, const node::environment_plan& plan) {
   auto feed = std::make_unique<layer_feed>(std::move(io));
@@ -110,11 +98,7 @@ std::unique_ptr<layer_feed> layer_feed::of(asio::any_io_executor io, const node:
   return feed;
 }
 
-void layer_feed::wake() {
-  ++generation_;
-  changed_.cancel();
-  changed_.expires_at(asio::steady_timer::time_point::max());
-}
+void layer_feed::wake() { changed_.notify(); }
 
 void layer_feed::site(const node::plan_site& site) {
   if (closed_) return;

@@ -7,10 +7,10 @@
 //
 // Lives on the I/O thread, like the job that fills it.
 #include "agent/node/plan.hpp"
+#include "net/notifier.hpp"
 #include "net/ssh_streams.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/steady_timer.hpp>
 
 #include <memory>
 #include <optional>
@@ -59,8 +59,7 @@ class layer_feed {
   bool ended_ = false;
   bool closed_ = false;  // ended or abandoned: nothing more comes
   std::size_t layers_ = 0;
-  boost::asio::steady_timer changed_;  // never expires: cancelled to wake every reader when lines come
-  std::uint64_t generation_ = 0;
+  net::notifier changed_;  // wakes every reader when lines come
 };
 
 }  // namespace ferry::agent
