@@ -278,13 +278,10 @@ asio::awaitable<void> job::work_when_ready(ready_node& node, lazy_link& link) {
   // On every way out (an exception too) the node program is told the work is done: it ends then, and
   // the materialise beside this ends with it.
   struct done_at_end {
-    lazy_link& link;
     layer_feed& feed;
-    ~done_at_end() {
-      link.work_done = true;
-      feed.poke();
-    }
-  } done{link, feed_};
+    const std::string& node;
+    ~done_at_end() { feed.work_done(node); }
+  } done{feed_, node.node.id};
   const auto begin = std::chrono::steady_clock::now();
   co_await link.ready.wait();
   const bool stopped = co_await net::cancelled();  // (not in the condition: GCC 12 and co_await in &&)
@@ -377,7 +374,6 @@ void job::work_over() {
   not_working_.clear();
   for (auto* stop : stops) stop->emit(asio::cancellation_type::total);
   if (fanout_) fanout_->work_over();
-  feed_.poke();
 }
 
 asio::awaitable<void> job::steps_then_flag(ready_node& node, const fanout_role* fan, bool& over) {
@@ -393,8 +389,7 @@ asio::awaitable<void> job::steps_and_serve(ready_node& node) {
   std::vector<asio::awaitable<void>> parts;
   parts.push_back(steps_then_flag(node, &arrival.role, over));
   if (arrival.serves) parts.push_back(fanout_->serve(act_, node, materialise_, over));
-  if (arrival.role.source_pending && *arrival.role.source_pending)
-    parts.push_back(fanout_->stop_holding_after_limit(node.node.id));
+  if (arrival.held) parts.push_back(fanout_->stop_holding_after_limit(node.node.id));
   co_await net::run_all(std::move(parts));
 }
 

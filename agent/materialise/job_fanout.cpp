@@ -51,13 +51,12 @@ job_fanout::job_fanout(const config::nodes_settings& settings, std::size_t expec
 
 job_fanout::arrival job_fanout::arrive(const provision::node& n) {
   const auto place = plan_.arrive(n.id);
-  auto& source = sources_[n.id];
-  source = plan_.source_of(n.id);
-  auto& pending = pending_[n.id];
-  pending = place.parent && serves_[*place.parent] && source.empty();
+  auto source = plan_.source_of(n.id);
   arrival a;
+  a.held = place.parent && serves_[*place.parent] && source.empty();
+  feed_.fan_out(n.id, std::move(source), a.held);
   a.serves = serves_[n.id] = place.serves && is_address(n.host);
-  a.role = fanout_role{token_, a.serves ? serve_id_ : std::string(), &source, &pending};
+  a.role = fanout_role{token_, a.serves ? serve_id_ : std::string()};
   return a;
 }
 
@@ -67,11 +66,9 @@ void job_fanout::listening(const provision::node& n, unsigned port) {
   plan_.serving(n.id, url);
   // Children that arrived before their parent listened learn of it now, through their feed.
   for (const auto& child : plan_.children_of(n.id)) {
-    sources_[child] = url;
-    pending_[child] = false;
+    feed_.fan_out(child, url, false);
     end_hold(child);
   }
-  feed_.poke();
 }
 
 void job_fanout::end_hold(const std::string& node) {
@@ -80,28 +77,23 @@ void job_fanout::end_hold(const std::string& node) {
 
 boost::asio::awaitable<void> job_fanout::stop_holding_after_limit(const std::string& node) {
   co_await net::accept_cancellation();
-  auto& pending = pending_[node];
-  if (!pending) co_return;
+  if (!feed_.held(node)) co_return;
   const auto executor = co_await boost::asio::this_coro::executor;
   boost::asio::steady_timer timer(executor, hold_);
   holds_[node] = &timer;
   boost::system::error_code ec;
   co_await timer.async_wait(boost::asio::redirect_error(boost::asio::use_awaitable, ec));
   holds_.erase(node);
-  if (pending) {
-    pending = false;
-    feed_.poke();
-  }
+  feed_.release(node);  // when still held
 }
 
 void job_fanout::stopped_serving(const std::string& node) {
   serves_[node] = false;
   plan_.serving(node, "");  // children that come later go to storage
   for (const auto& child : plan_.children_of(node)) {
-    pending_[child] = false;
+    feed_.release(child);
     end_hold(child);
   }
-  feed_.poke();
 }
 
 boost::asio::awaitable<void> job_fanout::serve(tracing::action& act, ready_node& node,

@@ -29,8 +29,9 @@ class job_fanout {
   static bool wanted(const config::nodes_settings& settings, std::size_t count);
 
   struct arrival {
-    fanout_role role;     // for the node's materialise; its pointer stays valid as long as this object
+    fanout_role role;     // for the node's materialise
     bool serves = false;  // run serve() beside the node's steps
+    bool held = false;    // its layers wait for its parent's server: run stop_holding_after_limit() beside
   };
   arrival arrive(const provision::node& n);
   // The node's materialise ended, whichever way.
@@ -58,15 +59,13 @@ class job_fanout {
   void end_hold(const std::string& node);
 
   fanout_plan plan_;
-  layer_feed& feed_;
+  layer_feed& feed_;      // each node's source and hold, which its reader reads
   std::string token_;     // 64 hex digits: what a node's server asks of the peers
   std::string serve_id_;  // the copies' directory name on every node
   std::chrono::milliseconds wait_;
   std::chrono::milliseconds hold_;
   bool work_over_ = false;
-  std::map<std::string, std::string> sources_;  // node -> its parent's server URL (node-stable: pointers)
-  std::map<std::string, bool> pending_;         // node -> its parent's server is on its way
-  std::map<std::string, bool> serves_;          // node -> it runs a server (or tries to)
+  std::map<std::string, bool> serves_;  // node -> it runs a server (or tries to)
   std::map<std::string, boost::asio::steady_timer*> holds_;  // node -> the timer of its running hold
 };
 

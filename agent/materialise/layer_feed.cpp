@@ -12,13 +12,8 @@ namespace asio = boost::asio;
 
 class layer_feed::feed_reader final : public net::input_source {
  public:
-  feed_reader(layer_feed& feed, std::string header, const bool* work_done, const std::string* source,
-              const bool* source_pending)
-      : feed_(feed),
-        current_(std::move(header) + "\n"),
-        work_done_(work_done),
-        source_(source),
-        source_pending_(source_pending) {}
+  feed_reader(layer_feed& feed, std::string header, std::string node, bool lazy)
+      : feed_(feed), current_(std::move(header) + "\n"), node_(std::move(node)), lazy_(lazy) {}
 
   asio::awaitable<result<std::size_t>> read(std::span<char> into) override {
     for (;;) {
@@ -29,29 +24,31 @@ class layer_feed::feed_reader final : public net::input_source {
         co_return n;
       }
       if (told_done_) co_return std::size_t{0};
-      if (source_ && !source_->empty() && !told_source_) {
-        current_ = node::peer_line({*source_}) + "\n";
+      // Looked up again on every turn: the feed changes it, and wakes this reader then.
+      const auto& state = feed_.state_of(node_);
+      if (!state.source.empty() && !told_source_) {
+        current_ = node::peer_line({state.source}) + "\n";
         offset_ = 0;
         told_source_ = true;
         continue;
       }
-      if (work_done_ && *work_done_) {
+      if (lazy_ && state.work_done) {
         current_ = node::work_done_line() + "\n";
         offset_ = 0;
         told_done_ = true;
         continue;
       }
       // A fan-out child whose parent's server is on its way holds its layers back until it is there.
-      const bool hold = source_pending_ && *source_pending_;
+      const bool hold = state.held;
       if (!hold && next_ < feed_.lines_.size()) {
         current_ = feed_.lines_[next_++];
         offset_ = 0;
         continue;
       }
       // A lazy start's input stays open after the plan's end, until the work is done.
-      if (!hold && feed_.closed_ && !(work_done_ && feed_.ended_)) co_return std::size_t{0};
+      if (!hold && feed_.closed_ && !(lazy_ && feed_.ended_)) co_return std::size_t{0};
       const auto seen = feed_.changed_.notifications();
-      if (work_done_) {
+      if (lazy_) {
         // A lazy start: exec reads the node program's output only between reads of its input, and the
         // line saying the command may start must not wait for the next layer. So the wait is cut short by
         // an empty line (the node program skips it), soon after a line came, more rarely as time goes by.
@@ -80,11 +77,10 @@ class layer_feed::feed_reader final : public net::input_source {
   std::string current_;
   std::size_t offset_ = 0;
   std::size_t next_ = 0;
-  const bool* work_done_;
+  std::string node_;
+  bool lazy_;
   bool told_done_ = false;
-  const std::string* source_;
   bool told_source_ = false;
-  const bool* source_pending_;
   static constexpr std::chrono::milliseconds min_pause{10}, max_pause{200};
   std::chrono::milliseconds pause_ = min_pause;
 };
@@ -133,9 +129,38 @@ void layer_feed::abandon() {
   wake();
 }
 
-std::unique_ptr<net::input_source> layer_feed::reader(std::string header, const bool* work_done,
-                                                      const std::string* source, const bool* source_pending) {
-  return std::make_unique<feed_reader>(*this, std::move(header), work_done, source, source_pending);
+std::unique_ptr<net::input_source> layer_feed::reader(std::string header, std::string node, bool lazy) {
+  return std::make_unique<feed_reader>(*this, std::move(header), std::move(node), lazy);
+}
+
+const layer_feed::node_state& layer_feed::state_of(const std::string& node) const {
+  static const node_state none;  // a node the feed was told nothing of
+  const auto it = nodes_.find(node);
+  return it == nodes_.end() ? none : it->second;
+}
+
+void layer_feed::fan_out(const std::string& node, std::string source, bool held) {
+  auto& state = nodes_[node];
+  if (state.source == source && state.held == held) return;
+  state.source = std::move(source);
+  state.held = held;
+  wake();
+}
+
+void layer_feed::release(const std::string& node) {
+  const auto it = nodes_.find(node);
+  if (it == nodes_.end() || !it->second.held) return;
+  it->second.held = false;
+  wake();
+}
+
+bool layer_feed::held(const std::string& node) const { return state_of(node).held; }
+
+void layer_feed::work_done(const std::string& node) {
+  auto& state = nodes_[node];
+  if (state.work_done) return;
+  state.work_done = true;
+  wake();
 }
 
 }  // namespace ferry::agent

@@ -12,6 +12,7 @@
 
 #include <boost/asio/any_io_executor.hpp>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -39,27 +40,42 @@ class layer_feed {
   bool ended() const { return ended_; }
   std::size_t layers() const { return layers_; }
 
-  // stdin for one node program: `header` (its own line: the task id differs per node), then the feed's
-  // lines as they come. The feed must outlive it. With `work_done` (a lazy start), the input does not end
-  // with the feed: once *work_done is true (then poke()), a work_done line ends it, whatever is left;
-  // while it waits, empty lines keep the exec loop reading the node program's messages.
-  // With `source` (fan-out), once *source is not empty (then poke()), a peer line goes first; while
-  // *source_pending, no layer line goes.
-  std::unique_ptr<net::input_source> reader(std::string header, const bool* work_done = nullptr,
-                                            const std::string* source = nullptr,
-                                            const bool* source_pending = nullptr);
-  // Readers look again (a work_done flag changed).
-  void poke() { wake(); }
+  // stdin for the node program on `node` (its id): `header` (its own line: the task id differs per node),
+  // then the feed's lines as they come. The feed must outlive it. With `lazy` (a lazy start), the input
+  // does not end with the feed: once the node's work is done (work_done()), a work_done line ends it,
+  // whatever is left; while it waits, empty lines keep the exec loop reading the node program's messages.
+  // In a fan-out, once the node's source is known (fan_out()), a peer line goes first; while the node is
+  // held, no layer line goes.
+  std::unique_ptr<net::input_source> reader(std::string header, std::string node, bool lazy = false);
+
+  // What one node's reader says beside the feed's lines. The feed keeps it, by node id; it changes only
+  // through these calls, and each change wakes the readers.
+  // The node's parent in the job's fan-out (agent/fanout_plan.hpp) serves at `source` (empty: none yet,
+  // the node fetches from storage); while `held`, that server is on its way and the node's layer lines
+  // wait for it (or for its failure), rather than going to storage for want of a few hundred milliseconds.
+  void fan_out(const std::string& node, std::string source, bool held);
+  // The node's layer lines wait no more.
+  void release(const std::string& node);
+  bool held(const std::string& node) const;
+  // The work on the node is over (a lazy start): its reader ends with a work_done line.
+  void work_done(const std::string& node);
 
  private:
   class feed_reader;
+  struct node_state {
+    std::string source;
+    bool held = false;
+    bool work_done = false;
+  };
+  const node_state& state_of(const std::string& node) const;
   void wake();
 
   std::vector<std::string> lines_;  // each with its newline
+  std::map<std::string, node_state> nodes_;  // node id -> its state, for the job's life (a node runs once)
   bool ended_ = false;
   bool closed_ = false;  // ended or abandoned: nothing more comes
   std::size_t layers_ = 0;
-  net::notifier changed_;  // wakes every reader when lines come
+  net::notifier changed_;  // wakes every reader when lines come or a node's state changes
 };
 
 }  // namespace ferry::agent

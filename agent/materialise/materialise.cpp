@@ -111,8 +111,7 @@ asio::awaitable<result<environment>> materialise_from(tracing::action& parent, n
       act, session, call,
       [&](const std::string& task_id) {
         header.task_id = task_id;
-        return feed.reader(node::header_line(header), lazy ? &lazy->work_done : nullptr,
-                           fan ? fan->source : nullptr, fan ? fan->source_pending : nullptr);
+        return feed.reader(node::header_line(header), node_name, lazy != nullptr);
       },
       *trace, diag);
   if (!answer) co_return fail(answer.error());

@@ -85,22 +85,17 @@ struct lazy_link {
   explicit lazy_link(asio::any_io_executor io) : ready(std::move(io)) {}
   std::optional<environment> early;  // where the command may start, once the node program says so
   net::async_event ready;            // set then, or when materialise ends without it
-  bool work_done = false;            // the work on the node is over: set it, then poke the feed
   double may_start_at = 0;           // seconds into materialise when the node said so
   // An import on the node waits for these layers (ids): the pack may hurry them.
   std::function<void(const std::vector<std::string>& ids)> on_wait;
 };
 
-// A node's part in the job's fan-out (agent/materialise/fanout_plan.hpp): the job's token; the serve id when the node
-// keeps copies for its own children; and where its parent serves, once known (the job pokes the feed
-// then, and a peer line goes to the node).
+// A node's part in the job's fan-out (agent/materialise/fanout_plan.hpp): the job's token, and the serve id when the
+// node keeps copies for its own children. Where its parent serves, once known, the feed says
+// (layer_feed::fan_out), with a peer line to the node.
 struct fanout_role {
   std::string token;
   std::string serve_id;
-  const std::string* source = nullptr;
-  // True while the parent's server is on its way: the node's layer lines wait for it (or for its
-  // failure), rather than going to storage for want of a few hundred milliseconds.
-  const bool* source_pending = nullptr;
 };
 
 // Runs the plan on the node behind `session` and reports what it holds. Fails with the node program's
@@ -108,13 +103,15 @@ struct fanout_role {
 // disk, a lock's timeout...) with its words in the diagnostics, with net::errc when the session fails,
 // and with operation_aborted when cancelled: the node program is then stopped, and what it left half
 // made is never taken for a layer.
-// The layers come from `feed` as they reach storage: the node starts on each one as it comes.
+// The layers come from `feed` as they reach storage: the node starts on each one as it comes. The feed
+// knows the node by its id (session.peer().node).
 asio::awaitable<result<environment>> materialise(tracing::action& parent, net::ssh_session& session,
                                                  layer_feed& feed, const materialise_options& options,
                                                  diagnostics& diag, const fanout_role* fan = nullptr);
 // A lazy start: the feed carries the catalogue first; `link` learns where the command may start as soon as
-// the workspace is in place, and the node program runs on, serving the command's imports, until
-// link.work_done. The environment at the end has its counts and what was imported.
+// the workspace is in place, and the node program runs on, serving the command's imports, until the feed
+// is told the node's work is done (layer_feed::work_done). The environment at the end has its counts and
+// what was imported.
 asio::awaitable<result<environment>> materialise_lazily(tracing::action& parent, net::ssh_session& session,
                                                         layer_feed& feed, const materialise_options& options,
                                                         lazy_link& link, diagnostics& diag,

@@ -1109,8 +1109,9 @@ asio::awaitable<void> child_from(materialise_node& t, environment_plan plan, std
   }
   if (r.port) {
     const auto source = fmt::format("http://127.0.0.1:{}", *r.port);
-    fanout_role role{token, "", &source, nullptr};
+    fanout_role role{token, ""};
     auto feed = layer_feed::of(co_await asio::this_coro::executor, plan);
+    feed->fan_out("node-2", source, false);  // the node's id, as its session names it
     auto o = t.bare_options();
     o.cache_dir = plan.cache_dir;
     auto session = co_await t.connect(t.server, d, "node-2");
@@ -1155,7 +1156,7 @@ class fanout_node : public materialise_node {
   void first_node() {
     layers = {layer("workspace", workspace_files()), layer("alpha", two_shards())};
     plan = plan_of(layers, 0);
-    const fanout_role keeper{token, serve_id, nullptr, nullptr};
+    const fanout_role keeper{token, serve_id};
     diagnostics diag;
     auto first = run(keep_copies(*this, plan, keeper, diag));
     ASSERT_TRUE(first) << diag.message;

@@ -1,0 +1,132 @@
+// agent/materialise/layer_feed.hpp: what a node's reader says beside the feed's lines is the feed's own state of that
+// node, changed through the feed, which wakes the readers: a held node gets no layer line until its source
+// is known (a peer line first) or it is released; a lazy reader ends with a work_done line once the
+// node's work is done; other nodes' readers go on as before.
+#include "agent/materialise/layer_feed.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <gtest/gtest.h>
+
+#include <array>
+#include <memory>
+#include <string>
+
+// Named: the test binaries are unity builds, and other files' helpers share these names.
+namespace ferry::agent::layer_feed_tests {
+namespace {
+
+namespace asio = boost::asio;
+
+struct reading {
+  std::string text;  // what was read, blank lines (a lazy reader's keep-alives) left out
+  bool ended = false;
+};
+
+// A coroutine function, not a lambda: a lambda's captures would die with it before the coroutine ends.
+asio::awaitable<void> read_all(net::input_source& in, reading& r) {
+  std::array<char, 4096> buf{};
+  for (;;) {
+    auto n = co_await in.read(buf);
+    if (!n || *n == 0) {
+      r.ended = true;
+      co_return;
+    }
+    for (std::size_t i = 0; i < *n; ++i)
+      if (!(buf[i] == '\n' && (r.text.empty() || r.text.back() == '\n'))) r.text += buf[i];
+  }
+}
+
+void start(asio::io_context& io, net::input_source& in, reading& r) {
+  asio::co_spawn(io, read_all(in, r), [](std::exception_ptr e) {
+    if (e) std::rethrow_exception(e);
+  });
+}
+
+// Runs whatever is ready, without waiting for anything.
+void settle(asio::io_context& io) {
+  io.restart();
+  io.poll();
+}
+
+const node::layer_source alpha{"aa", "alpha", {}};
+const std::string url = "http://10.0.0.1:9000";
+
+std::string line(const std::string& text) { return text + "\n"; }
+
+TEST(layer_feed, a_held_node_gets_its_layers_once_its_source_is_known_and_the_peer_line_first) {
+  asio::io_context io;
+  layer_feed feed(io.get_executor());
+  feed.add(0, alpha);
+  feed.fan_out("child", "", true);
+  auto held = feed.reader("H1", "child");
+  auto other = feed.reader("H2", "seed");
+  reading h, o;
+  start(io, *held, h);
+  start(io, *other, o);
+  settle(io);
+  EXPECT_TRUE(feed.held("child"));
+  EXPECT_FALSE(feed.held("seed"));
+  EXPECT_EQ(h.text, line("H1"));
+  EXPECT_EQ(o.text, line("H2") + line(node::layer_line(0, alpha)));
+
+  feed.fan_out("child", url, false);
+  settle(io);
+  EXPECT_EQ(h.text, line("H1") + line(node::peer_line({url})) + line(node::layer_line(0, alpha)));
+  EXPECT_EQ(o.text, line("H2") + line(node::layer_line(0, alpha)));  // no peer line for another node
+
+  feed.end(1, std::nullopt);
+  settle(io);
+  EXPECT_TRUE(h.ended);
+  EXPECT_TRUE(o.ended);
+}
+
+TEST(layer_feed, a_released_node_goes_to_storage_without_a_peer_line) {
+  asio::io_context io;
+  layer_feed feed(io.get_executor());
+  feed.add(0, alpha);
+  feed.end(1, std::nullopt);
+  feed.fan_out("child", "", true);
+  auto held = feed.reader("H", "child");
+  reading h;
+  start(io, *held, h);
+  settle(io);
+  EXPECT_EQ(h.text, line("H"));
+  EXPECT_FALSE(h.ended);  // the feed is closed, but the held node's lines are still to come
+
+  feed.release("child");
+  settle(io);
+  EXPECT_FALSE(feed.held("child"));
+  EXPECT_EQ(h.text, line("H") + line(node::layer_line(0, alpha)) + line(node::end_line({1, std::nullopt})));
+  EXPECT_TRUE(h.ended);
+}
+
+TEST(layer_feed, a_lazy_reader_ends_with_work_done_once_the_feed_is_told) {
+  asio::io_context io;
+  layer_feed feed(io.get_executor());
+  feed.add(0, alpha);
+  feed.end(1, std::nullopt);
+  auto lazy = feed.reader("H", "n1", true);
+  auto other = feed.reader("H", "n2", true);
+  reading l, o;
+  start(io, *lazy, l);
+  start(io, *other, o);
+  settle(io);
+  const auto plan = line("H") + line(node::layer_line(0, alpha)) + line(node::end_line({1, std::nullopt}));
+  EXPECT_EQ(l.text, plan);
+  EXPECT_FALSE(l.ended);  // a lazy start's input stays open after the plan's end
+
+  feed.work_done("n1");
+  settle(io);
+  EXPECT_EQ(l.text, plan + line(node::work_done_line()));
+  EXPECT_TRUE(l.ended);
+  EXPECT_EQ(o.text, plan);  // another node's work goes on
+  EXPECT_FALSE(o.ended);
+
+  feed.work_done("n2");
+  settle(io);
+  EXPECT_TRUE(o.ended);
+}
+
+}  // namespace
+}  // namespace ferry::agent::layer_feed_tests
