@@ -20,7 +20,8 @@ class async_event {
 
   // Empty once set; operation_aborted when the waiter was cancelled first.
   boost::asio::awaitable<boost::system::error_code> wait() {
-    if (!set_) co_await changed_.wait();
+    boost::system::error_code ec;
+    if (!set_) co_await changed_.wait(ec);
     if (!set_) co_return boost::asio::error::operation_aborted;
     co_return boost::system::error_code{};
   }

@@ -25,11 +25,13 @@ class notifier {
     timer_.cancel();
   }
 
-  // Until the next notify(), or until the waiter is cancelled: which of the two, the caller tells by
-  // notifications() (taken before it waits) or cancelled(); both may come in the same turn.
+  // Until the next notify(), or until the waiter is cancelled: which of the two, `ec` says
+  // (operation_aborted either way, as Asio's timers do) no better than notifications() (taken before the
+  // wait) or cancelled() do; both may come in the same turn. `ec` is the caller's, so that a wait that ends
+  // after the notifier is gone (its timer's destructor cancels it) writes only into the waiter's frame.
   // The timer's own wait, not a coroutine around it: GCC 12 miscompiles some callers of such a coroutine.
-  boost::asio::awaitable<void> wait() {
-    return timer_.async_wait(boost::asio::redirect_error(boost::asio::use_awaitable, ignored_));
+  auto wait(boost::system::error_code& ec) {
+    return timer_.async_wait(boost::asio::redirect_error(boost::asio::use_awaitable, ec));
   }
 
   boost::asio::any_io_executor get_executor() { return timer_.get_executor(); }
@@ -39,7 +41,6 @@ class notifier {
 
  private:
   boost::asio::steady_timer timer_;  // never expires: cancelling it ends every pending wait
-  boost::system::error_code ignored_;  // each wait's end: by notify() or the waiter's slot, told apart as above
   std::uint64_t notifications_ = 0;
 };
 

@@ -188,7 +188,8 @@ asio::awaitable<void> drive(upload_run& run) {
     if (run.core.done() && run.running.empty()) co_return;
     // An operation that ended while the loop was busy has already said so.
     if (run.wake.notifications() != seen) continue;
-    co_await run.wake.wait();  // woken or cancelled: either way the loop looks again
+    error_code ec;  // woken or cancelled: either way the loop looks again
+    co_await run.wake.wait(ec);
   }
 }
 

@@ -43,7 +43,8 @@ asio::awaitable<result<session_slots::permit>> session_slots::acquire() {
   }
   waiter self{notifier(co_await asio::this_coro::executor)};
   waiting_.push_back(&self);
-  co_await self.wake.wait();  // `granted` says which way it ended
+  error_code ec;  // `granted` says which way the wait ended
+  co_await self.wake.wait(ec);
   if (self.granted) {
     // Handed over just as the caller was cancelled: it is given back, to the next in line.
     if (co_await cancelled()) {

@@ -38,12 +38,12 @@ std::shared_ptr<ssh_session> ssh_session::start(asio::ip::tcp::socket socket, li
 }
 
 ssh_session::pump_io::pump_io(asio::ip::tcp::socket s)
-    : socket(std::move(s)), kick(socket.get_executor(), clock::time_point::max()) {}
+    : socket(std::move(s)), kick(socket.get_executor()) {}
 
 ssh_session::ssh_session(asio::ip::tcp::socket socket, libssh::session_ptr session, ssh_peer peer,
                          const config::ssh_settings& settings)
     : io_(std::make_shared<pump_io>(std::move(socket))), session_(std::move(session)), event_(ssh_event_new()),
-      peer_(std::move(peer)), settings_(settings), wake_(io_->socket.get_executor(), clock::time_point::max()) {
+      peer_(std::move(peer)), settings_(settings), wake_(io_->socket.get_executor()) {
   ssh_set_counters(session_.get(), &socket_counter_, &packet_counter_);
   if (!event_ || ssh_event_add_session(event_.get(), session_.get()) != SSH_OK)
     fail(make_error_code(errc::connection_lost), fmt::format("{}: cannot watch the SSH session", peer_.describe()));
@@ -55,7 +55,7 @@ ssh_session::~ssh_session() {
   // The pump may still wait: it finds `alive` false when it wakes, and its frame keeps io_ until then.
   io_->alive = false;
   error_code ignored;
-  io_->kick.cancel();
+  io_->kick.notify();
   io_->socket.close(ignored);
   if (event_) {
     ssh_event_remove_session(event_.get(), session_.get());
@@ -94,9 +94,9 @@ void ssh_session::fail(error_code ec, std::string text) {
   wake_all();
 }
 
-void ssh_session::wake_all() { wake_.cancel(); }
+void ssh_session::wake_all() { wake_.notify(); }
 
-void ssh_session::kick_pump() { io_->kick.cancel(); }
+void ssh_session::kick_pump() { io_->kick.notify(); }
 
 error_code ssh_session::failure(diagnostics& diag) const {
   if (!failure_) return {};
@@ -131,7 +131,7 @@ bool ssh_session::output_backlog() const { return (ssh_get_status(native()) & SS
 asio::awaitable<error_code> ssh_session::wait_for_activity(diagnostics& diag) {
   if (failure_) co_return failure(diag);
   error_code ec;
-  co_await wake_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  co_await wake_.wait(ec);
   if (co_await cancelled()) co_return error_code(asio::error::operation_aborted);
   co_return failure(diag);
 }
@@ -140,8 +140,7 @@ asio::awaitable<error_code> ssh_session::wait_for_activity_until(clock::time_poi
   if (failure_) co_return failure(diag);
   if (clock::now() >= deadline) co_return make_error_code(errc::timeout);
   error_code wake_ec;
-  const bool woken = co_await with_deadline(wake_.async_wait(asio::redirect_error(asio::use_awaitable, wake_ec)),
-                                            deadline);
+  const bool woken = co_await with_deadline(wake_.wait(wake_ec), deadline);
   if (co_await cancelled()) co_return error_code(asio::error::operation_aborted);
   if (failure_) co_return failure(diag);
   if (!woken) co_return make_error_code(errc::timeout);
@@ -205,10 +204,10 @@ asio::awaitable<void> ssh_session::wait_for_io(std::shared_ptr<pump_io> io, bool
   if (want_write)
     co_await (io->socket.async_wait(asio::socket_base::wait_read, redirect_error(use_awaitable, read_ec)) ||
               io->socket.async_wait(asio::socket_base::wait_write, redirect_error(use_awaitable, write_ec)) ||
-              io->kick.async_wait(redirect_error(use_awaitable, kick_ec)));
+              io->kick.wait(kick_ec));
   else
     co_await (io->socket.async_wait(asio::socket_base::wait_read, redirect_error(use_awaitable, read_ec)) ||
-              io->kick.async_wait(redirect_error(use_awaitable, kick_ec)));
+              io->kick.wait(kick_ec));
 }
 
 asio::awaitable<void> ssh_session::pump(std::shared_ptr<pump_io> io) {

@@ -21,6 +21,7 @@
 // Everything here runs on the session's executor, which must not run handlers concurrently (ferry's
 // single I/O thread). Nothing is thread_local.
 #include "config/settings.hpp"
+#include "net/notifier.hpp"
 #include "net/session_slots.hpp"
 #include "net/ssh_libssh.hpp"
 #include "tracing/diagnostics.hpp"
@@ -132,7 +133,7 @@ class ssh_session : public std::enable_shared_from_this<ssh_session> {
   struct pump_io {
     explicit pump_io(asio::ip::tcp::socket s);
     asio::ip::tcp::socket socket;
-    asio::steady_timer kick;  // never expires: cancelling it makes the pump look at libssh again
+    notifier kick;  // notified to make the pump look at libssh again
     bool alive = true;        // false once the session is gone: the pump must not touch it again
   };
 
@@ -158,7 +159,7 @@ class ssh_session : public std::enable_shared_from_this<ssh_session> {
   config::ssh_settings settings_;
 
   // Never expires: cancelling it wakes every parked coroutine (each holds the session, so it outlives them).
-  asio::steady_timer wake_;
+  notifier wake_;
 
   error_code failure_;
   std::string failure_text_;

@@ -44,7 +44,8 @@ asio::awaitable<void> task_group::wait(bool pass_on_total) {
   // cancellation: the grace after Ctrl-C is over) cuts them off too, so that none outlives it.
   bool cut_off = false;
   while (!signals_.empty()) {
-    co_await ended_.wait();  // woken or cancelled: the loop looks again either way
+    boost::system::error_code ec;  // woken or cancelled: the loop looks again either way
+    co_await ended_.wait(ec);
     const auto state = co_await asio::this_coro::cancellation_state;
     if (!cut_off && is_terminal(state.cancelled())) {
       cut_off = true;

@@ -119,7 +119,8 @@ asio::awaitable<result<void>> node_registry::modify(tracing::action& parent, std
       co_await commit_next(self);
       continue;
     }
-    co_await turn_->wait();
+    error_code ec;  // woken or cancelled: the loop looks again
+    co_await turn_->wait(ec);
     if (!self.outcome && co_await net::cancelled()) {
       std::erase(queue_, &self);
       diag.set(fmt::format("updating node registry {}: cancelled", file_.string()));

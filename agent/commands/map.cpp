@@ -95,7 +95,8 @@ struct map_state {
 
   void notify() { wake.notify(); }
   asio::awaitable<bool> wait() {  // false when cancelled
-    co_await wake.wait();
+    boost::system::error_code ec;
+    co_await wake.wait(ec);
     co_return !(co_await net::cancelled());
   }
 };

@@ -52,7 +52,8 @@ class layer_feed::feed_reader final : public net::input_source {
         // A lazy start: exec reads the node program's output only between reads of its input, and the
         // line saying the command may start must not wait for the next layer. So the wait is cut short by
         // an empty line (the node program skips it), soon after a line came, more rarely as time goes by.
-        const bool woken = co_await net::with_deadline(feed_.changed_.wait(), pause_);
+        error_code ec;  // a wake and a cancellation look alike here: notifications() and cancelled() tell
+        const bool woken = co_await net::with_deadline(feed_.changed_.wait(ec), pause_);
         if (co_await net::cancelled()) co_return error_code(asio::error::operation_aborted);
         if (!woken && feed_.changed_.notifications() == seen) {
           pause_ = std::min(pause_ * 2, max_pause);
@@ -64,7 +65,8 @@ class layer_feed::feed_reader final : public net::input_source {
         continue;
       }
       // Wait for the next line. A wake is told from a cancellation by the notifications it moved on.
-      co_await feed_.changed_.wait();
+      error_code ec;
+      co_await feed_.changed_.wait(ec);
       // A cancellation may come with a wake in the same turn, so it is asked for too.
       // (Not `a || co_await b`: GCC 12 miscompiles co_await in a short-circuit operand.)
       const bool stopped = co_await net::cancelled();

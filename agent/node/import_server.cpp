@@ -61,8 +61,6 @@ result<std::string> install_import_hook(const std::string& cache_dir, diagnostic
 import_server::import_server(asio::any_io_executor io, import_gate& gate, prefer_fn prefer, std::string dir)
     : gate_(gate), prefer_(std::move(prefer)), dir_(std::move(dir)), path_(dir_ + "/s"), acceptor_(io),
       changed_(io), drained_(io) {
-  changed_.expires_at(asio::steady_timer::time_point::max());
-  drained_.expires_at(asio::steady_timer::time_point::max());
 }
 
 import_server::~import_server() {
@@ -98,10 +96,7 @@ result<std::unique_ptr<import_server>> import_server::open(asio::any_io_executor
   return server;
 }
 
-void import_server::changed() {
-  changed_.cancel();
-  changed_.expires_at(asio::steady_timer::time_point::max());
-}
+void import_server::changed() { changed_.notify(); }
 
 void import_server::close() {
   if (closed_) return;
@@ -118,7 +113,7 @@ void import_server::close() {
 asio::awaitable<bool> import_server::wait_change(std::uint64_t seen) {
   while (gate_.generation() == seen && !closed_) {
     error_code ec;
-    co_await changed_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    co_await changed_.wait(ec);
     if (co_await net::cancelled()) co_return false;
   }
   co_return !closed_;
@@ -135,13 +130,13 @@ asio::awaitable<void> import_server::serve(tracing::action& act) {
     // Owned by this server: close() closes each connection, and serve() waits for the last to end.
     asio::co_spawn(io, answer(act, std::move(socket)), [this](std::exception_ptr e) {
       if (e && !bug_) bug_ = e;  // rethrown by serve(), once every connection has ended
-      if (--connections_ == 0 && closed_) drained_.cancel();
+      if (--connections_ == 0 && closed_) drained_.notify();
     });
   }
   close();
   while (connections_ > 0) {
     error_code ec;
-    co_await drained_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    co_await drained_.wait(ec);
     // Cancelled (the program is stopping): whatever a connection waits for (a peer that reads nothing)
     // ends now; each then ends at once.
     if (co_await net::cancelled()) {

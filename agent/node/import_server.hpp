@@ -8,6 +8,7 @@
 // The hook's source is written where the command's PYTHONPATH finds it first: <cache>/hook/<digest>/, made
 // once per hook version and never changed after.
 #include "agent/node/import_gate.hpp"
+#include "net/notifier.hpp"
 #include "tracing/action.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
@@ -58,8 +59,8 @@ class import_server {
   prefer_fn prefer_;
   std::string dir_, path_;
   asio::local::stream_protocol::acceptor acceptor_;
-  asio::steady_timer changed_;  // never expires: cancelled to wake every waiting request
-  asio::steady_timer drained_;  // never expires: cancelled when the last connection ends after close()
+  net::notifier changed_;  // wakes every waiting request
+  net::notifier drained_;  // notified when the last connection ends after close()
   struct connection {
     asio::local::stream_protocol::socket* socket;
     bool reading;  // its request not read yet

@@ -11,6 +11,7 @@
 #include "agent/node/plan_progress.hpp"
 #include "agent/node/shard_tee.hpp"
 #include "net/cancellation.hpp"
+#include "net/notifier.hpp"
 #include "net/retry.hpp"
 #include "net/run_all.hpp"
 #include "tracing/action_types.hpp"
@@ -298,21 +299,18 @@ asio::awaitable<result<layer_result>> materialise_layer(tracing::action& parent,
 // The plan as it arrives, and the workers' wake-ups: one token per layer queued, then one `no_more` per
 // worker at the plan's end; closed when the plan stops.
 struct arrivals {
-  arrivals(asio::any_io_executor io, int worker_count) : workers(worker_count), queue(io, 1 << 16), changed(io) {
-    changed.expires_at(asio::steady_timer::time_point::max());
-  }
+  arrivals(asio::any_io_executor io, int worker_count) : workers(worker_count), queue(io, 1 << 16), changed(io) {}
 
   static constexpr std::size_t no_more = SIZE_MAX;
 
   plan_progress plan;
   int workers;
   asio::experimental::channel<void(error_code, std::size_t)> queue;
-  asio::steady_timer changed;  // never expires: cancelled to wake the workers a held layer keeps waiting
+  net::notifier changed;  // wakes the workers a held layer keeps waiting
 
   // A layer finished, or one was asked for: a held layer may go now.
   void wake() {
-    changed.cancel();
-    changed.expires_at(asio::steady_timer::time_point::max());
+    changed.notify();
   }
   // The plan stops: nothing new starts, and the workers waiting for a token end.
   void stop(shared_state& s) {
@@ -329,7 +327,7 @@ asio::awaitable<const layer_source*> next_layer(arrivals& in) {
     if (const auto* layer = in.plan.next()) co_return layer;
     if (!in.plan.held()) co_return nullptr;
     error_code ec;
-    co_await in.changed.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    co_await in.changed.wait(ec);
     if (co_await net::cancelled()) co_return nullptr;
   }
 }

@@ -10,6 +10,7 @@
 #include <boost/asio/io_context.hpp>
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <vector>
 
 // Named: the test binaries are unity builds, and other files' helpers share these names.
@@ -32,7 +33,8 @@ asio::awaitable<void> wait_times(notifier& n, waiter& w, int times) {
   for (int i = 0; i < times; ++i) {
     const auto seen = n.notifications();
     w.waiting = true;
-    co_await n.wait();
+    boost::system::error_code ec;
+    co_await n.wait(ec);
     w.waiting = false;
     const bool stopped = co_await cancelled();
     w.ends.push_back(stopped ? end::cancelled : n.notifications() != seen ? end::woken : end::neither);
@@ -133,6 +135,29 @@ TEST(notifier, a_notify_with_nobody_waiting_is_not_kept_for_a_later_wait) {
   n.notify();
   settle(io);
   EXPECT_EQ(late.ends, std::vector<end>{end::woken});
+}
+
+// A session that ends while someone waits on it (ssh_session's wake-ups): the wait ends, and writes only into
+// its own frame, not into the notifier that is gone.
+asio::awaitable<void> wait_once(notifier& n, boost::system::error_code& ec, bool& ended) {
+  co_await n.wait(ec);
+  ended = true;
+}
+
+TEST(notifier, a_notifier_may_end_while_one_waits) {
+  asio::io_context io;
+  auto n = std::make_unique<notifier>(io.get_executor());
+  boost::system::error_code ec;
+  bool ended = false;
+  asio::co_spawn(io, wait_once(*n, ec, ended), [](std::exception_ptr e) {
+    if (e) std::rethrow_exception(e);
+  });
+  settle(io);
+  ASSERT_FALSE(ended);
+  n.reset();
+  settle(io);
+  EXPECT_TRUE(ended);
+  EXPECT_EQ(ec, asio::error::operation_aborted);
 }
 
 }  // namespace
