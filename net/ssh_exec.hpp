@@ -1,6 +1,6 @@
 #pragma once
 // Remote commands on exec channels: any number at once on one session, each streaming its stdout and
-// stderr to a sink and its stdin from a source, with bounded memory (net/ssh_streams.hpp), and ending
+// stderr to a sink and its stdin from a source, with bounded memory (net/exec_streams.hpp), and ending
 // with the command's exit status or the signal that killed it.
 //
 // Commands are lines for the login shell sshd starts, as with ssh, which must be a POSIX shell
@@ -27,7 +27,7 @@
 // throw_if_cancelled off on its coroutine thread, as net/cancellation.hpp's accept_cancellation does.
 #include "net/exit_info.hpp"
 #include "net/ssh_session.hpp"
-#include "net/ssh_streams.hpp"
+#include "net/exec_streams.hpp"
 #include "tracing/action.hpp"
 
 #include <boost/asio/awaitable.hpp>

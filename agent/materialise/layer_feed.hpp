@@ -7,8 +7,8 @@
 //
 // Lives on the I/O thread, like the job that fills it.
 #include "agent/node/plan.hpp"
+#include "net/exec_streams.hpp"
 #include "net/notifier.hpp"
-#include "net/ssh_streams.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
 

@@ -12,7 +12,7 @@
 #include "agent/provide/node_program.hpp"
 #include "config/settings.hpp"
 #include "net/ssh_exec.hpp"
-#include "net/ssh_streams.hpp"
+#include "net/exec_streams.hpp"
 #include "tracing/action.hpp"
 #include "tracing/sink.hpp"
 

@@ -4,7 +4,7 @@
 #include "net/digest.hpp"
 #include "net/ssh_exec.hpp"
 #include "net/ssh_quote.hpp"
-#include "net/ssh_streams.hpp"
+#include "net/exec_streams.hpp"
 #include "tracing/action_types.hpp"
 
 #include <fmt/format.h>

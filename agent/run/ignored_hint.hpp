@@ -9,7 +9,7 @@
 // a rule excluded.
 #include "agent/pack/pack_job.hpp"
 #include "net/offload.hpp"
-#include "net/ssh_streams.hpp"
+#include "net/exec_streams.hpp"
 #include "packaging/tree_walker.hpp"
 
 #include <filesystem>

@@ -2,7 +2,7 @@
 // A remote command's output on this terminal. With one node the bytes pass through untouched; with
 // several, each complete line is prefixed with the node's name, so lines of different nodes never mix
 // within a line (a partial last line is flushed with its prefix when the command ends).
-#include "net/ssh_streams.hpp"
+#include "net/exec_streams.hpp"
 
 #include <functional>
 #include <string>

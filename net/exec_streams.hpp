@@ -1,7 +1,8 @@
 #pragma once
-// Where a remote command's output goes and where its input comes from. Output arrives in chunks; the
-// command's channel is not read again until the sink took the last chunk, so a slow consumer slows the
-// remote command down (SSH flow control holds it back) instead of filling memory.
+// Where a remote command's output goes and where its input comes from, whatever carries the command
+// (net/node_link.hpp). Output arrives in chunks; the command's channel is not read again until the sink
+// took the last chunk, so a slow consumer slows the remote command down (the transport's flow control,
+// SSH's channel window, holds it back) instead of filling memory.
 #include "tracing/diagnostics.hpp"
 
 #include <boost/asio/awaitable.hpp>

@@ -1,4 +1,4 @@
-#include "net/ssh_streams.hpp"
+#include "net/exec_streams.hpp"
 
 #include "net/error.hpp"
 
