@@ -5,7 +5,9 @@
 // SSH's channel window, holds it back) instead of filling memory.
 #include "tracing/diagnostics.hpp"
 
+#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include <cstddef>
 #include <functional>
@@ -33,6 +35,13 @@ class input_source {
   // Up to into.size() bytes of stdin into `into`; 0 at the end. It is awaited in the loop that also
   // reads the command's output, so it must not wait for that output.
   virtual boost::asio::awaitable<result<std::size_t>> read(std::span<char> into) = 0;
+
+  // Whether read() would return now. A source whose input comes only now and then, and may depend on
+  // the output (the stdin of a long-lived worker, written as its replies come), says false while it has
+  // nothing: the channel does not call read() then but goes on moving output, and looks again when the
+  // source calls the function it was last given by on_ready() (an empty one: nobody is listening).
+  virtual bool ready() const { return true; }
+  virtual void on_ready(std::function<void()> wake) { (void)wake; }
 };
 
 // Keeps stdout and stderr in memory, together up to `max_bytes`; more fails with errc::output_too_large.
@@ -57,6 +66,28 @@ class callback_sink final : public output_sink {
 
  private:
   callback f_;
+};
+
+// stdin written while the command runs: the input half of a long-lived binary duplex channel. write()
+// queues bytes for the command (the writer bounds how many, typically by waiting for each reply);
+// close() ends the input once the queue has gone out.
+class stream_source final : public input_source {
+ public:
+  explicit stream_source(boost::asio::any_io_executor io);
+  void write(std::string_view bytes);
+  void close();
+
+  boost::asio::awaitable<result<std::size_t>> read(std::span<char> into) override;
+  bool ready() const override { return !queued_.empty() || closed_; }
+  void on_ready(std::function<void()> wake) override { wake_ = std::move(wake); }
+
+ private:
+  void notify();
+
+  std::string queued_;
+  bool closed_ = false;
+  std::function<void()> wake_;
+  boost::asio::steady_timer arrived_;  // never expires: cancelled to wake a read() that waits
 };
 
 // Bytes the caller keeps alive until the command ends.

@@ -4,6 +4,7 @@
 #include "net/exec_lifecycle.hpp"
 #include "net/run_all.hpp"
 #include "net/ssh_exec_channel.hpp"
+#include "net/ssh_node_link.hpp"
 #include "net/ssh_quote.hpp"
 #include "tracing/action_types.hpp"
 
@@ -113,9 +114,19 @@ std::string wrap_in_process_group(std::string_view command) {
          shell_quote(leader) + "\nunset ferry_p ferry_c ferry_s ferry_pp ferry_g ferry_rest; " + leader;
 }
 
+std::string run_as_command(std::string_view user, std::string_view command) {
+  return "sudo -n -u " + shell_quote(user) + " -- /bin/sh -c " + shell_quote(command);
+}
+
 asio::awaitable<result<exit_info>> exec(tracing::action& parent, ssh_session& session, const exec_request& request,
                                         diagnostics& diag) {
   co_await asio::this_coro::throw_if_cancelled(false);
+  if (!request.as_user.empty()) {
+    auto as_user = request;
+    as_user.command = run_as_command(request.as_user, request.command);
+    as_user.as_user.clear();
+    co_return co_await exec(parent, session, as_user, diag);
+  }
   auto act = parent.child(action_types::ssh::exec, {{"node", session.peer().node}, {"command", request.command}});
   auto r = co_await run_channel(act, session.shared_from_this(), request, exec_channel::kind::command, diag);
   if (!r) {
@@ -131,12 +142,8 @@ asio::awaitable<result<exit_info>> exec(tracing::action& parent, ssh_session& se
 asio::awaitable<result<command_output>> run_command(tracing::action& parent, ssh_session& session,
                                                     std::string command, diagnostics& diag, std::string_view input,
                                                     std::size_t max_output) {
-  collect_sink sink(max_output);
-  buffer_source source(input);
-  exec_request request{std::move(command), input.empty() ? nullptr : &source, &sink};
-  auto r = co_await exec(parent, session, request, diag);
-  if (!r) co_return r.error();
-  co_return command_output{*r, std::move(sink.out), std::move(sink.err)};
+  ssh_node_link link(session.shared_from_this());
+  co_return co_await run_command(parent, link, std::move(command), diag, input, max_output);
 }
 
 }  // namespace ferry::net

@@ -3,8 +3,13 @@
 // stderr to a sink and its stdin from a source, with bounded memory (net/exec_streams.hpp), and ending
 // with the command's exit status or the signal that killed it.
 //
-// Commands are lines for the login shell sshd starts, as with ssh, which must be a POSIX shell
-// (quote_argv in net/ssh_quote.hpp builds one from an argv).
+// The machinery under net/ssh_node_link.hpp's exec. Commands are lines for the login shell sshd starts,
+// as with ssh, which must be a POSIX shell (quote_argv in net/ssh_quote.hpp builds one from an argv).
+//
+// A request with `as_user` runs `sudo -n -u USER -- /bin/sh -c COMMAND` instead (run_as_command below):
+// the login user needs a sudoers rule that lets it run commands as USER without a password (-n fails at
+// once rather than prompt). Cancelling such a command still works: ferry's TERM reaches sudo, which passes
+// it on to the command; the KILL after ssh.kill_grace reaches sudo alone, not what the command started.
 //
 // Cancellation kills the remote process group. sshd starts every command in a new session, so the
 // login shell that runs it leads a process group of its own. ferry runs the command through a small
@@ -26,8 +31,8 @@
 // exec treats cancellation as an error code (operation_aborted), never an exception: it turns
 // throw_if_cancelled off on its coroutine thread, as net/cancellation.hpp's accept_cancellation does.
 #include "net/exit_info.hpp"
+#include "net/node_link.hpp"
 #include "net/ssh_session.hpp"
-#include "net/exec_streams.hpp"
 #include "tracing/action.hpp"
 
 #include <boost/asio/awaitable.hpp>
@@ -38,24 +43,12 @@
 
 namespace ferry::net {
 
-struct exec_request {
-  std::string command;            // a line for the remote sh
-  input_source* input = nullptr;  // stdin; none: stdin is at its end from the start
-  output_sink* output = nullptr;  // stdout and stderr; none: they are read and dropped
-};
-
 // Runs one command to its end. Traced as "ssh:exec" (node, command, then exit status or signal and the
 // byte counts). Fails with errc::ssh_channel_failed (the node refused the channel or the command),
 // errc::timeout (no channel within ssh.connect_timeout), connection_lost, peer_unresponsive,
 // session_closed, operation_aborted when cancelled, or the error of the sink or source.
 asio::awaitable<result<exit_info>> exec(tracing::action& parent, ssh_session& session, const exec_request& request,
                                         diagnostics& diag);
-
-struct command_output {
-  exit_info exit;
-  std::string out;
-  std::string err;
-};
 
 // exec with `input` as stdin and both streams collected, together up to `max_output` bytes.
 asio::awaitable<result<command_output>> run_command(tracing::action& parent, ssh_session& session,
@@ -65,5 +58,8 @@ asio::awaitable<result<command_output>> run_command(tracing::action& parent, ssh
 
 // The line ferry actually sends for `command` (see above). Exposed for tests.
 std::string wrap_in_process_group(std::string_view command);
+
+// The line that runs `command` as the Unix user `user` (see above). Exposed for tests.
+std::string run_as_command(std::string_view user, std::string_view command);
 
 }  // namespace ferry::net

@@ -36,7 +36,10 @@ exec_channel::exec_channel(std::shared_ptr<ssh_session> session, const exec_requ
       core_(k, limits_of(session_->settings()), session_->peer().describe(), request.command),
       output_buffer_(first_chunk) {}
 
-exec_channel::~exec_channel() { free_channel(); }
+exec_channel::~exec_channel() {
+  if (request_.input) request_.input->on_ready({});
+  free_channel();
+}
 
 void exec_channel::free_channel() {
   if (channel_) {
@@ -154,6 +157,11 @@ asio::awaitable<error_code> exec_channel::open(clock::time_point deadline, diagn
 
 asio::awaitable<error_code> exec_channel::start(diagnostics& diag) {
   if (!session_->is_open()) co_return session_->failure(diag);
+  // Input that comes while the channel waits for output wakes it (see input_source::ready()).
+  if (request_.input)
+    request_.input->on_ready([weak = std::weak_ptr<ssh_session>(session_)] {
+      if (auto s = weak.lock()) s->wake_waiters();
+    });
   const auto deadline = clock::now() + session_->settings().connect_timeout;
   auto ec = co_await open(deadline, diag);
   if (ec) co_return ec;
@@ -248,6 +256,8 @@ asio::awaitable<error_code> exec_channel::feed_input(bool& progressed, diagnosti
   if (pending_input_.empty() && !input_ended_) {
     if (!request_.input) {
       input_ended_ = true;
+    } else if (!request_.input->ready()) {
+      // Nothing to send now: output goes on moving, and the source wakes this loop when it has some.
     } else {
       if (input_buffer_.empty()) input_buffer_.resize(first_chunk);
       grow_if_filled(input_buffer_, last_input_read_, input_chunk);

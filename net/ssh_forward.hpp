@@ -1,7 +1,8 @@
 #pragma once
-// Local port forwarding over a session ferry already holds (`ssh -L`, without a second login): each TCP
-// connection accepted on the workstation becomes a direct-tcpip channel to host:port as the node sees it,
-// and bytes move both ways until both sides have closed. Nothing listens on the node; the listener is the
+// Local port forwarding over a session ferry already holds (`ssh -L`, without a second login; what
+// net/ssh_node_link.hpp's serve_forwarding runs): each TCP connection accepted on the workstation becomes
+// a direct-tcpip channel to host:port as the node sees it, and bytes move both ways until both sides
+// have closed. Nothing listens on the node; the listener is the
 // caller's, bound where it chooses (127.0.0.1).
 //
 // Each direction moves one buffer at a time: a read from the socket goes out only as far as the channel's
@@ -9,6 +10,7 @@
 // holds the other back instead of filling memory. An end-of-stream on one side is passed on as such
 // (shutdown of the socket's sending side, an EOF on the channel), so request-response protocols that
 // half-close work.
+#include "net/node_link.hpp"
 #include "net/ssh_session.hpp"
 #include "tracing/action.hpp"
 
@@ -20,11 +22,6 @@
 #include <string>
 
 namespace ferry::net {
-
-struct forward_target {
-  std::string host;  // as the node resolves it: its own private address, or 127.0.0.1
-  std::uint16_t port = 0;
-};
 
 struct forward_counts {
   std::uint64_t to_node = 0;

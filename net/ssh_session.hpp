@@ -92,6 +92,10 @@ class ssh_session : public std::enable_shared_from_this<ssh_session> {
   // The same, failing with errc::timeout at `deadline` (the caller says what timed out).
   asio::awaitable<error_code> wait_for_activity_until(clock::time_point deadline, diagnostics& diag);
 
+  // Wakes every parked coroutine, so each looks at its channel again: for news that comes from outside
+  // the session (input for a command, net/exec_streams.hpp's input_source::ready()).
+  void wake_waiters() { wake_all(); }
+
   // Why the session is not open, with its text in `diag`.
   error_code failure(diagnostics& diag) const;
   // A libssh call on this session failed while `doing` something: a dead connection fails the

@@ -12,6 +12,7 @@
 // agree. A failed download leaves nothing at the target path.
 //
 // The node needs a POSIX sh, GNU coreutils (head -c reads no further than its count) and sha256sum.
+#include "net/node_link.hpp"
 #include "net/ssh_session.hpp"
 #include "tracing/action.hpp"
 
@@ -23,11 +24,6 @@
 #include <string>
 
 namespace ferry::net {
-
-struct transfer_result {
-  std::uint64_t bytes = 0;
-  std::string sha256;  // lowercase hex, as sha256sum prints it
-};
 
 // Traced as "ssh:upload" (node, path, bytes, sha256). Fails with errc::transfer_failed (the node's
 // reason in `diag`), or what exec fails with.
