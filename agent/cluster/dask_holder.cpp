@@ -12,9 +12,8 @@
 #include "net/async_event.hpp"
 #include "net/cancellation.hpp"
 #include "net/deadline.hpp"
+#include "net/node_link.hpp"
 #include "net/run_all.hpp"
-#include "net/ssh_exec.hpp"
-#include "net/ssh_forward.hpp"
 #include "net/task_group.hpp"
 #include "tracing/action_types.hpp"
 
@@ -72,7 +71,7 @@ struct holder_state {
   change_signal changes;
   bool scheduler_claimed = false;
   std::string scheduler_node;
-  std::shared_ptr<net::ssh_session> scheduler_session;
+  std::shared_ptr<net::node_link> scheduler_link;
   std::optional<dask_address> scheduler;  // as the nodes reach it
   std::optional<dask_address> dashboard;
   std::optional<std::string> scheduler_ended;  // why
@@ -114,7 +113,7 @@ class dask_output final : public net::output_sink {
 // processes listen there only. Empty when the node will not say: they then listen on every address.
 asio::awaitable<std::string> own_address(tracing::action& act, job_node& jn) {
   diagnostics diag;
-  auto said = co_await net::run_command(act, *jn.ready.session, "echo $SSH_CONNECTION", diag);
+  auto said = co_await net::run_command(act, *jn.ready.link, "echo $SSH_CONNECTION", diag);
   if (said && said->exit.success()) {
     std::istringstream fields(said->out);
     std::string client, client_port, server;
@@ -148,7 +147,7 @@ asio::awaitable<result<net::exit_info>> run_dask(tracing::action& task, job_node
   net::buffer_source input(line.input);
   if (!line.input.empty()) request.input = &input;
   request.output = &out;
-  co_return co_await net::exec(task, *jn.ready.session, request, diag);
+  co_return co_await jn.ready.link->exec(task, request, diag);
 }
 
 std::string ended_because(const result<net::exit_info>& done, const diagnostics& diag, const dask_log& log) {
@@ -172,7 +171,7 @@ asio::awaitable<void> run_scheduler(tracing::action& act, job_node& jn, holder_s
       const auto where = reachable(*log.scheduler());
       st.scheduler = where;
       st.scheduler_node = n.id;
-      st.scheduler_session = jn.ready.session;
+      st.scheduler_link = jn.ready.link;
       task.log(at::scheduler_at, {{"address", fmt::format("tcp://{}:{}", where.host, where.port)}});
     }
     if (!st.dashboard && log.dashboard()) st.dashboard = reachable(*log.dashboard());
@@ -271,12 +270,12 @@ asio::awaitable<void> replace_worker(job& j, tracing::action& act, holder_state&
 }
 
 // One workstation port, forwarded to `target` on the scheduler's node until cancelled.
-asio::awaitable<void> forward_port(tracing::action& act, std::string what, std::shared_ptr<net::ssh_session> session,
+asio::awaitable<void> forward_port(tracing::action& act, std::string what, std::shared_ptr<net::node_link> link,
                                    std::shared_ptr<tcp::acceptor> listener, net::forward_target target) {
   auto step = act.child(at::forwarding, {{"what", what},
                                         {"listen", fmt::format("127.0.0.1:{}", listener->local_endpoint().port())},
                                         {"to", fmt::format("{}:{}", target.host, target.port)}});
-  co_await net::serve_forwarding(step, std::move(session), *listener, std::move(target));
+  co_await link->serve_forwarding(step, *listener, std::move(target));
   step.succeed();
 }
 
@@ -346,7 +345,7 @@ struct supervisor {
     if (!listener) return listener.error();
     const auto port = (*listener)->local_endpoint().port();
     out = what == "scheduler" ? fmt::format("tcp://127.0.0.1:{}", port) : fmt::format("http://127.0.0.1:{}/status", port);
-    work.spawn(forward_port(act, std::move(what), st.scheduler_session, std::move(*listener),
+    work.spawn(forward_port(act, std::move(what), st.scheduler_link, std::move(*listener),
                             net::forward_target{to.host, to.port}));
     return {};
   }

@@ -29,7 +29,7 @@
 #include "net/notifier.hpp"
 #include "net/run_all.hpp"
 #include "net/task_group.hpp"
-#include "net/ssh_exec.hpp"
+#include "net/node_link.hpp"
 #include "tracing/action_types.hpp"
 #include "tracing/percentiles.hpp"
 
@@ -139,7 +139,7 @@ asio::awaitable<bool> attempt(tracing::action& job_act, job_node& jn, map_state&
   const auto begin = std::chrono::steady_clock::now();
   if (!st.first_task) st.first_task = begin;
   diagnostics diag;
-  auto done = co_await net::exec(task, *jn.ready.session, request, diag);
+  auto done = co_await jn.ready.link->exec(task, request, diag);
   t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   t.out = std::move(sink.out);
   t.err = std::move(sink.err);

@@ -82,17 +82,17 @@ struct watch_job {
 asio::awaitable<void> run_watch_job(tracing::action& parent, const node_access& access,
                                     const watchdog_settings& settings, watch_job& job) {
   co_await net::accept_cancellation();
-  auto session = co_await net::ssh_connect(parent, peer_of(job.node), access.ssh, job.diag);
-  if (!session) {
-    job.error = session.error();
+  auto link = co_await connect_node(parent, job.node, access.ssh, job.diag);
+  if (!link) {
+    job.error = link.error();
     co_return;
   }
   result<void> done;
   if (job.pin)
-    done = co_await uninstall_watchdog(parent, **session, job.node, settings.paths, settings.program, job.diag);
+    done = co_await uninstall_watchdog(parent, **link, job.node, settings.paths, settings.program, job.diag);
   else
-    done = co_await install_watchdog(parent, **session, job.node, job.stop_command, settings, job.diag);
-  (*session)->close();
+    done = co_await install_watchdog(parent, **link, job.node, job.stop_command, settings, job.diag);
+  (*link)->close();
   if (!done) job.error = done.error();
 }
 

@@ -18,7 +18,7 @@
 #include "agent/run/task_command.hpp"
 #include "agent/run/task_outcome.hpp"
 #include "net/cancellation.hpp"
-#include "net/ssh_exec.hpp"
+#include "net/node_link.hpp"
 #include "net/ssh_quote.hpp"
 #include "config/units.hpp"
 #include "tracing/action_types.hpp"
@@ -86,11 +86,11 @@ result<std::string> read_order_file(const std::string& file, diagnostics& diag) 
 }
 
 // Every --stage of the run onto one node, one after another; the first failure ends it.
-asio::awaitable<error_code> stage_all(tracing::action& job_act, net::ssh_session& session, const run_state& state,
+asio::awaitable<error_code> stage_all(tracing::action& job_act, net::node_link& link, const run_state& state,
                                       diagnostics& diag) {
   co_await net::accept_cancellation();
   for (const auto& plan : state.stages) {
-    auto staged = co_await stage(job_act, session, plan, state.staging, diag);
+    auto staged = co_await stage(job_act, link, plan, state.staging, diag);
     if (!staged) co_return staged.error();
   }
   co_return error_code{};
@@ -114,11 +114,11 @@ struct stager {
 
 // A stream that fails is said at once, not only when the command ends (which may be hours later): the
 // command goes on, and the run still ends with the staging error.
-void start_stager(asio::any_io_executor ex, tracing::action& job_act, net::ssh_session& session,
+void start_stager(asio::any_io_executor ex, tracing::action& job_act, net::node_link& link,
                   const run_state& state, stager& s) {
   s.done = std::make_unique<net::async_event>(ex);
-  auto node = session.peer().node;
-  asio::co_spawn(ex, stage_all(job_act, session, state, s.diag),
+  auto node = link.node();
+  asio::co_spawn(ex, stage_all(job_act, link, state, s.diag),
                  asio::bind_cancellation_slot(s.stop.slot(), [&s, node](std::exception_ptr e, error_code ec) {
                    s.error = e ? error_code(errc::stage_failed) : ec;
                    if (e) s.diag.set("staging ended with an internal error");
@@ -144,13 +144,13 @@ asio::awaitable<void> run_on(tracing::action& job_act, job_node& jn, run_state& 
   result.name = jn.ready.node.name;
   const bool streaming = !state.stages.empty() && state.stages.front().window > 0;
   if (!state.stages.empty() && !streaming) {
-    if (auto ec = co_await stage_all(job_act, *jn.ready.session, state, result.diag); ec) {
+    if (auto ec = co_await stage_all(job_act, *jn.ready.link, state, result.diag); ec) {
       result.error = ec;
       co_return;
     }
   }
   stager streamer;
-  if (streaming) start_stager(co_await asio::this_coro::executor, job_act, *jn.ready.session, state, streamer);
+  if (streaming) start_stager(co_await asio::this_coro::executor, job_act, *jn.ready.link, state, streamer);
   auto task = job_act.child(action_types::agent::task, {{"node", jn.ready.node.id},
                                                         {"submitted_at", unix_now()},
                                                         {"command", net::quote_argv(state.args.command)}});
@@ -165,7 +165,7 @@ asio::awaitable<void> run_on(tracing::action& job_act, job_node& jn, run_state& 
   if (!line.input.empty()) request.input = &env_input;
   stderr_tail tail(output);
   request.output = &tail;
-  auto done = co_await net::exec(task, *jn.ready.session, request, result.diag);
+  auto done = co_await jn.ready.link->exec(task, request, result.diag);
   output.flush();
   if (streaming) {
     co_await stop_stager(streamer);

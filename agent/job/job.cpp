@@ -211,7 +211,7 @@ asio::awaitable<bool> job::python_fits(ready_node& node, const environment& env)
   if (python_.empty() || !local_python_) co_return true;
   auto act = act_.child(action_types::agent::python_check, {{"node", node.node.id}, {"python", python_}});
   diagnostics diag;
-  auto got = co_await ask_node_python(act, *node.session, python_, env.workdir, diag);
+  auto got = co_await ask_node_python(act, *node.link, python_, env.workdir, diag);
   if (!got) {
     act.fail(got.error(), diag);
     if (got.error() != asio::error::operation_aborted)
@@ -270,7 +270,7 @@ void job::hurry(const std::vector<std::string>& ids) {
 
 asio::awaitable<void> job::materialise_beside(ready_node& node, lazy_link& link, const fanout_role* fan,
                                               diagnostics& diag, std::optional<result<environment>>& out) {
-  out = co_await materialise_lazily(act_, *node.session, feed_, materialise_, link, diag, fan);
+  out = co_await materialise_lazily(act_, *node.link, feed_, materialise_, link, diag, fan);
   if (fanout_) fanout_->landed(node.node.id);
 }
 
@@ -397,7 +397,7 @@ asio::awaitable<void> job::node_steps(ready_node& node, const fanout_role* fan) 
   if (lazy_) co_return co_await on_node_lazily(node, fan);
   diagnostics diag;
   const auto begin = std::chrono::steady_clock::now();
-  auto env = co_await materialise(act_, *node.session, feed_, materialise_, diag, fan);
+  auto env = co_await materialise(act_, *node.link, feed_, materialise_, diag, fan);
   if (fanout_) fanout_->landed(node.node.id);
   if (!env) {
     // A pack that failed says why itself; its nodes only saw their plan stop short.

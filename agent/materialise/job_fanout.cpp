@@ -111,7 +111,7 @@ boost::asio::awaitable<void> job_fanout::serve(tracing::action& act, ready_node&
   };
   diagnostics diag;
   // A server that fails leaves its children to storage: the failure is in the trace, the job goes on.
-  (void)co_await serve_peers(act, *node.session, options, settings,
+  (void)co_await serve_peers(act, *node.link, options, settings,
                              [&](unsigned port) { listening(node.node, port); }, done, diag);
   stopped_serving(id);
 }

@@ -78,11 +78,11 @@ void observe(lazy_link& link, std::chrono::steady_clock::time_point begin, const
   }
 }
 
-asio::awaitable<result<environment>> materialise_from(tracing::action& parent, net::ssh_session& session,
+asio::awaitable<result<environment>> materialise_from(tracing::action& parent, net::node_link& link,
                                                       layer_feed& feed, const materialise_options& options,
                                                       lazy_link* lazy, const fanout_role* fan, diagnostics& diag) {
   co_await asio::this_coro::throw_if_cancelled(false);
-  const auto node_name = session.peer().node;
+  const auto node_name = link.node();
   auto act = parent.child(action_types::agent::materialise, {{"node", node_name}});
   auto fail = [&](error_code ec) {
     act.fail(ec, diag);
@@ -98,7 +98,7 @@ asio::awaitable<result<environment>> materialise_from(tracing::action& parent, n
   // While the feed is open, exec waits for its lines without watching the command: a node that lacks the
   // program would only be found out when the pack ends. So then the program is made sure of first.
   if (!feed.ended()) {
-    if (auto present = co_await ensure_node_program(act, session, call, diag); !present)
+    if (auto present = co_await ensure_node_program(act, link, call, diag); !present)
       co_return fail(present.error());
   }
   auto trace = node_trace(act, node_name);
@@ -108,7 +108,7 @@ asio::awaitable<result<environment>> materialise_from(tracing::action& parent, n
     header.serve_id = fan->serve_id;
   }
   auto answer = co_await call_node(
-      act, session, call,
+      act, link, call,
       [&](const std::string& task_id) {
         header.task_id = task_id;
         return feed.reader(node::header_line(header), node_name, lazy != nullptr);
@@ -142,13 +142,13 @@ materialise_options materialise_options::from(const config::settings& settings) 
   return o;
 }
 
-asio::awaitable<result<environment>> materialise(tracing::action& parent, net::ssh_session& session,
+asio::awaitable<result<environment>> materialise(tracing::action& parent, net::node_link& link,
                                                  const environment_plan& plan, const materialise_options& options,
                                                  diagnostics& diag) {
   co_await asio::this_coro::throw_if_cancelled(false);
   if (auto checked = node::check_plan(plan, diag); !checked) {
     auto act = parent.child(action_types::agent::materialise,
-                            {{"node", session.peer().node}, {"layers", plan.layers.size()}});
+                            {{"node", link.node()}, {"layers", plan.layers.size()}});
     act.fail(checked.error(), diag);
     co_return checked.error();
   }
@@ -156,23 +156,23 @@ asio::awaitable<result<environment>> materialise(tracing::action& parent, net::s
   auto o = options;
   o.cache_dir = plan.cache_dir;
   o.cache_cap = plan.cache_cap;
-  co_return co_await materialise(parent, session, *feed, o, diag);
+  co_return co_await materialise(parent, link, *feed, o, diag);
 }
 
-asio::awaitable<result<environment>> materialise(tracing::action& parent, net::ssh_session& session,
+asio::awaitable<result<environment>> materialise(tracing::action& parent, net::node_link& link,
                                                  layer_feed& feed, const materialise_options& options,
                                                  diagnostics& diag, const fanout_role* fan) {
-  co_return co_await materialise_from(parent, session, feed, options, nullptr, fan, diag);
+  co_return co_await materialise_from(parent, link, feed, options, nullptr, fan, diag);
 }
 
-asio::awaitable<result<environment>> materialise_lazily(tracing::action& parent, net::ssh_session& session,
+asio::awaitable<result<environment>> materialise_lazily(tracing::action& parent, net::node_link& link,
                                                         layer_feed& feed, const materialise_options& options,
-                                                        lazy_link& link, diagnostics& diag, const fanout_role* fan) {
+                                                        lazy_link& lazy, diagnostics& diag, const fanout_role* fan) {
   struct tell_at_end {
     lazy_link& link;
     ~tell_at_end() { link.ready.set(); }  // a waiting work goes on, with or without an environment
-  } teller{link};
-  co_return co_await materialise_from(parent, session, feed, options, &link, fan, diag);
+  } teller{lazy};
+  co_return co_await materialise_from(parent, link, feed, options, &lazy, fan, diag);
 }
 
 }  // namespace ferry::agent

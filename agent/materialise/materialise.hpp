@@ -25,7 +25,7 @@
 #include "agent/provide/node_program.hpp"
 #include "net/async_event.hpp"
 #include "config/settings.hpp"
-#include "net/ssh_session.hpp"
+#include "net/node_link.hpp"
 #include "tracing/action.hpp"
 #include "tracing/diagnostics.hpp"
 
@@ -98,26 +98,26 @@ struct fanout_role {
   std::string serve_id;
 };
 
-// Runs the plan on the node behind `session` and reports what it holds. Fails with the node program's
+// Runs the plan on the node behind `link` and reports what it holds. Fails with the node program's
 // own error (agent/node/error.hpp: a download's HTTP failure, a digest mismatch, a hostile entry, a full
-// disk, a lock's timeout...) with its words in the diagnostics, with net::errc when the session fails,
+// disk, a lock's timeout...) with its words in the diagnostics, with net::errc when the link fails,
 // and with operation_aborted when cancelled: the node program is then stopped, and what it left half
 // made is never taken for a layer.
 // The layers come from `feed` as they reach storage: the node starts on each one as it comes. The feed
-// knows the node by its id (session.peer().node).
-asio::awaitable<result<environment>> materialise(tracing::action& parent, net::ssh_session& session,
+// knows the node by its id (link.node()).
+asio::awaitable<result<environment>> materialise(tracing::action& parent, net::node_link& link,
                                                  layer_feed& feed, const materialise_options& options,
                                                  diagnostics& diag, const fanout_role* fan = nullptr);
-// A lazy start: the feed carries the catalogue first; `link` learns where the command may start as soon as
+// A lazy start: the feed carries the catalogue first; `lazy` learns where the command may start as soon as
 // the workspace is in place, and the node program runs on, serving the command's imports, until the feed
 // is told the node's work is done (layer_feed::work_done). The environment at the end has its counts and
 // what was imported.
-asio::awaitable<result<environment>> materialise_lazily(tracing::action& parent, net::ssh_session& session,
+asio::awaitable<result<environment>> materialise_lazily(tracing::action& parent, net::node_link& link,
                                                         layer_feed& feed, const materialise_options& options,
-                                                        lazy_link& link, diagnostics& diag,
+                                                        lazy_link& lazy, diagnostics& diag,
                                                         const fanout_role* fan = nullptr);
 // A whole plan at once (its cache_dir and cache_cap instead of the options').
-asio::awaitable<result<environment>> materialise(tracing::action& parent, net::ssh_session& session,
+asio::awaitable<result<environment>> materialise(tracing::action& parent, net::node_link& link,
                                                  const environment_plan& plan, const materialise_options& options,
                                                  diagnostics& diag);
 

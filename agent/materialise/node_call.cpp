@@ -144,7 +144,7 @@ node_input text_input(std::function<std::string(const std::string& task_id)> tex
   };
 }
 
-asio::awaitable<result<node_answer>> call_node(tracing::action& act, net::ssh_session& session, const node_call& call,
+asio::awaitable<result<node_answer>> call_node(tracing::action& act, net::node_link& link, const node_call& call,
                                                const node_input& input, tracing::sink& trace, diagnostics& diag) {
   if (auto ok = check_program(call, diag); !ok) co_return ok.error();
   const auto command = node_program_command(*call.program, call.cache_dir, call.subcommand, call.node_path);
@@ -154,7 +154,7 @@ asio::awaitable<result<node_answer>> call_node(tracing::action& act, net::ssh_se
     node_answer answer;
     node_program_output out(trace, call, answer);
     net::exec_request request{command, in.get(), &out};
-    auto done = co_await net::exec(act, session, request, diag);
+    auto done = co_await link.exec(act, request, diag);
     if (!done) co_return done.error();
     answer.exit = *done;
     if (round > 0 || !missing(answer)) co_return answer;
@@ -163,25 +163,25 @@ asio::awaitable<result<node_answer>> call_node(tracing::action& act, net::ssh_se
       auto absent = tracing::action::continue_task(act.output(), *level, action_types::node::absent);
       absent.succeed();
     }
-    if (auto installed = co_await install_node_program(act, session, *call.program, call.cache_dir, call.node_path,
+    if (auto installed = co_await install_node_program(act, link, *call.program, call.cache_dir, call.node_path,
                                                         diag);
         !installed)
       co_return installed.error();
   }
 }
 
-asio::awaitable<result<void>> ensure_node_program(tracing::action& act, net::ssh_session& session,
+asio::awaitable<result<void>> ensure_node_program(tracing::action& act, net::node_link& link,
                                                   const node_call& call, diagnostics& diag) {
   if (auto ok = check_program(call, diag); !ok) co_return ok.error();
   net::collect_sink out(64 << 10);
   net::exec_request probe{node_program_command(*call.program, call.cache_dir, "version", call.node_path), nullptr,
                           &out};
-  auto done = co_await net::exec(act, session, probe, diag);
+  auto done = co_await link.exec(act, probe, diag);
   if (!done) co_return done.error();
   if (done->success()) co_return result<void>{};
   if (done->status == 127 && out.err.find(missing_marker) != std::string::npos)
-    co_return co_await install_node_program(act, session, *call.program, call.cache_dir, call.node_path, diag);
-  diag.set(fmt::format("the node program on {} does not run ({}): {}", session.peer().node, done->describe(), out.err));
+    co_return co_await install_node_program(act, link, *call.program, call.cache_dir, call.node_path, diag);
+  diag.set(fmt::format("the node program on {} does not run ({}): {}", link.node(), done->describe(), out.err));
   co_return make_error_code(errc::node_lacks_tools);
 }
 

@@ -11,7 +11,7 @@
 #include "agent/node/plan.hpp"
 #include "agent/provide/node_program.hpp"
 #include "config/settings.hpp"
-#include "net/ssh_exec.hpp"
+#include "net/node_link.hpp"
 #include "net/exec_streams.hpp"
 #include "tracing/action.hpp"
 #include "tracing/sink.hpp"
@@ -66,14 +66,14 @@ using node_input = std::function<std::unique_ptr<net::input_source>(const std::s
 // Input that is a text made for the task id (a plan of a few lines), kept for as long as the call reads it.
 node_input text_input(std::function<std::string(const std::string& task_id)> text);
 
-// Runs the call under `act`. Fails only when the session fails or the call is cancelled (the program is
+// Runs the call under `act`. Fails only when the link fails or the call is cancelled (the program is
 // then stopped), or the program could not be loaded or installed (errc::node_lacks_tools); the program's
 // own failure is in the answer.
-asio::awaitable<result<node_answer>> call_node(tracing::action& act, net::ssh_session& session, const node_call& call,
+asio::awaitable<result<node_answer>> call_node(tracing::action& act, net::node_link& link, const node_call& call,
                                                const node_input& input, tracing::sink& trace, diagnostics& diag);
 
 // Runs `ferry-node version`, and installs the program when that finds it missing.
-asio::awaitable<result<void>> ensure_node_program(tracing::action& act, net::ssh_session& session,
+asio::awaitable<result<void>> ensure_node_program(tracing::action& act, net::node_link& link,
                                                   const node_call& call, diagnostics& diag);
 
 // The program's failure as an error: its reason (from its root action's end, else its stderr) in `diag`,

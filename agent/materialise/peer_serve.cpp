@@ -46,11 +46,11 @@ class serve_input final : public net::input_source {
 
 }  // namespace
 
-asio::awaitable<result<void>> serve_peers(tracing::action& parent, net::ssh_session& session,
+asio::awaitable<result<void>> serve_peers(tracing::action& parent, net::node_link& link,
                                           const materialise_options& options, const serve_settings& settings,
                                           std::function<void(unsigned port)> on_port, std::function<bool()> done,
                                           diagnostics& diag) {
-  const auto node_name = session.peer().node;
+  const auto node_name = link.node();
   auto act = parent.child(action_types::agent::serve, {{"node", node_name}, {"bind", settings.bind}});
   node_call call{options.program, options.cache_dir, options.node_path, "serve", action_types::node::serve, {}};
   call.on_message = [&on_port](const boost::json::object& m) {
@@ -67,7 +67,7 @@ asio::awaitable<result<void>> serve_peers(tracing::action& parent, net::ssh_sess
   request.limits = options.limits;
   auto trace = node_trace(act, node_name);
   auto answer = co_await call_node(
-      act, session, call,
+      act, link, call,
       [&](const std::string& task_id) {
         request.task_id = task_id;
         return std::make_unique<serve_input>(node::serve_request_line(request), done);

@@ -9,7 +9,7 @@
 // as for materialise), whose end says how many requests it served, refused, and the bytes.
 #include "agent/materialise/materialise.hpp"
 #include "agent/node/peer_server.hpp"
-#include "net/ssh_session.hpp"
+#include "net/node_link.hpp"
 #include "tracing/action.hpp"
 
 #include <boost/asio/awaitable.hpp>
@@ -27,7 +27,7 @@ struct serve_settings {
 
 // Runs the server until done(); `on_port` once it listens. Fails when the program could not start or
 // listen: the node's children then fetch from storage.
-asio::awaitable<result<void>> serve_peers(tracing::action& parent, net::ssh_session& session,
+asio::awaitable<result<void>> serve_peers(tracing::action& parent, net::node_link& link,
                                           const materialise_options& options, const serve_settings& settings,
                                           std::function<void(unsigned port)> on_port, std::function<bool()> done,
                                           diagnostics& diag);

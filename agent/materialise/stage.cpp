@@ -134,10 +134,10 @@ result<void> order_stage(stage_plan& plan, std::string_view prefix, std::string_
   return {};
 }
 
-asio::awaitable<result<stage_result>> stage(tracing::action& parent, net::ssh_session& session,
+asio::awaitable<result<stage_result>> stage(tracing::action& parent, net::node_link& link,
                                             const stage_plan& plan, const stage_options& options, diagnostics& diag) {
   co_await asio::this_coro::throw_if_cancelled(false);
-  auto act = parent.child(action_types::agent::stage, {{"node", session.peer().node}, {"source", plan.source},
+  auto act = parent.child(action_types::agent::stage, {{"node", link.node()}, {"source", plan.source},
                                                        {"node_dir", plan.node_dir}, {"objects", plan.objects.size()},
                                                        {"bytes", plan.bytes}, {"window", plan.window}});
   auto fail = [&](error_code ec) {
@@ -147,8 +147,8 @@ asio::awaitable<result<stage_result>> stage(tracing::action& parent, net::ssh_se
   const auto begin = std::chrono::steady_clock::now();
   const node_call call{options.program, options.cache_dir, options.node_path, "stage", action_types::node::stage};
   node::stage_request request{{}, plan.source, plan.node_dir, plan.window, options.limits, plan.objects};
-  auto trace = node_trace(act, session.peer().node);
-  auto answer = co_await call_node(act, session, call, text_input([&](const std::string& task_id) {
+  auto trace = node_trace(act, link.node());
+  auto answer = co_await call_node(act, link, call, text_input([&](const std::string& task_id) {
                                      request.task_id = task_id;
                                      return node::stage_lines(request);
                                    }),
@@ -156,7 +156,7 @@ asio::awaitable<result<stage_result>> stage(tracing::action& parent, net::ssh_se
   if (!answer) co_return fail(answer.error());
   if (!answer->succeeded()) {
     diagnostics why;
-    const auto ec = node_failure(*answer, session.peer().node, make_error_code(errc::stage_failed), why);
+    const auto ec = node_failure(*answer, link.node(), make_error_code(errc::stage_failed), why);
     diag.set(fmt::format("staging {} {}", plan.source, why.message));
     co_return fail(ec);
   }

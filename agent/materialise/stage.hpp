@@ -9,7 +9,7 @@
 #include "agent/provide/node_program.hpp"
 #include "config/settings.hpp"
 #include "net/s3_client.hpp"
-#include "net/ssh_session.hpp"
+#include "net/node_link.hpp"
 #include "tracing/action.hpp"
 
 #include <boost/asio/awaitable.hpp>
@@ -72,7 +72,7 @@ struct stage_result {
 // objects, bytes; at the end fetched, kept, bytes and MB/s), and on the node as `ferry:node:stage` with an
 // action per object fetched (in the node's own trace file). Cancelling it stops the node's downloads and
 // leaves no partial file.
-asio::awaitable<result<stage_result>> stage(tracing::action& parent, net::ssh_session& session,
+asio::awaitable<result<stage_result>> stage(tracing::action& parent, net::node_link& link,
                                             const stage_plan& plan, const stage_options& options, diagnostics& diag);
 
 }  // namespace ferry::agent

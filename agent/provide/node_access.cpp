@@ -1,7 +1,7 @@
 #include "agent/provide/node_access.hpp"
 
-#include "net/ssh_exec.hpp"
 #include "net/ssh_keys.hpp"
+#include "net/ssh_node_link.hpp"
 #include "provision/error.hpp"
 #include "provision/make_provider.hpp"
 
@@ -28,17 +28,26 @@ result<std::unique_ptr<provision::provider>> provider_named(const command_contex
 
 net::ssh_peer peer_of(const provision::node& n) { return {n.id, n.host, n.port, n.user}; }
 
+boost::asio::awaitable<result<std::shared_ptr<net::node_link>>> connect_node(tracing::action& parent,
+                                                                             const provision::node& n,
+                                                                             const net::ssh_client_options& options,
+                                                                             diagnostics& diag) {
+  auto session = co_await net::ssh_connect(parent, peer_of(n), options, diag);
+  if (!session) co_return session.error();
+  co_return net::link_over(std::move(*session));
+}
+
 provision::login_check ssh_login_check(const net::ssh_client_options& options,
-                                      std::shared_ptr<net::ssh_session>* keep) {
+                                      std::shared_ptr<net::node_link>* keep) {
   return [&options, keep](tracing::action& parent, const provision::node& n,
                           diagnostics& diag) -> boost::asio::awaitable<result<void>> {
-    auto session = co_await net::ssh_connect(parent, peer_of(n), options, diag);
-    if (!session) co_return session.error();
-    auto ran = co_await net::run_command(parent, **session, "true", diag);
+    auto link = co_await connect_node(parent, n, options, diag);
+    if (!link) co_return link.error();
+    auto ran = co_await net::run_command(parent, **link, "true", diag);
     if (keep && ran && ran->exit.success()) {
-      *keep = std::move(*session);
+      *keep = std::move(*link);
     } else {
-      (*session)->close();
+      (*link)->close();
     }
     if (!ran) co_return ran.error();
     if (!ran->exit.success()) {

@@ -7,7 +7,6 @@
 #include "net/cancellation.hpp"
 #include "net/error.hpp"
 #include "net/run_all.hpp"
-#include "net/ssh_connect.hpp"
 #include "provision/readiness.hpp"
 #include "tracing/action_types.hpp"
 
@@ -88,7 +87,7 @@ asio::awaitable<void> node_pool::mark_used(tracing::action& act, provision::node
   (void)co_await access_.registry.update(act, n, d);
 }
 
-asio::awaitable<void> node_pool::join_warm_pool(tracing::action& act, provision::node& n, net::ssh_session& session) {
+asio::awaitable<void> node_pool::join_warm_pool(tracing::action& act, provision::node& n, net::node_link& link) {
   const auto& s = ctx_.config.values;
   diagnostics d;
   if (auto all = access_.registry.load(d)) {
@@ -101,7 +100,7 @@ asio::awaitable<void> node_pool::join_warm_pool(tracing::action& act, provision:
   const auto settings = watchdog_settings::from(s);
   const auto stop = provider_.self_stop_command(n);
   if (!settings.enabled() || stop.empty()) co_return;
-  if (auto installed = co_await install_watchdog(act, session, n, stop, settings, d); installed) {
+  if (auto installed = co_await install_watchdog(act, link, n, stop, settings, d); installed) {
     note_watchdog(n, &settings);
   } else if (!co_await net::cancelled()) {
     // The node works without it; it just will not stop itself. Said in the trace, not fatal to the job.
@@ -138,20 +137,20 @@ asio::awaitable<void> node_pool::take_warm(round& r, provision::node n, node_wor
   auto& report = *r.report;
   auto act = r.act.child(action_types::provision::node, {{"node", n.id}, {"warm", true}});
   diagnostics diag;
-  auto session = co_await net::ssh_connect(act, peer_of(n), access_.ssh, diag);
-  if (!session) {
-    act.fail(session.error(), diag);
+  auto link = co_await connect_node(act, n, access_.ssh, diag);
+  if (!link) {
+    act.fail(link.error(), diag);
     const bool stop = co_await net::cancelled();
-    if (stop || session.error() == net::errc::host_key_changed) {
+    if (stop || link.error() == net::errc::host_key_changed) {
       // Another host key is not a node that went away: it may be someone else's machine at that address.
       // It is neither used nor ended nor replaced; the user decides (`ferry nodes down` ends it).
-      if (!stop) fail_node(report, n.id, session.error(), diag);
+      if (!stop) fail_node(report, n.id, link.error(), diag);
       r.one_done();
       co_return;
     }
     // A warm node that does not answer is gone (it stopped itself when idle, or its machine went away):
     // end what is left of it and make another in its place.
-    r.act.log(action_types::provision::replace, {{"node", n.id}, {"reason", describe(session.error(), diag)}});
+    r.act.log(action_types::provision::replace, {{"node", n.id}, {"reason", describe(link.error(), diag)}});
     diagnostics d;
     if (auto ended = co_await end_node(r.act, provider_, access_.registry, n, d); !ended)
       warn_orphaned(n, ended.error(), d);
@@ -161,16 +160,16 @@ asio::awaitable<void> node_pool::take_warm(round& r, provision::node n, node_wor
   co_await mark_used(act, n);
   if (co_await net::cancelled()) {
     set_up_cancelled(r, act);
-    (*session)->close();
+    (*link)->close();
     co_return;
   }
   act.succeed();
   ++report.warm;
   note_ready(report);
   r.one_done();
-  ready_node rn{std::move(n), std::move(*session), true};
+  ready_node rn{std::move(n), std::move(*link), true};
   co_await work(rn);
-  if (rn.session) rn.session->close();
+  if (rn.link) rn.link->close();
 }
 
 asio::awaitable<void> node_pool::make_new(round& r, std::size_t count, node_work& work) {
@@ -236,10 +235,10 @@ asio::awaitable<void> node_pool::ready_new(round& r, provision::node n, node_wor
   auto& report = *r.report;
   auto act = r.act.child(action_types::provision::node, {{"node", n.id}, {"warm", false}});
   diagnostics diag;
-  std::shared_ptr<net::ssh_session> session;
-  const auto login = ssh_login_check(access_.ssh, &session);
+  std::shared_ptr<net::node_link> link;
+  const auto login = ssh_login_check(access_.ssh, &link);
   auto ready = co_await provision::wait_ready(act, provider_, n, login, access_.readiness, diag);
-  if (!ready || !session) {
+  if (!ready || !link) {
     const error_code ec = ready ? error_code(net::errc::session_closed) : ready.error();
     act.fail(ec, diag);
     ++report.failed;
@@ -256,20 +255,20 @@ asio::awaitable<void> node_pool::ready_new(round& r, provision::node n, node_wor
   // Recorded as running before it asks the warm pool: nodes that come up together then each see the
   // others, and agree on which of them nodes.min_nodes pins. The second write keeps what joining added.
   co_await mark_used(act, n);
-  co_await join_warm_pool(act, n, *session);
+  co_await join_warm_pool(act, n, *link);
   co_await mark_used(act, n);
   if (co_await net::cancelled()) {
     set_up_cancelled(r, act);
-    session->close();
+    link->close();
     co_return;
   }
   act.succeed();
   ++report.created;
   note_ready(report);
   r.one_done();
-  ready_node rn{std::move(n), std::move(session), false};
+  ready_node rn{std::move(n), std::move(link), false};
   co_await work(rn);
-  if (rn.session) rn.session->close();
+  if (rn.link) rn.link->close();
 }
 
 }  // namespace ferry::agent

@@ -1,6 +1,6 @@
 #pragma once
 // The nodes of one job. Warm nodes from the registry come first (those of the configured provider that
-// were running, most recently used first): each is taken as soon as an SSH session to it opens, and one
+// were running, most recently used first): each is taken as soon as a link to it opens, and one
 // that does not answer is ended and forgotten. The rest are made by the provider in one call and each is
 // handed over the moment it is ready, so a job's work on one node starts while others still boot. A node
 // made here stays up afterwards as a warm node, pinned or watched (join_warm_pool).
@@ -9,7 +9,7 @@
 // `ferry:provision:node` per node (field `node`, and `warm`), which holds the readiness waits.
 #include "agent/cli/command_context.hpp"
 #include "agent/provide/node_access.hpp"
-#include "net/ssh_session.hpp"
+#include "net/node_link.hpp"
 #include "provision/node.hpp"
 #include "provision/provider.hpp"
 
@@ -25,7 +25,7 @@ namespace ferry::agent {
 
 struct ready_node {
   provision::node node;
-  std::shared_ptr<net::ssh_session> session;
+  std::shared_ptr<net::node_link> link;
   bool warm = false;  // from the registry, not made for this job
 };
 
@@ -64,7 +64,7 @@ class node_pool {
                                                   diagnostics& diag);
   // A node made for a job stays as a warm node: pinned while the provider has fewer than nodes.min_nodes,
   // otherwise watched by an idle watchdog that stops it after nodes.idle_timeout (node_watchdog.hpp).
-  boost::asio::awaitable<void> join_warm_pool(tracing::action& act, provision::node& n, net::ssh_session& session);
+  boost::asio::awaitable<void> join_warm_pool(tracing::action& act, provision::node& n, net::node_link& link);
   void note_ready(provision_report& report);
   // The job was cancelled during a node's set-up: its action ends as cancelled, and it is not handed over.
   static void set_up_cancelled(round& r, tracing::action& act);

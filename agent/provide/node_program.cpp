@@ -2,7 +2,7 @@
 
 #include "agent/error.hpp"
 #include "net/digest.hpp"
-#include "net/ssh_exec.hpp"
+#include "net/node_link.hpp"
 #include "net/ssh_quote.hpp"
 #include "net/exec_streams.hpp"
 #include "tracing/action_types.hpp"
@@ -66,11 +66,11 @@ std::string node_program_command(const node_program& program, const std::string&
                      path_assignment(node_path), cache_word(cache_dir), program.sha256, arguments, missing_marker);
 }
 
-asio::awaitable<result<void>> install_node_program(tracing::action& parent, net::ssh_session& session,
+asio::awaitable<result<void>> install_node_program(tracing::action& parent, net::node_link& link,
                                                    const node_program& program, const std::string& cache_dir,
                                                    const std::string& node_path, diagnostics& diag) {
   auto act = parent.child(action_types::node::install,
-                          {{"node", session.peer().node}, {"sha256", program.sha256}, {"bytes", program.bytes.size()}});
+                          {{"node", link.node()}, {"sha256", program.sha256}, {"bytes", program.bytes.size()}});
   // Concurrent installs on one node each write their own temporary file; the renames are atomic and
   // put the same bytes in place. The EXIT trap removes a copy that never got renamed.
   const auto command = fmt::format(
@@ -81,14 +81,14 @@ asio::awaitable<result<void>> install_node_program(tracing::action& parent, net:
   net::buffer_source input(program.bytes);
   net::collect_sink output(64 << 10);
   net::exec_request request{command, &input, &output};
-  auto done = co_await net::exec(act, session, request, diag);
+  auto done = co_await link.exec(act, request, diag);
   error_code ec;
   if (!done) {
     ec = done.error();
   } else if (!done->success()) {
     auto why = output.err;
     while (!why.empty() && why.back() == '\n') why.pop_back();
-    diag.set(fmt::format("installing the node program on {} failed ({}){}{}", session.peer().node, done->describe(),
+    diag.set(fmt::format("installing the node program on {} failed ({}){}{}", link.node(), done->describe(),
                          why.empty() ? "" : ": ", why));
     ec = make_error_code(errc::node_lacks_tools);
   }

@@ -7,7 +7,7 @@
 // (`cat` into a temporary file beside the target), and the copy checks its own SHA-256 before it renames
 // itself into place (`ferry-node install`), so a node needs no sha256sum, and a damaged copy is never run
 // as the real one.
-#include "net/ssh_session.hpp"
+#include "net/node_link.hpp"
 #include "tracing/action.hpp"
 
 #include <boost/asio/awaitable.hpp>
@@ -38,9 +38,9 @@ std::string node_program_command(const node_program& program, const std::string&
                                  const std::string& arguments, const std::string& node_path = "");
 inline constexpr std::string_view missing_marker = "ferry-node: not installed";
 
-// Puts the program on the node behind `session`. Traced as ferry:node:install.
+// Puts the program on the node behind `link`. Traced as ferry:node:install.
 // `node_path`, when not empty, is the PATH the install runs with.
-asio::awaitable<result<void>> install_node_program(tracing::action& parent, net::ssh_session& session,
+asio::awaitable<result<void>> install_node_program(tracing::action& parent, net::node_link& link,
                                                    const node_program& program, const std::string& cache_dir,
                                                    const std::string& node_path, diagnostics& diag);
 

@@ -3,7 +3,7 @@
 #include "agent/error.hpp"
 #include "agent/node/idle_watchdog.hpp"
 #include "agent/materialise/node_call.hpp"
-#include "net/ssh_exec.hpp"
+#include "net/node_link.hpp"
 #include "net/ssh_quote.hpp"
 #include "tracing/action_types.hpp"
 
@@ -18,7 +18,7 @@ namespace json = boost::json;
 using std::chrono::milliseconds;
 
 // Sets the node's watchdog to `request` (no idle timeout: none), under `act`; the outcome.
-asio::awaitable<result<std::string>> set_on_node(tracing::action& act, net::ssh_session& session,
+asio::awaitable<result<std::string>> set_on_node(tracing::action& act, net::node_link& link,
                                                  const provision::node& n, node::watchdog_request request,
                                                  const std::filesystem::path& program_path, std::string_view doing,
                                                  diagnostics& diag) {
@@ -26,7 +26,7 @@ asio::awaitable<result<std::string>> set_on_node(tracing::action& act, net::ssh_
   if (!program) co_return program.error();
   const node_call call{*program, {}, {}, "watchdog", action_types::node::watchdog};
   auto trace = node_trace(act, n.name);
-  auto answer = co_await call_node(act, session, call, text_input([&](const std::string& task_id) {
+  auto answer = co_await call_node(act, link, call, text_input([&](const std::string& task_id) {
                                      request.task_id = task_id;
                                      return node::watchdog_line(request);
                                    }),
@@ -88,17 +88,17 @@ std::string command_for(const provision::node& n, std::string_view command, cons
   return has_watchdog(n) ? activity_wrapper(command, paths) : std::string(command);
 }
 
-asio::awaitable<result<void>> install_watchdog(tracing::action& parent, net::ssh_session& session,
+asio::awaitable<result<void>> install_watchdog(tracing::action& parent, net::node_link& link,
                                                const provision::node& n, std::string_view stop_command,
                                                const watchdog_settings& s, diagnostics& diag) {
   if (is_pinned(n) || stop_command.empty() || !s.enabled())
-    co_return co_await uninstall_watchdog(parent, session, n, s.paths, s.program, diag);
+    co_return co_await uninstall_watchdog(parent, link, n, s.paths, s.program, diag);
   auto act = parent.child(action_types::agent::watchdog_install, {{"node", n.id},
                                                                   {"idle_timeout_ms", s.idle_timeout.count()},
                                                                   {"interval_ms", s.interval.count()}});
   const node::watchdog_request request{{}, s.paths.dir, s.idle_timeout.count(), s.interval.count(),
                                       std::string(stop_command)};
-  auto done = co_await set_on_node(act, session, n, request, s.program, "installing the idle watchdog", diag);
+  auto done = co_await set_on_node(act, link, n, request, s.program, "installing the idle watchdog", diag);
   if (!done) {
     act.fail(done.error(), diag);
     co_return done.error();
@@ -107,12 +107,12 @@ asio::awaitable<result<void>> install_watchdog(tracing::action& parent, net::ssh
   co_return result<void>{};
 }
 
-asio::awaitable<result<void>> uninstall_watchdog(tracing::action& parent, net::ssh_session& session,
+asio::awaitable<result<void>> uninstall_watchdog(tracing::action& parent, net::node_link& link,
                                                  const provision::node& n, const watchdog_paths& paths,
                                                  const std::filesystem::path& program, diagnostics& diag) {
   auto act = parent.child(action_types::agent::watchdog_uninstall, {{"node", n.id}, {"pinned", is_pinned(n)}});
   const node::watchdog_request request{{}, paths.dir, 0, 0, {}};
-  auto done = co_await set_on_node(act, session, n, request, program, "stopping the idle watchdog", diag);
+  auto done = co_await set_on_node(act, link, n, request, program, "stopping the idle watchdog", diag);
   if (!done) {
     act.fail(done.error(), diag);
     co_return done.error();

@@ -11,7 +11,7 @@
 // details.watchdog, so that every command sent to it is wrapped (command_for).
 #include "agent/provide/warm_nodes.hpp"
 #include "config/settings.hpp"
-#include "net/ssh_session.hpp"
+#include "net/node_link.hpp"
 #include "provision/node.hpp"
 #include "tracing/action.hpp"
 #include "tracing/diagnostics.hpp"
@@ -68,15 +68,15 @@ std::string command_for(const provision::node& n, std::string_view command, cons
 // it), or leaves it alone when the same one runs already, or replaces one whose settings, stop command or
 // program differ. A pinned node, an empty stop command or an idle
 // timeout of 0 means no watchdog: one running is stopped instead. Traced as "ferry:watchdog:install".
-// Fails with errc::watchdog_failed (diag naming the node and what the node said) or SSH's error. The node
+// Fails with errc::watchdog_failed (diag naming the node and what the node said) or the link's error. The node
 // program's own action, ferry:node:watchdog, goes to the node's trace file beside ferry's.
-asio::awaitable<result<void>> install_watchdog(tracing::action& parent, net::ssh_session& session,
+asio::awaitable<result<void>> install_watchdog(tracing::action& parent, net::node_link& link,
                                                const provision::node& n, std::string_view stop_command,
                                                const watchdog_settings& s, diagnostics& diag);
 
 // Stops the node's watchdog, if one runs (for a node pinned after it got one). Its markers and log stay.
 // Traced as "ferry:watchdog:uninstall".
-asio::awaitable<result<void>> uninstall_watchdog(tracing::action& parent, net::ssh_session& session,
+asio::awaitable<result<void>> uninstall_watchdog(tracing::action& parent, net::node_link& link,
                                                  const provision::node& n, const watchdog_paths& paths,
                                                  const std::filesystem::path& program, diagnostics& diag);
 

@@ -1,7 +1,7 @@
 #include "agent/run/python_check.hpp"
 
 #include "agent/error.hpp"
-#include "net/ssh_exec.hpp"
+#include "net/node_link.hpp"
 #include "net/ssh_quote.hpp"
 
 #include <fmt/format.h>
@@ -111,12 +111,12 @@ python_verdict compare_python(const packaging::python_info& local, const node_py
   return {};
 }
 
-boost::asio::awaitable<result<node_python>> ask_node_python(tracing::action& parent, net::ssh_session& session,
+boost::asio::awaitable<result<node_python>> ask_node_python(tracing::action& parent, net::node_link& link,
                                                             const std::string& python, const std::string& workdir,
                                                             diagnostics& diag) {
   auto command = fmt::format("{} -S -c {}", net::shell_quote(python), net::shell_quote(script));
   if (!workdir.empty()) command = fmt::format("cd {} && {}", net::shell_quote(workdir), command);
-  auto ran = co_await net::run_command(parent, session, command, diag);
+  auto ran = co_await net::run_command(parent, link, command, diag);
   if (!ran) co_return ran.error();
   node_python got;
   std::string why;

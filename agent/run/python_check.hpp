@@ -5,7 +5,7 @@
 // different patch level is a warning. The facts come from one short exec of the command's own interpreter
 // on the node (`PYTHON -S -c SCRIPT`); comparing them is sans-io.
 #include "packaging/manifest.hpp"
-#include "net/ssh_session.hpp"
+#include "net/node_link.hpp"
 #include "tracing/action.hpp"
 #include "tracing/diagnostics.hpp"
 
@@ -43,7 +43,7 @@ python_verdict compare_python(const packaging::python_info& local, const node_py
 
 // Runs the check's program with `python` (as the command names it) on the node, in `workdir` (where the
 // command runs: a relative interpreter path means the same there); empty: the login's directory.
-boost::asio::awaitable<result<node_python>> ask_node_python(tracing::action& parent, net::ssh_session& session,
+boost::asio::awaitable<result<node_python>> ask_node_python(tracing::action& parent, net::node_link& link,
                                                             const std::string& python, const std::string& workdir,
                                                             diagnostics& diag);
 

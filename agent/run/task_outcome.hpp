@@ -1,6 +1,6 @@
 #pragma once
 // How a remote command's end becomes ferry's exit code, the way a shell would report it.
-#include "net/ssh_exec.hpp"
+#include "net/exit_info.hpp"
 
 #include <string_view>
 

@@ -12,6 +12,7 @@
 #include "net/error.hpp"
 #include "net/run_all.hpp"
 #include "net/ssh_exec.hpp"
+#include "net/ssh_node_link.hpp"
 #include "net/s3_session.hpp"
 #include "packaging/layer.hpp"
 #include "support/eliot.hpp"
@@ -219,7 +220,8 @@ class materialise_node : public net::ssh_harness {
                                                       diagnostics& diag) {
     auto session = co_await connect(server, diag);
     if (!session) co_return session.error();
-    auto r = co_await materialise(trace.root(), **session, plan, o, diag);
+    net::ssh_node_link link(*session);
+    auto r = co_await materialise(trace.root(), link, plan, o, diag);
     (*session)->close();
     co_return r;
   }
@@ -228,7 +230,8 @@ class materialise_node : public net::ssh_harness {
                                                        diagnostics& diag) {
     auto session = co_await connect(server, diag);
     if (!session) co_return session.error();
-    auto r = co_await materialise(trace.root(), **session, feed, o, diag);
+    net::ssh_node_link link(*session);
+    auto r = co_await materialise(trace.root(), link, feed, o, diag);
     (*session)->close();
     co_return r;
   }
@@ -1041,7 +1044,8 @@ asio::awaitable<result<stage_result>> stage_on(materialise_node& t, const stage_
   o.program = the_program();
   o.cache_dir = t.cache().string();
   o.node_path = t.bin_with({"mkdir", "cat", "chmod", "rm"}).string();
-  auto r = co_await stage(t.trace.root(), **session, plan, o, diag);
+  net::ssh_node_link link(*session);
+  auto r = co_await stage(t.trace.root(), link, plan, o, diag);
   (*session)->close();
   co_return r;
 }
@@ -1093,8 +1097,9 @@ asio::awaitable<void> serve_for(materialise_node& t, serve_settings s, fanout_ru
   }
   auto o = t.bare_options();
   o.cache_dir = t.cache().string();
+  net::ssh_node_link link(*session);
   (void)co_await serve_peers(
-      t.trace.root(), **session, o, s, [&r](unsigned port) { r.port = port; }, [&r] { return r.stop; }, d);
+      t.trace.root(), link, o, s, [&r](unsigned port) { r.port = port; }, [&r] { return r.stop; }, d);
   (*session)->close();
 }
 
@@ -1116,7 +1121,8 @@ asio::awaitable<void> child_from(materialise_node& t, environment_plan plan, std
     o.cache_dir = plan.cache_dir;
     auto session = co_await t.connect(t.server, d, "node-2");
     if (session) {
-      r.child = co_await materialise(t.trace.root(), **session, *feed, o, d, &role);
+      net::ssh_node_link link(*session);
+      r.child = co_await materialise(t.trace.root(), link, *feed, o, d, &role);
       (*session)->close();
     }
   }
@@ -1139,7 +1145,8 @@ asio::awaitable<result<environment>> keep_copies(materialise_node& t, const envi
   o.cache_dir = plan.cache_dir;
   auto session = co_await t.connect(t.server, d);
   if (!session) co_return session.error();
-  auto r = co_await materialise(t.trace.root(), **session, *feed, o, d, &role);
+  net::ssh_node_link link(*session);
+  auto r = co_await materialise(t.trace.root(), link, *feed, o, d, &role);
   (*session)->close();
   co_return r;
 }

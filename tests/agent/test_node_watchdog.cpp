@@ -6,6 +6,7 @@
 #include "agent/provide/node_watchdog.hpp"
 
 #include "agent/error.hpp"
+#include "net/ssh_node_link.hpp"
 #include "net/ssh_quote.hpp"
 
 #include "../net/ssh_harness.hpp"
@@ -166,7 +167,8 @@ asio::awaitable<result<void>> install(node_watchdog& t, provision::node n, std::
                                       diagnostics& diag) {
   auto session = co_await t.connect(t.server, diag);
   if (!session) co_return session.error();
-  co_return co_await install_watchdog(t.trace.root(), **session, n, stop, s, diag);
+  net::ssh_node_link link(*session);
+  co_return co_await install_watchdog(t.trace.root(), link, n, stop, s, diag);
 }
 
 TEST_F(node_watchdog, installs_once_replaces_on_new_settings_and_stops_for_a_pinned_node) {
@@ -214,7 +216,8 @@ asio::awaitable<result<command_output>> busy_while_watched(node_watchdog& t, std
                                    net::shell_quote((t.state() / "last-used").string()),
                                    net::shell_quote(stopped.string()));
   auto busy = net::run_command(t.trace.root(), **session, activity_wrapper(command, t.paths()), diag);
-  auto then_install = [](node_watchdog& w, net::ssh_session& on, std::string stop_command, watchdog_settings with,
+  net::ssh_node_link link(*session);
+  auto then_install = [](node_watchdog& w, net::node_link& on, std::string stop_command, watchdog_settings with,
                          diagnostics& d) -> asio::awaitable<result<void>> {
     asio::steady_timer timer(co_await asio::this_coro::executor);
     for (int i = 0; i < 3000 && !w.live_marker(); ++i) {
@@ -226,7 +229,7 @@ asio::awaitable<result<command_output>> busy_while_watched(node_watchdog& t, std
       co_return make_error_code(errc::watchdog_failed);
     }
     co_return co_await install_watchdog(w.trace.root(), on, w.node(), stop_command, with, d);
-  }(t, **session, std::move(stop), s, diag);
+  }(t, link, std::move(stop), s, diag);
   auto both = co_await (std::move(busy) && std::move(then_install));
   if (!std::get<1>(both)) co_return std::get<1>(both).error();
   co_return std::get<0>(both);
