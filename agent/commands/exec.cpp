@@ -12,7 +12,7 @@
 #include "agent/run/task_outcome.hpp"
 #include "net/cancellation.hpp"
 #include "net/run_all.hpp"
-#include "net/ssh_exec.hpp"
+#include "net/node_link.hpp"
 #include "net/ssh_quote.hpp"
 #include "provision/error.hpp"
 #include "tracing/action_types.hpp"
@@ -64,16 +64,16 @@ struct node_run {
   int code = exit_code::failure;
   error_code error;
   diagnostics diag;
-  bool unreachable = false;  // no SSH session to it
+  bool unreachable = false;  // no link to it
 };
 
 asio::awaitable<void> run_on(tracing::action& parent, const node_access& access, std::string command,
                              std::string prefix, node_run& run) {
   co_await net::accept_cancellation();
   auto act = parent.child(action_types::exec::node, {{"node", run.node.id}});
-  auto session = co_await net::ssh_connect(act, peer_of(run.node), access.ssh, run.diag);
-  if (!session) {
-    run.error = session.error();
+  auto link = co_await connect_node(act, run.node, access.ssh, run.diag);
+  if (!link) {
+    run.error = link.error();
     run.unreachable = true;
     act.fail(run.error, run.diag);
     co_return;
@@ -82,9 +82,9 @@ asio::awaitable<void> run_on(tracing::action& parent, const node_access& access,
   net::exec_request request;
   request.command = command_for(run.node, command);
   request.output = &output;
-  auto done = co_await net::exec(act, **session, request, run.diag);
+  auto done = co_await (*link)->exec(act, request, run.diag);
   output.flush();
-  (*session)->close();
+  (*link)->close();
   if (!done) {
     run.error = done.error();
     act.fail(run.error, run.diag);

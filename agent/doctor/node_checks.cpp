@@ -8,10 +8,10 @@
 #include "agent/run/python_check.hpp"
 #include "net/deadline.hpp"
 #include "net/error.hpp"
+#include "net/node_link.hpp"
 #include "net/offload.hpp"
 #include "net/run_all.hpp"
 #include "net/ssh_keys.hpp"
-#include "net/ssh_exec.hpp"
 #include "net/ssh_quote.hpp"
 #include "provision/error.hpp"
 
@@ -169,15 +169,14 @@ asio::awaitable<check_result> probe_node(tracing::action& act, const node_contex
                                          const provision::node& n) {
   diagnostics diag;
   // Locals, not temporaries, as arguments: GCC 12 mishandles temporaries with destructors across co_await.
-  const auto peer = peer_of(n);
   const auto script = probe_script(c.program);
-  auto session = co_await net::ssh_connect(act, peer, c.access.ssh, diag);
-  if (!session)
-    co_return failed(name, fmt::format("{} does not let ferry in: {}", who(n), describe(session.error(), diag)),
-                     connect_fix(session.error(), n, c.access.ssh), session.error());
+  auto link = co_await connect_node(act, n, c.access.ssh, diag);
+  if (!link)
+    co_return failed(name, fmt::format("{} does not let ferry in: {}", who(n), describe(link.error(), diag)),
+                     connect_fix(link.error(), n, c.access.ssh), link.error());
   const auto limit = c.ctx.config.values.net.read_timeout;
-  auto ran = co_await net::with_deadline(net::run_command(act, **session, script, diag), limit);
-  (*session)->close();
+  auto ran = co_await net::with_deadline(net::run_command(act, **link, script, diag), limit);
+  (*link)->close();
   if (!ran)
     co_return failed(name, fmt::format("{} logged ferry in but its shell did not answer within {} (net.read_timeout)",
                                        who(n), config::format_duration(limit)),
