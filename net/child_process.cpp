@@ -3,7 +3,7 @@
 #include "net/deadline.hpp"
 
 #include "net/cancellation.hpp"
-#include "net/ssh_quote.hpp"
+#include "net/shell_quote.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>

@@ -3,9 +3,9 @@
 #include "net/cancellation.hpp"
 #include "net/exec_lifecycle.hpp"
 #include "net/run_all.hpp"
+#include "net/shell_quote.hpp"
 #include "net/ssh_exec_channel.hpp"
 #include "net/ssh_node_link.hpp"
-#include "net/ssh_quote.hpp"
 #include "tracing/action_types.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>

@@ -4,7 +4,7 @@
 // with the command's exit status or the signal that killed it.
 //
 // The machinery under net/ssh_node_link.hpp's exec. Commands are lines for the login shell sshd starts,
-// as with ssh, which must be a POSIX shell (quote_argv in net/ssh_quote.hpp builds one from an argv).
+// as with ssh, which must be a POSIX shell (quote_argv in net/shell_quote.hpp builds one from an argv).
 //
 // A request with `as_user` runs `sudo -n -u USER -- /bin/sh -c COMMAND` instead (run_as_command below):
 // the login user needs a sudoers rule that lets it run commands as USER without a password (-n fails at

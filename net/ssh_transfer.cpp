@@ -4,8 +4,8 @@
 
 #include "net/digest.hpp"
 #include "net/error.hpp"
+#include "net/shell_quote.hpp"
 #include "net/ssh_exec.hpp"
-#include "net/ssh_quote.hpp"
 #include "tracing/action_types.hpp"
 
 #include <fmt/format.h>

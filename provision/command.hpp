@@ -4,7 +4,7 @@
 // own, stdin from /dev/null, nothing left behind at the deadline or on cancellation).
 #include "config/units.hpp"
 #include "net/child_process.hpp"
-#include "net/ssh_quote.hpp"
+#include "net/shell_quote.hpp"
 #include "tracing/diagnostics.hpp"
 
 #include <boost/asio/awaitable.hpp>

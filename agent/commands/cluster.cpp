@@ -17,7 +17,7 @@
 #include "agent/provide/node_end.hpp"
 #include "agent/cli/plural.hpp"
 #include "net/child_process.hpp"
-#include "net/ssh_quote.hpp"
+#include "net/shell_quote.hpp"
 #include "tracing/action_types.hpp"
 
 #include <boost/asio/this_coro.hpp>

@@ -13,7 +13,7 @@
 #include "net/cancellation.hpp"
 #include "net/run_all.hpp"
 #include "net/node_link.hpp"
-#include "net/ssh_quote.hpp"
+#include "net/shell_quote.hpp"
 #include "provision/error.hpp"
 #include "tracing/action_types.hpp"
 

@@ -19,7 +19,7 @@
 #include "agent/run/task_outcome.hpp"
 #include "net/cancellation.hpp"
 #include "net/node_link.hpp"
-#include "net/ssh_quote.hpp"
+#include "net/shell_quote.hpp"
 #include "config/units.hpp"
 #include "tracing/action_types.hpp"
 

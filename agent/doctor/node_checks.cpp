@@ -11,8 +11,8 @@
 #include "net/node_link.hpp"
 #include "net/offload.hpp"
 #include "net/run_all.hpp"
+#include "net/shell_quote.hpp"
 #include "net/ssh_keys.hpp"
-#include "net/ssh_quote.hpp"
 #include "provision/error.hpp"
 
 #include <fmt/format.h>

@@ -3,7 +3,7 @@
 #include "agent/error.hpp"
 #include "net/digest.hpp"
 #include "net/node_link.hpp"
-#include "net/ssh_quote.hpp"
+#include "net/shell_quote.hpp"
 #include "net/exec_streams.hpp"
 #include "tracing/action_types.hpp"
 

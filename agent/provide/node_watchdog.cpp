@@ -4,7 +4,7 @@
 #include "agent/node/idle_watchdog.hpp"
 #include "agent/materialise/node_call.hpp"
 #include "net/node_link.hpp"
-#include "net/ssh_quote.hpp"
+#include "net/shell_quote.hpp"
 #include "tracing/action_types.hpp"
 
 #include <fmt/format.h>

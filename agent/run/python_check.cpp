@@ -2,7 +2,7 @@
 
 #include "agent/error.hpp"
 #include "net/node_link.hpp"
-#include "net/ssh_quote.hpp"
+#include "net/shell_quote.hpp"
 
 #include <fmt/format.h>
 

@@ -1,6 +1,6 @@
 #include "agent/run/task_command.hpp"
 
-#include "net/ssh_quote.hpp"
+#include "net/shell_quote.hpp"
 
 #include <fmt/format.h>
 

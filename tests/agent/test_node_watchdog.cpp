@@ -6,8 +6,8 @@
 #include "agent/provide/node_watchdog.hpp"
 
 #include "agent/error.hpp"
+#include "net/shell_quote.hpp"
 #include "net/ssh_node_link.hpp"
-#include "net/ssh_quote.hpp"
 
 #include "../net/ssh_harness.hpp"
 

@@ -7,7 +7,7 @@
 #include "net/digest.hpp"
 #include "net/error.hpp"
 #include "net/run_all.hpp"
-#include "net/ssh_quote.hpp"
+#include "net/shell_quote.hpp"
 #include "tracing/action_types.hpp"
 
 #include "support/quoted.hpp"

@@ -5,7 +5,7 @@
 
 #include "net/error.hpp"
 #include "net/run_all.hpp"
-#include "net/ssh_quote.hpp"
+#include "net/shell_quote.hpp"
 #include "tracing/action_types.hpp"
 
 #include "support/loopback_listener.hpp"

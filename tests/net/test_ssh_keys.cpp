@@ -1,9 +1,7 @@
-// ferry's own SSH key, its known_hosts file and its quoting for the remote shell: the parts of the SSH
-// layer that need no server. The shell quoting is checked against /bin/sh itself.
+// ferry's own SSH key and its known_hosts file: the parts of the SSH layer that need no server.
 #include "net/error.hpp"
 #include "net/ssh_keys.hpp"
 #include "net/ssh_known_hosts.hpp"
-#include "net/ssh_quote.hpp"
 
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
@@ -118,29 +116,6 @@ TEST(ssh_known_hosts, a_malformed_file_and_a_bad_node_id_are_errors) {
   auto again = check_host_key(partial, "n1", a, diag);
   ASSERT_TRUE(again) << diag.message << "\n" << test::read_file(partial);
   EXPECT_EQ(*again, host_key_status::known);
-}
-
-TEST(ssh_quote, quotes_into_single_quotes) {
-  EXPECT_EQ(shell_quote("plain"), "'plain'");
-  EXPECT_EQ(shell_quote(""), "''");
-  EXPECT_EQ(shell_quote("it's"), "'it'\\''s'");
-  EXPECT_EQ(quote_argv({"echo", "a b", "$x"}), "'echo' 'a b' '$x'");
-  EXPECT_THROW(shell_quote(std::string("a\0b", 3)), std::invalid_argument);
-}
-
-TEST(ssh_quote, sh_splits_the_line_back_into_the_same_arguments) {
-  std::vector<std::string> args{"printf", "%s\\0"};
-  std::string every_byte;
-  for (int c = 1; c < 256; ++c) every_byte += static_cast<char>(c);
-  const std::vector<std::string> tricky{"a b", "'", "\"", "$(id)", "`id`", "*", "\\", "\n", "", every_byte, "-e"};
-  args.insert(args.end(), tricky.begin(), tricky.end());
-  for (const auto* shell : {"/bin/sh", "/bin/bash"}) {
-    const auto r = test::run({shell, "-c", quote_argv(args)});
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    std::string expected;
-    for (const auto& t : tricky) expected += t + '\0';
-    EXPECT_EQ(r.out, expected) << shell;
-  }
 }
 
 }  // namespace

@@ -3,7 +3,7 @@
 #include "ssh_harness.hpp"
 
 #include "net/error.hpp"
-#include "net/ssh_quote.hpp"
+#include "net/shell_quote.hpp"
 #include "net/ssh_transfer.hpp"
 #include "tracing/action_types.hpp"
 

@@ -1,6 +1,7 @@
 #pragma once
-// Command lines for the remote POSIX shell. sshd hands a command to the login shell as one string, so
-// an argv has to be quoted into that string such that the shell splits it back into the same bytes:
+// Command lines for a POSIX shell. A node link hands a command to the node's shell as one string (sshd
+// to the login shell, as ssh does), and so does `sh -c` here, so an argv has to be quoted into that
+// string such that the shell splits it back into the same bytes:
 // each argument goes inside single quotes, where sh gives no character a meaning (no $, `, \, globs
 // or newlines), and a single quote itself is closed, escaped and reopened as '\''.
 #include <initializer_list>

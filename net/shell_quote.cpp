@@ -1,4 +1,4 @@
-#include "net/ssh_quote.hpp"
+#include "net/shell_quote.hpp"
 
 #include <stdexcept>
 
