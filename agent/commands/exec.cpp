@@ -71,7 +71,7 @@ asio::awaitable<void> run_on(tracing::action& parent, const node_access& access,
                              std::string prefix, node_run& run) {
   co_await net::accept_cancellation();
   auto act = parent.child(action_types::exec::node, {{"node", run.node.id}});
-  auto link = co_await connect_node(act, run.node, access.ssh, run.diag);
+  auto link = co_await connect_node(act, run.node, access, run.diag);
   if (!link) {
     run.error = link.error();
     run.unreachable = true;

@@ -82,7 +82,7 @@ struct watch_job {
 asio::awaitable<void> run_watch_job(tracing::action& parent, const node_access& access,
                                     const watchdog_settings& settings, watch_job& job) {
   co_await net::accept_cancellation();
-  auto link = co_await connect_node(parent, job.node, access.ssh, job.diag);
+  auto link = co_await connect_node(parent, job.node, access, job.diag);
   if (!link) {
     job.error = link.error();
     co_return;

@@ -12,7 +12,6 @@
 #include "net/offload.hpp"
 #include "net/run_all.hpp"
 #include "net/shell_quote.hpp"
-#include "net/ssh_keys.hpp"
 #include "provision/error.hpp"
 
 #include <fmt/format.h>
@@ -122,11 +121,6 @@ check_result judge(const std::string& name, const provision::node& n, const node
                                   python));
 }
 
-std::filesystem::path key_of(const net::ssh_client_options& ssh) {
-  if (!ssh.settings.identity_file.empty()) return ssh.settings.identity_file;
-  return net::own_key_path(ssh.config_dir);
-}
-
 std::string connect_fix(const error_code& ec, const provision::node& n, const net::ssh_client_options& ssh) {
   if (ec == net::errc::host_key_changed)
     return fmt::format("if {} was rebuilt, delete its line in {} and run the doctor again; otherwise find out who "
@@ -135,7 +129,7 @@ std::string connect_fix(const error_code& ec, const provision::node& n, const ne
   if (ec == net::errc::ssh_auth_failed)
     return fmt::format("put {}.pub in ~{}/.ssh/authorized_keys on the node, or set ssh.identity_file to a key it "
                        "accepts",
-                       key_of(ssh).string(), n.user.empty() ? ssh.settings.user : n.user);
+                       ssh_key_file(ssh).string(), n.user.empty() ? ssh.settings.user : n.user);
   return fmt::format("see whether it still runs (`ferry nodes ls`); `ferry nodes down {}` ends and forgets it, "
                      "and a slow network needs a larger ssh.connect_timeout",
                      n.id);
@@ -170,7 +164,7 @@ asio::awaitable<check_result> probe_node(tracing::action& act, const node_contex
   diagnostics diag;
   // Locals, not temporaries, as arguments: GCC 12 mishandles temporaries with destructors across co_await.
   const auto script = probe_script(c.program);
-  auto link = co_await connect_node(act, n, c.access.ssh, diag);
+  auto link = co_await connect_node(act, n, c.access, diag);
   if (!link)
     co_return failed(name, fmt::format("{} does not let ferry in: {}", who(n), describe(link.error(), diag)),
                      connect_fix(link.error(), n, c.access.ssh), link.error());
@@ -232,15 +226,6 @@ check_result program_result(const result<std::shared_ptr<const node_program>>& p
   return passed(name, fmt::format("{}: built for {}, sha256 {}", p.local.string(), machine, p.sha256.substr(0, 16)));
 }
 
-// The public half of the key ferry logs in with, as providers want it ("" when it does not load).
-std::string public_line(const config::settings& s) {
-  diagnostics ignored;
-  auto key = net::load_private_key(ssh_key_file(s), ignored);
-  if (!key) return {};
-  auto info = net::describe_key(key->get());
-  return info ? fmt::format("{} {} ferry", info->type, info->base64) : std::string();
-}
-
 // The nodes check when the registry has no node to check, or cannot be read.
 check_result registry_result(const provision::node_registry& registry, result<std::vector<provision::node>>& nodes,
                              const diagnostics& diag) {
@@ -299,7 +284,7 @@ asio::awaitable<std::vector<check_result>> check_nodes(tracing::action& parent, 
   // Not open_node_access(): that makes ferry's own key when it is missing, and the doctor reports a missing key
   // rather than make one. The ssh.key check has seen the key ferry logs in with.
   const auto& s = ctx.config.values;
-  const node_access access{public_line(s), net::ssh_client_options::from(s),
+  const node_access access{ssh_public_line(s), net::ssh_client_options::from(s),
                            provision::node_registry(provision::registry_file(s.dirs.state),
                                                     s.nodes.registry_lock_timeout),
                            provision::readiness_options_from(s)};

@@ -121,6 +121,19 @@ std::filesystem::path ssh_key_file(const config::settings& s) {
   return s.ssh.identity_file.empty() ? net::own_key_path(s.dirs.config) : std::filesystem::path(s.ssh.identity_file);
 }
 
+std::filesystem::path ssh_key_file(const net::ssh_client_options& ssh) {
+  if (!ssh.settings.identity_file.empty()) return ssh.settings.identity_file;
+  return net::own_key_path(ssh.config_dir);
+}
+
+std::string ssh_public_line(const config::settings& s) {
+  diagnostics ignored;
+  auto key = net::load_private_key(ssh_key_file(s), ignored);
+  if (!key) return {};
+  auto info = net::describe_key(key->get());
+  return info ? fmt::format("{} {} ferry", info->type, info->base64) : std::string();
+}
+
 check_result check_ssh_key(tracing::action& parent, const config::settings& s) {
   auto act = open_check(parent, key_check);
   return close_check(act, key_result(s, ssh_key_file(s)));

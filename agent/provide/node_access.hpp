@@ -37,7 +37,7 @@ net::ssh_peer peer_of(const provision::node& n);
 // Logs in to `n` with ferry's SSH client (net::ssh_connect: traced, and failing, as that says).
 boost::asio::awaitable<result<std::shared_ptr<net::node_link>>> connect_node(tracing::action& parent,
                                                                              const provision::node& n,
-                                                                             const net::ssh_client_options& options,
+                                                                             const node_access& access,
                                                                              diagnostics& diag);
 
 // Readiness's last stage through ferry's own SSH client: log in and run `true`. With `keep`, the link

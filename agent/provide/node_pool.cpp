@@ -137,7 +137,7 @@ asio::awaitable<void> node_pool::take_warm(round& r, provision::node n, node_wor
   auto& report = *r.report;
   auto act = r.act.child(action_types::provision::node, {{"node", n.id}, {"warm", true}});
   diagnostics diag;
-  auto link = co_await connect_node(act, n, access_.ssh, diag);
+  auto link = co_await connect_node(act, n, access_, diag);
   if (!link) {
     act.fail(link.error(), diag);
     const bool stop = co_await net::cancelled();
