@@ -21,9 +21,7 @@ boost::asio::awaitable<error_code> callback_sink::write(output_stream stream, st
   co_return error_code{};
 }
 
-stream_source::stream_source(boost::asio::any_io_executor io) : arrived_(std::move(io)) {
-  arrived_.expires_at(boost::asio::steady_timer::time_point::max());
-}
+stream_source::stream_source(boost::asio::any_io_executor io) : arrived_(std::move(io)) {}
 
 void stream_source::write(std::string_view bytes) {
   queued_.append(bytes);
@@ -36,14 +34,14 @@ void stream_source::close() {
 }
 
 void stream_source::notify() {
-  arrived_.cancel();
+  arrived_.notify();
   if (wake_) wake_();
 }
 
 boost::asio::awaitable<result<std::size_t>> stream_source::read(std::span<char> into) {
   while (!ready()) {
     error_code ec;
-    co_await arrived_.async_wait(boost::asio::redirect_error(boost::asio::use_awaitable, ec));
+    co_await arrived_.wait(ec);
     if (!ready()) co_return error_code(boost::asio::error::operation_aborted);
   }
   const auto n = std::min(into.size(), queued_.size());

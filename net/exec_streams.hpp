@@ -3,11 +3,11 @@
 // (net/node_link.hpp). Output arrives in chunks; the command's channel is not read again until the sink
 // took the last chunk, so a slow consumer slows the remote command down (the transport's flow control,
 // SSH's channel window, holds it back) instead of filling memory.
+#include "net/notifier.hpp"
 #include "tracing/diagnostics.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
-#include <boost/asio/steady_timer.hpp>
 
 #include <cstddef>
 #include <functional>
@@ -87,7 +87,7 @@ class stream_source final : public input_source {
   std::string queued_;
   bool closed_ = false;
   std::function<void()> wake_;
-  boost::asio::steady_timer arrived_;  // never expires: cancelled to wake a read() that waits
+  notifier arrived_;  // wakes a read() that waits
 };
 
 // Bytes the caller keeps alive until the command ends.
