@@ -9,8 +9,10 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <deque>
 #include <memory>
 #include <string>
+#include <vector>
 
 // Named: the test binaries are unity builds, and other files' helpers share these names.
 namespace ferry::agent::layer_feed_tests {
@@ -54,77 +56,83 @@ const std::string url = "http://10.0.0.1:9000";
 
 std::string line(const std::string& text) { return text + "\n"; }
 
-TEST(layer_feed, a_held_node_gets_its_layers_once_its_source_is_known_and_the_peer_line_first) {
-  asio::io_context io;
-  layer_feed feed(io.get_executor());
-  feed.add(0, alpha);
-  feed.fan_out("child", "", true);
-  auto held = feed.reader("H1", "child");
-  auto other = feed.reader("H2", "seed");
-  reading h, o;
-  start(io, *held, h);
-  start(io, *other, o);
-  settle(io);
-  EXPECT_TRUE(feed.held("child"));
-  EXPECT_FALSE(feed.held("seed"));
+// One feed on one io_context; each reader reads into a `reading` until the test ends.
+class layer_feed_test : public ::testing::Test {
+ protected:
+  reading& read(std::string header, std::string node, bool lazy = false) {
+    readers_.push_back(feed_.reader(std::move(header), std::move(node), lazy));
+    auto& r = readings_.emplace_back();
+    start(io_, *readers_.back(), r);
+    return r;
+  }
+  void settle() { agent::layer_feed_tests::settle(io_); }
+  // The one layer stored, and the plan's end.
+  void stored_and_ended() {
+    feed_.add(0, alpha);
+    feed_.end(1, std::nullopt);
+  }
+
+  asio::io_context io_;
+  layer_feed feed_{io_.get_executor()};
+  std::vector<std::unique_ptr<net::input_source>> readers_;
+  std::deque<reading> readings_;
+};
+
+TEST_F(layer_feed_test, a_held_node_gets_its_layers_once_its_source_is_known_and_the_peer_line_first) {
+  feed_.add(0, alpha);
+  feed_.fan_out("child", "", true);
+  auto& h = read("H1", "child");
+  auto& o = read("H2", "seed");
+  settle();
+  EXPECT_TRUE(feed_.held("child"));
+  EXPECT_FALSE(feed_.held("seed"));
   EXPECT_EQ(h.text, line("H1"));
   EXPECT_EQ(o.text, line("H2") + line(node::layer_line(0, alpha)));
 
-  feed.fan_out("child", url, false);
-  settle(io);
+  feed_.fan_out("child", url, false);
+  settle();
   EXPECT_EQ(h.text, line("H1") + line(node::peer_line({url})) + line(node::layer_line(0, alpha)));
   EXPECT_EQ(o.text, line("H2") + line(node::layer_line(0, alpha)));  // no peer line for another node
 
-  feed.end(1, std::nullopt);
-  settle(io);
+  feed_.end(1, std::nullopt);
+  settle();
   EXPECT_TRUE(h.ended);
   EXPECT_TRUE(o.ended);
 }
 
-TEST(layer_feed, a_released_node_goes_to_storage_without_a_peer_line) {
-  asio::io_context io;
-  layer_feed feed(io.get_executor());
-  feed.add(0, alpha);
-  feed.end(1, std::nullopt);
-  feed.fan_out("child", "", true);
-  auto held = feed.reader("H", "child");
-  reading h;
-  start(io, *held, h);
-  settle(io);
+TEST_F(layer_feed_test, a_released_node_goes_to_storage_without_a_peer_line) {
+  stored_and_ended();
+  feed_.fan_out("child", "", true);
+  auto& h = read("H", "child");
+  settle();
   EXPECT_EQ(h.text, line("H"));
   EXPECT_FALSE(h.ended);  // the feed is closed, but the held node's lines are still to come
 
-  feed.release("child");
-  settle(io);
-  EXPECT_FALSE(feed.held("child"));
+  feed_.release("child");
+  settle();
+  EXPECT_FALSE(feed_.held("child"));
   EXPECT_EQ(h.text, line("H") + line(node::layer_line(0, alpha)) + line(node::end_line({1, std::nullopt})));
   EXPECT_TRUE(h.ended);
 }
 
-TEST(layer_feed, a_lazy_reader_ends_with_work_done_once_the_feed_is_told) {
-  asio::io_context io;
-  layer_feed feed(io.get_executor());
-  feed.add(0, alpha);
-  feed.end(1, std::nullopt);
-  auto lazy = feed.reader("H", "n1", true);
-  auto other = feed.reader("H", "n2", true);
-  reading l, o;
-  start(io, *lazy, l);
-  start(io, *other, o);
-  settle(io);
+TEST_F(layer_feed_test, a_lazy_reader_ends_with_work_done_once_the_feed_is_told) {
+  stored_and_ended();
+  auto& l = read("H", "n1", true);
+  auto& o = read("H", "n2", true);
+  settle();
   const auto plan = line("H") + line(node::layer_line(0, alpha)) + line(node::end_line({1, std::nullopt}));
   EXPECT_EQ(l.text, plan);
   EXPECT_FALSE(l.ended);  // a lazy start's input stays open after the plan's end
 
-  feed.work_done("n1");
-  settle(io);
+  feed_.work_done("n1");
+  settle();
   EXPECT_EQ(l.text, plan + line(node::work_done_line()));
   EXPECT_TRUE(l.ended);
   EXPECT_EQ(o.text, plan);  // another node's work goes on
   EXPECT_FALSE(o.ended);
 
-  feed.work_done("n2");
-  settle(io);
+  feed_.work_done("n2");
+  settle();
   EXPECT_TRUE(o.ended);
 }
 
