@@ -15,6 +15,7 @@
 #include "agent/provide/node_watchdog.hpp"
 #include "agent/run/run_summary.hpp"
 #include "agent/materialise/stage.hpp"
+#include "agent/materialise/node_staging.hpp"
 #include "agent/run/task_command.hpp"
 #include "agent/run/task_outcome.hpp"
 #include "net/cancellation.hpp"
@@ -23,9 +24,6 @@
 #include "config/units.hpp"
 #include "tracing/action_types.hpp"
 
-#include <boost/asio/bind_cancellation_slot.hpp>
-#include <boost/asio/cancellation_signal.hpp>
-#include <boost/asio/co_spawn.hpp>
 
 #include <fmt/format.h>
 
@@ -85,57 +83,6 @@ result<std::string> read_order_file(const std::string& file, diagnostics& diag) 
   return std::move(text).str();
 }
 
-// Every --stage of the run onto one node, one after another; the first failure ends it.
-asio::awaitable<error_code> stage_all(tracing::action& job_act, net::node_link& link, const run_state& state,
-                                      diagnostics& diag) {
-  co_await net::accept_cancellation();
-  for (const auto& plan : state.stages) {
-    auto staged = co_await stage(job_act, link, plan, state.staging, diag);
-    if (!staged) co_return staged.error();
-  }
-  co_return error_code{};
-}
-
-// `mkdir -p` of every streamed directory, as a line for the node's shell.
-std::string streamed_dirs_line(const run_state& state) {
-  std::vector<std::string> argv{"mkdir", "-p", "--"};
-  for (const auto& plan : state.stages) argv.push_back(plan.node_dir);
-  return net::quote_argv(argv) + " || exit 1\n";
-}
-
-// With a window the data streams in while the command runs: the stager is started first and stopped
-// (its remote downloads killed) when the command ends, whoever ended it. It is always waited for.
-struct stager {
-  asio::cancellation_signal stop;
-  std::unique_ptr<net::async_event> done;
-  error_code error;
-  diagnostics diag;
-};
-
-// A stream that fails is said at once, not only when the command ends (which may be hours later): the
-// command goes on, and the run still ends with the staging error.
-void start_stager(asio::any_io_executor ex, tracing::action& job_act, net::node_link& link,
-                  const run_state& state, stager& s) {
-  s.done = std::make_unique<net::async_event>(ex);
-  auto node = link.node();
-  asio::co_spawn(ex, stage_all(job_act, link, state, s.diag),
-                 asio::bind_cancellation_slot(s.stop.slot(), [&s, node](std::exception_ptr e, error_code ec) {
-                   s.error = e ? error_code(errc::stage_failed) : ec;
-                   if (e) s.diag.set("staging ended with an internal error");
-                   if (s.error && s.error != asio::error::operation_aborted)
-                     fmt::print(stderr, "ferry: staging onto {} failed while the command runs: {}\n", node,
-                                describe(s.error, s.diag));
-                   s.done->set();
-                 }));
-}
-
-asio::awaitable<void> stop_stager(stager& s) {
-  if (!s.done->is_set()) s.stop.emit(asio::cancellation_type::total);
-  // The command is over (or cancelled): nothing may cut this wait short, the stager refers to this frame.
-  co_await asio::this_coro::reset_cancellation_state();
-  while (!s.done->is_set()) (void)co_await s.done->wait();
-}
-
 asio::awaitable<void> run_on(tracing::action& job_act, job_node& jn, run_state& state) {
   const auto start = std::chrono::steady_clock::now();
   if (state.first_start == std::chrono::steady_clock::time_point{}) state.first_start = start;
@@ -144,13 +91,13 @@ asio::awaitable<void> run_on(tracing::action& job_act, job_node& jn, run_state& 
   result.name = jn.ready.node.name;
   const bool streaming = !state.stages.empty() && state.stages.front().window > 0;
   if (!state.stages.empty() && !streaming) {
-    if (auto ec = co_await stage_all(job_act, *jn.ready.link, state, result.diag); ec) {
+    if (auto ec = co_await stage_all(job_act, *jn.ready.link, state.stages, state.staging, result.diag); ec) {
       result.error = ec;
       co_return;
     }
   }
   stager streamer;
-  if (streaming) start_stager(co_await asio::this_coro::executor, job_act, *jn.ready.link, state, streamer);
+  if (streaming) start_stager(co_await asio::this_coro::executor, job_act, *jn.ready.link, state.stages, state.staging, streamer);
   auto task = job_act.child(action_types::agent::task, {{"node", jn.ready.node.id},
                                                         {"submitted_at", unix_now()},
                                                         {"command", net::quote_argv(state.args.command)}});
@@ -159,7 +106,7 @@ asio::awaitable<void> run_on(tracing::action& job_act, job_node& jn, run_state& 
   net::exec_request request;
   auto line = task_command(jn.env, task.hand_off_task_id(), state.vars, state.args.command);
   // The stream's directories exist before the command looks for them, however late the stager starts.
-  if (streaming) line.command = streamed_dirs_line(state) + line.command;
+  if (streaming) line.command = streamed_dirs_line(state.stages) + line.command;
   request.command = command_for(jn.ready.node, line.command);
   net::buffer_source env_input(line.input);
   if (!line.input.empty()) request.input = &env_input;
