@@ -1,0 +1,1 @@
+"""ferry: map Python functions over ferry's nodes (docs/python-api.md)."""
