@@ -23,6 +23,8 @@ class category_impl final : public boost::system::error_category {
       case errc::no_such_cluster: return "no such cluster";
       case errc::python_mismatch: return "the node's Python cannot run what was packed";
       case errc::python_unknown: return "the node's Python could not be asked what it is";
+      case errc::bad_frame: return "a frame of the Python API cannot be read";
+      case errc::worker_failed: return "a worker of the Python API ended";
     }
     return "unknown agent error";
   }

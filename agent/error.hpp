@@ -33,6 +33,10 @@ enum class errc {
   // The node's Python (agent/run/python_check.hpp).
   python_mismatch,       // it cannot run what was packed: another version, implementation, machine or glibc
   python_unknown,        // it could not be asked (not there, or its answer unreadable)
+
+  // The Python API (agent/api/).
+  bad_frame,             // the ferry package or a worker sent a frame that breaks the protocol
+  worker_failed,         // a worker ended before its tasks did (diagnostics say how)
 };
 
 const boost::system::error_category& category();

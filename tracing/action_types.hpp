@@ -293,6 +293,18 @@ inline constexpr std::string_view install = "ferry:node:install";
 inline constexpr std::string_view absent = "ferry:node:absent";
 }  // namespace node
 
+// agent/api: `ferry api`, the agent half of the Python API, a job of `ferry trace stats` too.
+namespace api {
+inline constexpr std::string_view job = "ferry:api";  // the root of `ferry api`
+// One worker on a node {node, slot}: a Python process that runs task after task.
+inline constexpr std::string_view worker = "ferry:api:worker";
+// An argument stored once for every task that names it {blob, bytes, sha256, stored}: stored is false
+// when storage had it already.
+inline constexpr std::string_view blob = "ferry:api:blob";
+// Message {task, attempts, node}: a task's worker was lost; it goes to another worker.
+inline constexpr std::string_view retry = "ferry:api:retry";
+}  // namespace api
+
 // agent/commands: `ferry run` and `ferry map`, the jobs of `ferry trace stats`.
 namespace run {
 inline constexpr std::string_view job = "ferry:run";              // the root of `ferry run`

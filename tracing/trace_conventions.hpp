@@ -55,7 +55,8 @@
 namespace ferry::tracing {
 
 struct trace_conventions {
-  std::vector<std::string> job_types = {std::string(action_types::run::job), std::string(action_types::map::job)};
+  std::vector<std::string> job_types = {std::string(action_types::run::job), std::string(action_types::map::job),
+                                         std::string(action_types::api::job)};
   std::vector<std::string> task_types = {std::string(action_types::agent::task)};
   std::vector<std::string> node_release_types = {std::string(action_types::provision::terminate)};
   std::vector<std::string> background_types = {std::string(action_types::agent::serve),

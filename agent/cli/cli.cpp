@@ -237,6 +237,7 @@ int run_cli(int argc, char** argv) {
   add_warmup_command(app, selected);
   add_cluster_commands(app, selected);
   add_doctor_command(app, selected);
+  add_api_command(app, selected);
   check_no_command_takes_extras(app);
   // The user's command after `--` is set aside before parsing: CLI11 would read its options as ours.
   int ours = 1;

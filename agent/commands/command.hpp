@@ -32,5 +32,6 @@ void add_map_command(CLI::App& app, selected_command& selected);
 void add_warmup_command(CLI::App& app, selected_command& selected);
 void add_cluster_commands(CLI::App& app, selected_command& selected);
 void add_doctor_command(CLI::App& app, selected_command& selected);
+void add_api_command(CLI::App& app, selected_command& selected);
 
 }  // namespace ferry::agent

@@ -33,10 +33,6 @@ namespace {
 
 using stream = asio::local::stream_protocol;
 
-constexpr std::string_view hook_source =
-#include "agent/node/import_hook_source.inc"
-    ;
-
 constexpr std::size_t max_request = 1 << 20;  // an `imported` line of a few thousand names
 
 std::vector<std::string> words(std::string_view line) {
@@ -53,10 +49,6 @@ std::vector<std::string> words(std::string_view line) {
 }
 
 }  // namespace
-
-result<std::string> install_import_hook(const std::string& cache_dir, diagnostics& diag) {
-  return install_content(cache_dir + "/hook", "sitecustomize.py", hook_source, diag);
-}
 
 import_server::import_server(asio::any_io_executor io, import_gate& gate, prefer_fn prefer, std::string dir)
     : gate_(gate), prefer_(std::move(prefer)), dir_(std::move(dir)), path_(dir_ + "/s"), acceptor_(io),

@@ -27,9 +27,6 @@ namespace ferry::agent::node {
 
 namespace asio = boost::asio;
 
-// Writes the hook into <cache_dir>/hook/<digest>/sitecustomize.py unless it is there; that directory.
-result<std::string> install_import_hook(const std::string& cache_dir, diagnostics& diag);
-
 class import_server {
  public:
   using prefer_fn = std::function<void(const std::vector<std::string>& ids)>;

@@ -7,6 +7,7 @@
 #include "agent/node/import_server.hpp"
 #include "agent/node/layer_cache.hpp"
 #include "agent/node/peer_server.hpp"
+#include "agent/node/python_files.hpp"
 #include "tracing/sink.hpp"
 #include "agent/node/plan_progress.hpp"
 #include "agent/node/shard_tee.hpp"
@@ -570,7 +571,7 @@ asio::awaitable<result<materialised>> materialise_lazily(tracing::action& act, s
                                                          diagnostics& diag) {
   lazy_start lazy(act, cache);
   in.plan.keep_going_after_failures();
-  auto hook = install_import_hook(cache.dir(), diag);
+  auto hook = install_python_files(cache.dir(), diag);
   if (!hook) co_return hook.error();
   lazy.hook_dir = std::move(*hook);
   auto workdir = empty_workdir(cache, diag);
@@ -639,12 +640,13 @@ asio::awaitable<result<materialised>> materialise_layers(tracing::action& act, f
   if (!env) co_return env.error();
   materialised m = std::move(*env);
   m.cache_dir = cache->dir();
+  // The hook's directory holds the API's worker too, which a command may run without a site.
+  auto hook = install_python_files(cache->dir(), diag);
+  if (!hook) co_return hook.error();
+  m.hook_dir = std::move(*hook);
   if (const auto* site = in.plan.site()) {
-    auto hook = install_import_hook(cache->dir(), diag);
-    if (!hook) co_return hook.error();
     auto file = write_site(*cache, *site, diag);
     if (!file) co_return file.error();
-    m.hook_dir = std::move(*hook);
     m.site_file = std::move(*file);
   }
   if (m.workdir.empty()) {

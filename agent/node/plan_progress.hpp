@@ -28,7 +28,8 @@ struct materialised {
   std::string cache_dir;
   std::string workdir;                   // the workspace layer's directory, or empty: none
   std::vector<std::string> python_path;  // the layers' directories, in plan order
-  // With the plan's site: the import hook's directory, for PYTHONPATH, and the site file it reads.
+  // The import hook's directory (python_files.hpp: the API's worker is there too), for PYTHONPATH with
+  // the plan's site, and the site file the hook reads.
   std::string hook_dir;
   std::string site_file;
   std::size_t layers_cached = 0, layers_fetched = 0, layers_evicted = 0;
