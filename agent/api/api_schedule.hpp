@@ -26,6 +26,7 @@ struct api_task {
   std::vector<std::uint64_t> blobs;  // the blob ids its arguments name
   std::string payload;               // the client's payload, as it came
   unsigned attempts = 0;             // times it was given to a worker
+  double submitted_at = 0;           // when it came, in seconds since the epoch (its trace's pending time)
 };
 
 class api_schedule {

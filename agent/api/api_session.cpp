@@ -135,7 +135,7 @@ bool api_session::from_client(frame f) {
       // u64 function, u8 flags, u16 blob count, that many u64 blob ids, the pickled arguments.
       const std::string_view p = f.payload;
       if (p.size() < 11) return false;
-      api_task t{f.id, get_u64(p), {}, std::move(f.payload), 0};
+      api_task t{f.id, get_u64(p), {}, std::move(f.payload), 0, unix_now()};
       const std::size_t n = get_u16(std::string_view(t.payload).substr(9));
       if (t.payload.size() < 11 + 8 * n || !functions_.contains(t.function)) return false;
       for (std::size_t i = 0; i < n; ++i) t.blobs.push_back(get_u64(std::string_view(t.payload).substr(11 + 8 * i)));
@@ -312,7 +312,9 @@ asio::awaitable<void> api_session::feed_worker(worker_state& w, const bool& over
                        {"path", w.blob_dir + "/" + info.sha256}};
         append_frame(out, 'B', b, json::serialize(o));
       }
-      auto task = act_.child(action_types::agent::task, {{"node", w.node}, {"task", t->id},
+      auto task = act_.child(action_types::agent::task, {{"node", w.node},
+                                                         {"submitted_at", t->submitted_at},
+                                                         {"task", t->id},
                                                          {"attempt", t->attempts}});
       const auto eliot_id = task.hand_off_task_id();
       std::string head;

@@ -34,8 +34,8 @@ def find_agent_binary(environ=None):
     return found
 
 
-def agent_argv(binary, config=None, nodes=None, concurrency=None, provider=None, env=None):
-    """`ferry [--config FILE] api [--nodes N] [--concurrency K] [--provider P] [--env K=V]...`."""
+def agent_argv(binary, config=None, nodes=None, concurrency=None, provider=None, env=None, retries=0):
+    """`ferry [--config FILE] api [--nodes N] [--concurrency K] --retries R [--provider P] [--env K=V]...`."""
     argv = [binary]
     if config is not None:
         argv += ["--config", os.fspath(config)]
@@ -45,6 +45,8 @@ def agent_argv(binary, config=None, nodes=None, concurrency=None, provider=None,
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError("%s must be a positive integer, not %r" % (flag[2:], value))
             argv += [flag, str(value)]
+    # Always given: the executor's default (no retries) is not the configuration's (agent.retries).
+    argv += ["--retries", str(retries)]
     if provider is not None:
         argv += ["--provider", str(provider)]
     for key, value in (env or {}).items():
@@ -55,11 +57,10 @@ def agent_argv(binary, config=None, nodes=None, concurrency=None, provider=None,
     return argv
 
 
-def agent_environ(retries, environ=None):
-    """The agent packs the environment of this interpreter, and retries lost tasks `retries` times."""
+def agent_environ(environ=None):
+    """The agent packs the environment of this interpreter."""
     env = dict(os.environ if environ is None else environ)
     env["FERRY_PACKAGING_PYTHON"] = sys.executable
-    env["FERRY_AGENT_RETRIES"] = str(retries)
     return env
 
 

@@ -118,8 +118,8 @@ class Executor(concurrent.futures.Executor):
         self._failure = None
         self._shut_down = False
         self._interrupted = False
-        argv = _client.agent_argv(_client.find_agent_binary(), config, nodes, concurrency, provider, env)
-        self._agent = _client.AgentConnection(argv, _client.agent_environ(retries), self._on_frame,
+        argv = _client.agent_argv(_client.find_agent_binary(), config, nodes, concurrency, provider, env, retries)
+        self._agent = _client.AgentConnection(argv, _client.agent_environ(), self._on_frame,
                                               self._on_exit)
         _live_executors.add(self)
 

@@ -2,7 +2,20 @@
 
 import atexit
 import functools
+import importlib
 import threading
+
+
+def _imported(module, qualname):
+    """On a node: the decorated function, imported from the shipped workspace as the workstation has it."""
+    found = importlib.import_module(module)
+    for part in qualname.split("."):
+        found = getattr(found, part)
+    return found
+
+
+def _as_is(fn):
+    return fn
 
 
 class RemoteFunction:
@@ -18,6 +31,15 @@ class RemoteFunction:
     def __call__(self, *args, **kwargs):
         return self._fn(*args, **kwargs)
 
+    def __reduce__(self):
+        # A decorated function of an importable module goes by reference, as an undecorated one does: its
+        # module's name now holds this wrapper, which pickle would not find to be the function. One of
+        # __main__ or a closure goes by value.
+        module = getattr(self._fn, "__module__", None)
+        if module and module != "__main__" and "<locals>" not in self.__qualname__:
+            return (_imported, (module, self.__qualname__))
+        return (_as_is, (self._fn,))
+
     def executor(self):
         with self._lock:
             if self._executor is None:
@@ -27,7 +49,7 @@ class RemoteFunction:
             return self._executor
 
     def submit(self, *args, **kwargs):
-        return self.executor().submit(self._fn, *args, **kwargs)
+        return self.executor().submit(self, *args, **kwargs)
 
     def remote(self, *args, **kwargs):
         """Run once on a node and return its value."""
@@ -36,7 +58,7 @@ class RemoteFunction:
     def map(self, *iterables, ordered=True, return_exceptions=False, chunksize=None):
         """As ferry.map, on this function's executor."""
         from ._map import MapRun
-        run = MapRun(self.executor(), self._fn, iterables, ordered=ordered,
+        run = MapRun(self.executor(), self, iterables, ordered=ordered,
                      return_exceptions=return_exceptions, chunksize=chunksize)
         try:
             yield from run

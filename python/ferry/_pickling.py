@@ -49,13 +49,25 @@ def dumps_function(fn):
                          % (name, exc, INSTALL_HINT)) from exc
 
 
+# Plain pickle names a class or function of the script by reference, as __main__.NAME, which the worker's
+# __main__ (the worker itself) does not hold: such a pickle goes by value through cloudpickle instead. A
+# pickle that merely holds the text "__main__" takes the slower path too, and is still right.
+_MAIN = b"__main__"
+
+
+def _names_main(data):
+    return _MAIN in data
+
+
 def dumps(obj):
     try:
-        return pickle.dumps(obj, protocol=PROTOCOL)
+        data = pickle.dumps(obj, protocol=PROTOCOL)
+        if cloudpickle is None or not _names_main(data):
+            return data
     except Exception:
         if cloudpickle is None:
             raise
-        return cloudpickle.dumps(obj, protocol=PROTOCOL)
+    return cloudpickle.dumps(obj, protocol=PROTOCOL)
 
 
 class FunctionTable:
@@ -147,12 +159,15 @@ class ArgumentPacker:
         pickler = _PlainBlobPickler(f, self._blobs)
         try:
             pickler.dump(work)
+            data = f.getvalue()
+            if _CloudBlobPickler is None or not _names_main(data):
+                return data, pickler.used
         except Exception:
             if _CloudBlobPickler is None:
                 raise
-            f = io.BytesIO()
-            pickler = _CloudBlobPickler(f, self._blobs)
-            pickler.dump(work)
+        f = io.BytesIO()
+        pickler = _CloudBlobPickler(f, self._blobs)
+        pickler.dump(work)
         return f.getvalue(), pickler.used
 
 

@@ -146,9 +146,17 @@ def dumps_value(value):
         return _cloudpickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
 
 
+def _user_frames(tb):
+    """The traceback from the task's own code on: the worker's frames above it say nothing to the user."""
+    own = _user_frames.__code__.co_filename
+    while tb is not None and tb.tb_frame.f_code.co_filename == own and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb
+
+
 def exception_record(exc):
     """(exception pickle or None, type name, message, traceback text)."""
-    tb_text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    tb_text = "".join(traceback.format_exception(type(exc), exc, _user_frames(exc.__traceback__)))
     exc_type = type(exc)
     type_name = "%s.%s" % (exc_type.__module__, exc_type.__qualname__)
     try:

@@ -8,7 +8,7 @@ namespace ferry::agent::api {
 namespace {
 
 api_task task(std::uint64_t id, std::vector<std::uint64_t> blobs = {}) {
-  return api_task{id, 1, std::move(blobs), "payload " + std::to_string(id), 0};
+  return api_task{id, 1, std::move(blobs), "payload " + std::to_string(id), 0, 0};
 }
 
 std::uint64_t take_id(api_schedule& s, std::size_t w) {

@@ -160,9 +160,9 @@ class ChunkingTest(unittest.TestCase):
 class AgentCommandTest(unittest.TestCase):
     def test_argv_carries_the_options_in_the_documented_order(self):
         argv = _client.agent_argv("/bin/ferry", config="f.toml", nodes=2, concurrency=3, provider="local",
-                                  env={"A": "1", "B": "x=y"})
+                                  env={"A": "1", "B": "x=y"}, retries=2)
         self.assertEqual(argv, ["/bin/ferry", "--config", "f.toml", "api", "--nodes", "2", "--concurrency", "3",
-                                "--provider", "local", "--env", "A=1", "--env", "B=x=y"])
+                                "--retries", "2", "--provider", "local", "--env", "A=1", "--env", "B=x=y"])
         with self.assertRaises(ValueError):
             _client.agent_argv("/bin/ferry", nodes=0)
 
@@ -176,9 +176,9 @@ class AgentCommandTest(unittest.TestCase):
         self.assertIn("/nonexistent/ferry", str(caught.exception))
 
     def test_the_agent_packs_this_interpreter(self):
-        env = _client.agent_environ(3, {"X": "1"})
+        env = _client.agent_environ({"X": "1"})
         self.assertEqual(env["FERRY_PACKAGING_PYTHON"], sys.executable)
-        self.assertEqual(env["FERRY_AGENT_RETRIES"], "3")
+        self.assertEqual(env["X"], "1")
 
 
 class OutputTest(unittest.TestCase):
