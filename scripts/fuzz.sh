@@ -25,7 +25,7 @@ while [ $# -gt 0 ]; do
     *) targets+=("$1"); shift ;;
   esac
 done
-all=(config trace s3_xml ec2_xml ignore zip plan)
+all=(config trace s3_xml ec2_xml ignore zip plan api)
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 for t in "${targets[@]}"; do
   [ -d "tests/fuzz/corpus/$t" ] || { echo "fuzz.sh: no target '$t' (one of: ${all[*]})" >&2; exit 2; }

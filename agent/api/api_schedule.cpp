@@ -1,8 +1,23 @@
 #include "agent/api/api_schedule.hpp"
 
+#include "agent/api/frame.hpp"
+
 #include <algorithm>
 
 namespace ferry::agent::api {
+
+std::optional<api_task> task_from(std::uint64_t id, std::string payload) {
+  constexpr std::size_t head = 8 + 1 + 2;
+  if (payload.size() < head) return std::nullopt;
+  const std::string_view p = payload;
+  const std::size_t n = get_u16(p.substr(9));
+  if (p.size() < head + 8 * n) return std::nullopt;
+  api_task t{id, get_u64(p), {}, {}, 0, 0};
+  t.blobs.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) t.blobs.push_back(get_u64(p.substr(head + 8 * i)));
+  t.payload = std::move(payload);
+  return t;
+}
 
 void api_schedule::add(api_task task) {
   const auto id = task.id;
@@ -57,10 +72,13 @@ const api_task* api_schedule::take(worker_id w) {
 }
 
 bool api_schedule::answered(worker_id w, std::uint64_t id) {
-  if (auto h = held_.find(w); h != held_.end()) {
-    auto& ids = h->second;
-    if (auto at = std::find(ids.begin(), ids.end(), id); at != ids.end()) ids.erase(at);
-  }
+  // Only the worker that holds the task answers it: any other answer is not about this attempt.
+  auto h = held_.find(w);
+  if (h == held_.end()) return false;
+  auto& ids = h->second;
+  auto at = std::find(ids.begin(), ids.end(), id);
+  if (at == ids.end()) return false;
+  ids.erase(at);
   return tasks_.erase(id) > 0;
 }
 

@@ -29,6 +29,10 @@ struct api_task {
   double submitted_at = 0;           // when it came, in seconds since the epoch (its trace's pending time)
 };
 
+// A `T` frame's task: its payload is u64 function, u8 flags, u16 blob count, that many u64 blob ids, then the
+// pickled arguments. None when the payload is too short for what it announces.
+std::optional<api_task> task_from(std::uint64_t id, std::string payload);
+
 class api_schedule {
  public:
   using worker_id = std::size_t;
@@ -46,7 +50,7 @@ class api_schedule {
 
   // The next task for worker `w`, which now holds it; none when nothing is queued.
   const api_task* take(worker_id w);
-  // Worker `w` answered task `id`: true when this is its first answer, to be passed on.
+  // Worker `w` answered task `id`: true when `w` holds it, and it is then over, its answer to be passed on.
   bool answered(worker_id w, std::uint64_t id);
   // The task worker `w` runs now: its oldest unanswered one.
   std::optional<std::uint64_t> running(worker_id w) const;

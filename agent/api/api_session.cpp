@@ -132,14 +132,10 @@ bool api_session::from_client(frame f) {
       uploads_.spawn(store_blob(f.id, std::move(f.payload)));
       return true;
     case 'T': {
-      // u64 function, u8 flags, u16 blob count, that many u64 blob ids, the pickled arguments.
-      const std::string_view p = f.payload;
-      if (p.size() < 11) return false;
-      api_task t{f.id, get_u64(p), {}, std::move(f.payload), 0, unix_now()};
-      const std::size_t n = get_u16(std::string_view(t.payload).substr(9));
-      if (t.payload.size() < 11 + 8 * n || !functions_.contains(t.function)) return false;
-      for (std::size_t i = 0; i < n; ++i) t.blobs.push_back(get_u64(std::string_view(t.payload).substr(11 + 8 * i)));
-      schedule_.add(std::move(t));
+      auto t = task_from(f.id, std::move(f.payload));
+      if (!t || !functions_.contains(t->function)) return false;
+      t->submitted_at = unix_now();
+      schedule_.add(std::move(*t));
       wake_.notify();
       return true;
     }

@@ -45,9 +45,10 @@ TEST(api_schedule, a_result_is_passed_on_once) {
   api_schedule s(1);
   s.add(task(1));
   ASSERT_EQ(take_id(s, 0), 1u);
+  EXPECT_FALSE(s.answered(1, 1));  // not the worker that holds it
   EXPECT_TRUE(s.answered(0, 1));
   EXPECT_FALSE(s.answered(0, 1));
-  EXPECT_FALSE(s.answered(1, 1));
+  EXPECT_EQ(s.held_by(0), 0u);
   s.input_ended();
   EXPECT_TRUE(s.finished());
 }
