@@ -4,6 +4,7 @@
 #include "agent/error.hpp"
 #include "agent/node/python_files.hpp"
 #include "agent/provide/node_watchdog.hpp"
+#include "agent/run/node_output.hpp"
 #include "agent/run/task_outcome.hpp"
 #include "net/cancellation.hpp"
 #include "net/digest.hpp"
@@ -24,6 +25,8 @@
 #include <array>
 #include <filesystem>
 
+#include <unistd.h>
+
 namespace ferry::agent::api {
 namespace {
 
@@ -42,6 +45,14 @@ constexpr double ahead_seconds = 0.05;
 constexpr std::size_t min_ahead = 2;
 constexpr std::size_t max_ahead = 64;
 
+// ": LINE" for the last line of `text`, or nothing.
+std::string last_line(std::string_view text) {
+  while (!text.empty() && text.back() == '\n') text.remove_suffix(1);
+  if (text.empty()) return {};
+  const auto nl = text.rfind('\n');
+  return ": " + std::string(nl == std::string_view::npos ? text : text.substr(nl + 1));
+}
+
 std::string outcome_text(std::string_view payload) {
   return payload.size() > 1 ? std::string(payload.substr(1)) : std::string();
 }
@@ -58,9 +69,9 @@ struct api_session::worker_state {
   std::unordered_set<std::uint64_t> functions;  // sent to it already
   std::unordered_set<std::uint64_t> blobs;
   bool hello = false;
-  bool lost = false;
   clock::time_point busy_since{};  // when its current run of work began, or its last answer came
   std::string err_pending;         // stderr bytes after the last newline
+  std::string err_tail;            // its last stderr lines: why it ended, when it did
   std::string blob_dir;            // where the node keeps blobs: <node cache>/blobs
 };
 
@@ -75,7 +86,10 @@ class api_session::worker_sink final : public net::output_sink {
       co_return error_code{};
     }
     reader_.feed(bytes);
-    while (auto f = reader_.next()) s_.from_worker(w_, std::move(*f));
+    while (auto f = reader_.next()) {
+      // A frame this agent does not know: a worker of another version, which cannot be trusted to answer.
+      if (!s_.from_worker(w_, std::move(*f))) co_return error_code(errc::bad_frame);
+    }
     co_return reader_.bad() ? error_code(errc::bad_frame) : error_code{};
   }
 
@@ -206,7 +220,7 @@ std::size_t api_session::ahead() const {
   return std::clamp(static_cast<std::size_t>(ahead_seconds / task_seconds_), min_ahead, max_ahead);
 }
 
-void api_session::from_worker(worker_state& w, frame f) {
+bool api_session::from_worker(worker_state& w, frame f) {
   switch (f.kind) {
     case 'H':
       if (!w.hello) {
@@ -214,23 +228,24 @@ void api_session::from_worker(worker_state& w, frame f) {
         ++slots_;
         status({{"event", "slots"}, {"slots", slots_}, {"nodes", nodes_}});
       }
-      return;
+      return true;
     case 'O': {
-      if (f.payload.empty()) return;
+      if (f.payload.empty()) return false;
       std::string head(1, f.payload[0]);
       head.push_back(static_cast<char>(std::min<std::size_t>(w.node.size(), 255)));
       head.append(w.node, 0, 255);
       send('O', f.id, head, std::string_view(f.payload).substr(1));
-      return;
+      return true;
     }
     case 'R': {
       const auto now = clock::now();
       const double took = std::chrono::duration<double>(now - w.busy_since).count();
       w.busy_since = now;
       task_seconds_ = task_seconds_ <= 0 ? took : 0.8 * task_seconds_ + 0.2 * took;
-      if (!schedule_.answered(w.id, f.id)) return;  // answered already, by a worker that had it before
+      if (f.payload.empty()) return false;
+      if (!schedule_.answered(w.id, f.id)) return true;  // not this worker's to answer: dropped
       if (auto a = tasks_.find(f.id); a != tasks_.end()) {
-        const char outcome = f.payload.empty() ? 2 : f.payload[0];
+        const char outcome = f.payload[0];
         if (outcome == 0) {
           a->second.succeed();
         } else {
@@ -241,12 +256,10 @@ void api_session::from_worker(worker_state& w, frame f) {
       }
       send('R', f.id, f.payload);
       wake_.notify();
-      return;
+      return true;
     }
   }
-  // An unknown kind from a worker of another version: it cannot be trusted to answer.
-  w.lost = true;
-  wake_.notify();
+  return false;
 }
 
 void api_session::worker_stderr(worker_state& w, std::string_view bytes) {
@@ -254,10 +267,24 @@ void api_session::worker_stderr(worker_state& w, std::string_view bytes) {
   w.err_pending.append(bytes);
   const auto last = w.err_pending.rfind('\n');
   if (last == std::string::npos) return;
-  std::string head("\x02");
-  head.push_back(static_cast<char>(std::min<std::size_t>(w.node.size(), 255)));
-  head.append(w.node, 0, 255);
-  send('O', schedule_.running(w.id).value_or(0), head, std::string_view(w.err_pending).substr(0, last + 1));
+  const std::string_view lines = std::string_view(w.err_pending).substr(0, last + 1);
+  w.err_tail.append(lines);
+  if (w.err_tail.size() > 4096) w.err_tail.erase(0, w.err_tail.size() - 4096);
+  if (const auto task = schedule_.running(w.id)) {
+    std::string head("\x02");
+    head.push_back(static_cast<char>(std::min<std::size_t>(w.node.size(), 255)));
+    head.append(w.node, 0, 255);
+    send('O', *task, head, lines);
+  } else {
+    // No task of its own (the worker's start, or its end): the terminal's, with the node's name.
+    std::string text;
+    for (std::size_t at = 0; at < lines.size();) {
+      const auto nl = lines.find('\n', at);
+      text += fmt::format("[{}] {}", w.node, lines.substr(at, nl + 1 - at));
+      at = nl + 1;
+    }
+    (void)write_all(STDERR_FILENO, text);
+  }
   w.err_pending.erase(0, last + 1);
 }
 
@@ -293,7 +320,7 @@ asio::awaitable<void> api_session::feed_worker(worker_state& w, const bool& over
   co_await net::accept_cancellation();
   std::string out;
   for (;;) {
-    if (over || w.lost || co_await net::cancelled()) co_return;
+    if (over || co_await net::cancelled()) co_return;
     if (schedule_.finished()) break;
     out.clear();
     while (schedule_.held_by(w.id) < 1 + ahead()) {
@@ -359,15 +386,15 @@ asio::awaitable<void> api_session::worker(job_node& jn, std::size_t slot) {
   parts.push_back(exec_part());
   parts.push_back(feed_worker(w, over));
   co_await net::run_all(std::move(parts));
-  const bool clean = done && exit_code_of(*done) == 0 && !w.lost;
+  const bool clean = done && exit_code_of(*done) == 0;
   if (clean && schedule_.held_by(w.id) == 0) {
     act.succeed();
   } else if (co_await net::cancelled()) {
     act.fail(asio::error::operation_aborted, "cancelled");
   } else {
+    if (!w.err_pending.empty()) worker_stderr(w, "\n");
     const auto why = !done ? describe(done.error(), diag)
-                           : fmt::format("its worker ended with {}{}", done->describe(),
-                                         w.err_pending.empty() ? "" : ": " + w.err_pending);
+                           : fmt::format("its worker ended with {}{}", done->describe(), last_line(w.err_tail));
     act.fail(done ? error_code(errc::worker_failed) : done.error(), why);
     worker_lost(w, why);
   }

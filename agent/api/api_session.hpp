@@ -66,7 +66,8 @@ class api_session {
 
   // false: a frame that breaks the protocol (the session ends with an `X` frame).
   bool from_client(frame f);
-  void from_worker(worker_state& w, frame f);
+  // false: a frame that breaks the protocol (the worker is ended).
+  bool from_worker(worker_state& w, frame f);
   void worker_stderr(worker_state& w, std::string_view bytes);
   void worker_lost(worker_state& w, const std::string& why);
   void send(char kind, std::uint64_t id, std::string_view head, std::string_view rest = {});

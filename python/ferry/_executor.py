@@ -111,8 +111,8 @@ class Executor(concurrent.futures.Executor):
         self._submit_index = itertools.count(0)
         self._functions = _pickling.FunctionTable()
         self._arguments = _pickling.ArgumentPacker()
-        self._output = OutputRouter(self._capture)
         self._progress = Progress(enabled(progress))
+        self._output = OutputRouter(self._capture, before_write=self._progress.clear)
         self._slots = 0
         self._nodes = 0
         self._failure = None

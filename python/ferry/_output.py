@@ -11,9 +11,10 @@ class OutputRouter:
     lines never mix within one line.
     """
 
-    def __init__(self, capture, stream=None):
+    def __init__(self, capture, stream=None, before_write=None):
         self._capture = capture
         self._stream = stream
+        self._before_write = before_write  # erases the progress line, which is drawn again after
         self._partial = {}
         self._lock = threading.Lock()
 
@@ -45,6 +46,8 @@ class OutputRouter:
                     self._write(entry[1], label, entry[0] + "\n")
 
     def _write(self, node, label, lines):
+        if self._before_write is not None:
+            self._before_write()
         stream = self._stream or sys.stderr
         prefix = "[%s #%d] " % (node, label)
         stream.write("".join(prefix + line + "\n" for line in lines[:-1].split("\n")))

@@ -72,6 +72,15 @@ class Progress:
         stream.flush()
         self._width = len(text)
 
+    def clear(self):
+        """Erase the line for other text (a task's output); the next count draws it again below."""
+        with self._lock:
+            if self._on and self._width:
+                stream = self._stream or sys.stderr
+                stream.write("\r" + " " * self._width + "\r")
+                self._width = 0
+                self._last_draw = None
+
     def close(self):
         """Clear the line."""
         with self._lock:
