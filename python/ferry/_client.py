@@ -35,7 +35,7 @@ def find_agent_binary(environ=None):
 
 
 def agent_argv(binary, config=None, nodes=None, concurrency=None, provider=None, env=None, retries=0):
-    """`ferry [--config FILE] api [--nodes N] [--concurrency K] --retries R [--provider P] [--env K=V]...`."""
+    """`ferry [--config FILE] api [--nodes N] [--concurrency K] --retries R [--provider P] [--env NAME]...`."""
     argv = [binary]
     if config is not None:
         argv += ["--config", os.fspath(config)]
@@ -49,18 +49,22 @@ def agent_argv(binary, config=None, nodes=None, concurrency=None, provider=None,
     argv += ["--retries", str(retries)]
     if provider is not None:
         argv += ["--provider", str(provider)]
-    for key, value in (env or {}).items():
+    # The names alone: the values go in the agent's environment (agent_environ), never in an argv that
+    # every user of this machine can read.
+    for key in env or {}:
         key = str(key)
         if not key or "=" in key:
             raise ValueError("env: %r is not a variable name" % key)
-        argv += ["--env", "%s=%s" % (key, value)]
+        argv += ["--env", key]
     return argv
 
 
-def agent_environ(environ=None):
-    """The agent packs the environment of this interpreter."""
+def agent_environ(environ=None, task_env=None):
+    """The agent packs the environment of this interpreter, and passes task_env's values on to the workers."""
     env = dict(os.environ if environ is None else environ)
     env["FERRY_PACKAGING_PYTHON"] = sys.executable
+    for key, value in (task_env or {}).items():
+        env[str(key)] = str(value)
     return env
 
 

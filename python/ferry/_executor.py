@@ -119,7 +119,7 @@ class Executor(concurrent.futures.Executor):
         self._shut_down = False
         self._interrupted = False
         argv = _client.agent_argv(_client.find_agent_binary(), config, nodes, concurrency, provider, env, retries)
-        self._agent = _client.AgentConnection(argv, _client.agent_environ(), self._on_frame,
+        self._agent = _client.AgentConnection(argv, _client.agent_environ(task_env=env), self._on_frame,
                                               self._on_exit)
         _live_executors.add(self)
 

@@ -162,7 +162,7 @@ class AgentCommandTest(unittest.TestCase):
         argv = _client.agent_argv("/bin/ferry", config="f.toml", nodes=2, concurrency=3, provider="local",
                                   env={"A": "1", "B": "x=y"}, retries=2)
         self.assertEqual(argv, ["/bin/ferry", "--config", "f.toml", "api", "--nodes", "2", "--concurrency", "3",
-                                "--retries", "2", "--provider", "local", "--env", "A=1", "--env", "B=x=y"])
+                                "--retries", "2", "--provider", "local", "--env", "A", "--env", "B"])
         with self.assertRaises(ValueError):
             _client.agent_argv("/bin/ferry", nodes=0)
 
@@ -176,9 +176,10 @@ class AgentCommandTest(unittest.TestCase):
         self.assertIn("/nonexistent/ferry", str(caught.exception))
 
     def test_the_agent_packs_this_interpreter(self):
-        env = _client.agent_environ({"X": "1"})
+        env = _client.agent_environ({"X": "1"}, task_env={"B": "x=y"})
         self.assertEqual(env["FERRY_PACKAGING_PYTHON"], sys.executable)
         self.assertEqual(env["X"], "1")
+        self.assertEqual(env["B"], "x=y")  # the value, which the argv never holds
 
 
 class OutputTest(unittest.TestCase):
