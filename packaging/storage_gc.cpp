@@ -110,6 +110,16 @@ asio::awaitable<result<gc_plan>> plan_gc(tracing::action& parent, net::s3_client
       plan.bytes += o.size;
     }
   }
+  auto blobs = co_await s3.list_objects(act, bucket, root + "blobs/", diag);
+  if (!blobs) {
+    act.fail(blobs.error(), diag);
+    co_return blobs.error();
+  }
+  for (const auto& o : *blobs) {
+    if (!older_than(o, max_age, now)) continue;
+    plan.zips.push_back(o);
+    plan.bytes += o.size;
+  }
   auto uploads = co_await find_stale_uploads(act, s3, bucket, prefix, max_age, now, diag);
   if (!uploads) {
     act.fail(uploads.error(), diag);

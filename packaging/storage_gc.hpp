@@ -7,6 +7,8 @@
 //     manifest may outlive a zip it names;
 //   - then the zips (and their sidecars) under `<prefix>layers/` that no live manifest names and that are
 //     themselves older than `max_age`: a pack running now stores its zips before its manifest;
+//   - the arguments the Python API stored under `<prefix>blobs/` (agent/api/api_session.hpp) that are older
+//     than `max_age`: a session stores each before its tasks name it, and finds it there if it is;
 //   - multipart uploads of layer zips begun at least `max_age` ago (packaging/upload_sweep.hpp): aborted.
 // Objects of other shapes under the prefix are not ferry's to judge and stay.
 #include "net/s3_client.hpp"
@@ -23,7 +25,8 @@ namespace ferry::packaging {
 
 struct gc_plan {
   std::vector<net::s3_object> manifests;  // to remove
-  std::vector<net::s3_object> zips;       // to remove, each followed by its sidecar when it has one
+  std::vector<net::s3_object> zips;       // to remove, each followed by its sidecar when it has one; old blobs
+
   std::vector<net::multipart_upload> uploads;  // to abort
   std::size_t live_manifests = 0;
   std::size_t kept_zips = 0;

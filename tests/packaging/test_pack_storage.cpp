@@ -324,6 +324,11 @@ TEST_F(pack_storage, gc_removes_what_only_old_manifests_name_and_nothing_a_live_
   using namespace std::chrono_literals;
   zip_digest_cache digests;
   const auto first = pack(digests);
+  // An argument the Python API stored before the age, and one after it.
+  scratch_.write("blob", "a pickled argument");
+  const auto old_blob = prefix_ + "blobs/" + std::string(64, 'a');
+  const auto young_blob = prefix_ + "blobs/" + std::string(64, 'b');
+  ASSERT_EQ(moto_->aws({"s3", "cp", (scratch_ / "blob").string(), "s3://packs/" + old_blob}).exit_code, 0);
   // Storage dates objects to the second: the second manifest comes well over 2 s after the first.
   std::this_thread::sleep_for(2500ms);
   ws_.write("a.bin", random_bytes(40 << 10, 11));  // a.bin's shard changes; the others stay
@@ -334,6 +339,7 @@ TEST_F(pack_storage, gc_removes_what_only_old_manifests_name_and_nothing_a_live_
   scratch_.write("young.zip", "not yet in a manifest");
   const auto young = scratch_ / "young.zip";
   ASSERT_EQ(moto_->aws({"s3", "cp", young.string(), "s3://packs/" + under_way}).exit_code, 0);
+  ASSERT_EQ(moto_->aws({"s3", "cp", (scratch_ / "blob").string(), "s3://packs/" + young_blob}).exit_code, 0);
 
   std::set<std::string> first_keys, second_keys;
   for (const auto& l : parsed(first.manifest_text).layers)
@@ -347,6 +353,7 @@ TEST_F(pack_storage, gc_removes_what_only_old_manifests_name_and_nothing_a_live_
     expected.insert(k + ".sha256");
   }
   ASSERT_FALSE(expected.empty()) << "a.bin's new bytes must make a new shard";
+  expected.insert(old_blob);
 
   diagnostics diag;
   auto plan = run(plan_gc(trace_.root(), *session_->s3, "packs", prefix_, 2s, now, diag));
@@ -364,6 +371,7 @@ TEST_F(pack_storage, gc_removes_what_only_old_manifests_name_and_nothing_a_live_
   EXPECT_TRUE(fetch(second.manifest_key));
   for (const auto& k : second_keys) EXPECT_TRUE(fetch(k)) << k;
   EXPECT_TRUE(fetch(under_way));
+  EXPECT_TRUE(fetch(young_blob));
 
   // The first content again: its manifest is gone, so its missing zip is stored again, and every zip its
   // new manifest names is there.
