@@ -1,7 +1,6 @@
 #include "agent/materialise/layer_feed.hpp"
 
 #include "net/cancellation.hpp"
-#include "net/deadline.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -13,7 +12,10 @@ namespace asio = boost::asio;
 class layer_feed::feed_reader final : public net::input_source {
  public:
   feed_reader(layer_feed& feed, std::string header, std::string node, bool lazy)
-      : feed_(feed), current_(std::move(header) + "\n"), node_(std::move(node)), lazy_(lazy) {}
+      : feed_(feed), current_(std::move(header) + "\n"), node_(std::move(node)), lazy_(lazy) {
+    feed_.readers_.push_back(this);
+  }
+  ~feed_reader() override { std::erase(feed_.readers_, this); }
 
   asio::awaitable<result<std::size_t>> read(std::span<char> into) override {
     for (;;) {
@@ -23,48 +25,18 @@ class layer_feed::feed_reader final : public net::input_source {
         offset_ += n;
         co_return n;
       }
-      if (told_done_) co_return std::size_t{0};
-      // Looked up again on every turn: the feed changes it, and wakes this reader then.
-      const auto& state = feed_.state_of(node_);
-      if (!state.source.empty() && !told_source_) {
-        current_ = node::peer_line({state.source}) + "\n";
-        offset_ = 0;
-        told_source_ = true;
+      const auto step = next_step();
+      if (step == next::end) {
+        told_end_ = true;
+        co_return std::size_t{0};
+      }
+      if (step != next::wait) {
+        take(step);
         continue;
       }
-      if (lazy_ && state.work_done) {
-        current_ = node::work_done_line() + "\n";
-        offset_ = 0;
-        told_done_ = true;
-        continue;
-      }
-      // A fan-out child whose parent's server is on its way holds its layers back until it is there.
-      const bool hold = state.held;
-      if (!hold && next_ < feed_.lines_.size()) {
-        current_ = feed_.lines_[next_++];
-        offset_ = 0;
-        continue;
-      }
-      // A lazy start's input stays open after the plan's end, until the work is done.
-      if (!hold && feed_.closed_ && !(lazy_ && feed_.ended_)) co_return std::size_t{0};
+      // Wait for the next line: a channel that asks ready() first never gets here while there is none. A
+      // wake is told from a cancellation by the notifications it moved on.
       const auto seen = feed_.changed_.notifications();
-      if (lazy_) {
-        // A lazy start: exec reads the node program's output only between reads of its input, and the
-        // line saying the command may start must not wait for the next layer. So the wait is cut short by
-        // an empty line (the node program skips it), soon after a line came, more rarely as time goes by.
-        error_code ec;  // a wake and a cancellation look alike here: notifications() and cancelled() tell
-        const bool woken = co_await net::with_deadline(feed_.changed_.wait(ec), pause_);
-        if (co_await net::cancelled()) co_return error_code(asio::error::operation_aborted);
-        if (!woken && feed_.changed_.notifications() == seen) {
-          pause_ = std::min(pause_ * 2, max_pause);
-          current_ = "\n";
-          offset_ = 0;
-        } else {
-          pause_ = min_pause;
-        }
-        continue;
-      }
-      // Wait for the next line. A wake is told from a cancellation by the notifications it moved on.
       error_code ec;
       co_await feed_.changed_.wait(ec);
       // A cancellation may come with a wake in the same turn, so it is asked for too.
@@ -74,7 +46,44 @@ class layer_feed::feed_reader final : public net::input_source {
     }
   }
 
+  // While nothing is there for the node, the channel goes on reading the node program's messages (a lazy
+  // start's "the command may start" must not wait for the next layer) and the feed wakes it.
+  bool ready() const override { return offset_ < current_.size() || next_step() != next::wait; }
+  void on_ready(std::function<void()> wake) override { wake_ = std::move(wake); }
+  void changed() const {
+    if (wake_) wake_();
+  }
+
  private:
+  enum class next { wait, source, work_done, line, end };
+
+  // What the node gets next, looked up again on every turn: the feed changes it, and wakes this reader.
+  next next_step() const {
+    if (told_done_ || told_end_) return next::end;
+    const auto& state = feed_.state_of(node_);
+    if (!state.source.empty() && !told_source_) return next::source;
+    if (lazy_ && state.work_done) return next::work_done;
+    // A fan-out child whose parent's server is on its way holds its layers back until it is there.
+    if (state.held) return next::wait;
+    if (next_ < feed_.lines_.size()) return next::line;
+    // A lazy start's input stays open after the plan's end, until the work is done.
+    if (feed_.closed_ && !(lazy_ && feed_.ended_)) return next::end;
+    return next::wait;
+  }
+
+  void take(next step) {
+    offset_ = 0;
+    if (step == next::source) {
+      current_ = node::peer_line({feed_.state_of(node_).source}) + "\n";
+      told_source_ = true;
+    } else if (step == next::work_done) {
+      current_ = node::work_done_line() + "\n";
+      told_done_ = true;
+    } else {
+      current_ = feed_.lines_[next_++];
+    }
+  }
+
   layer_feed& feed_;
   std::string current_;
   std::size_t offset_ = 0;
@@ -83,8 +92,8 @@ class layer_feed::feed_reader final : public net::input_source {
   bool lazy_;
   bool told_done_ = false;
   bool told_source_ = false;
-  static constexpr std::chrono::milliseconds min_pause{10}, max_pause{200};
-  std::chrono::milliseconds pause_ = min_pause;
+  bool told_end_ = false;
+  std::function<void()> wake_;
 };
 
 layer_feed::layer_feed(asio::any_io_executor io) : changed_(std::move(io)) {}
@@ -96,7 +105,10 @@ std::unique_ptr<layer_feed> layer_feed::of(asio::any_io_executor io, const node:
   return feed;
 }
 
-void layer_feed::wake() { changed_.notify(); }
+void layer_feed::wake() {
+  changed_.notify();
+  for (const auto* r : readers_) r->changed();
+}
 
 void layer_feed::site(const node::plan_site& site) {
   if (closed_) return;

@@ -43,7 +43,8 @@ class layer_feed {
   // stdin for the node program on `node` (its id): `header` (its own line: the task id differs per node),
   // then the feed's lines as they come. The feed must outlive it. With `lazy` (a lazy start), the input
   // does not end with the feed: once the node's work is done (work_done()), a work_done line ends it,
-  // whatever is left; while it waits, empty lines keep the exec loop reading the node program's messages.
+  // whatever is left. While it has nothing, it is not ready() (net/exec_streams.hpp): the channel goes on
+  // reading the node program's messages, and the feed wakes it.
   // In a fan-out, once the node's source is known (fan_out()), a peer line goes first; while the node is
   // held, no layer line goes.
   std::unique_ptr<net::input_source> reader(std::string header, std::string node, bool lazy = false);
@@ -76,6 +77,7 @@ class layer_feed {
   bool closed_ = false;  // ended or abandoned: nothing more comes
   std::size_t layers_ = 0;
   net::notifier changed_;  // wakes every reader when lines come or a node's state changes
+  std::vector<const feed_reader*> readers_;  // each reader alive, whose channel wakes with changed_ too
 };
 
 }  // namespace ferry::agent
