@@ -210,7 +210,13 @@ class _BlobStore(object):
         self._objects = {}
 
     def add(self, blob_id, spec_json):
-        self._specs[blob_id] = json.loads(spec_json.decode("utf-8"))
+        spec = json.loads(spec_json.decode("utf-8"))
+        self._specs[blob_id] = spec
+        if spec.get("fetch"):
+            # For the node's children in the job's fan-out, who ask this node's server for it: now, beside
+            # the tasks. A task that needs it meanwhile waits on the same lock.
+            import threading
+            threading.Thread(target=_fetch_quietly, args=(spec,), daemon=True).start()
 
     def load(self, pid):
         if not (isinstance(pid, tuple) and len(pid) == 2 and pid[0] == BLOB_TAG):
@@ -232,13 +238,16 @@ def fetch_blob(spec):
 
     All workers of a node share the cache: the first takes an flock on
     path + ".lock" and downloads; the others wait on the lock and find the file.
+    It comes from the node's parent in the job's fan-out when the spec names
+    one ("peer", with the job's "token"), else or on any failure there from
+    storage ("url"); the sha256 is checked whatever the source. A fetch that
+    failed both ways leaves path + ".failed", so that the node's server turns
+    away the children that wait for it.
     """
     path = spec["path"]
     if os.path.exists(path):
         return path
     import fcntl
-    import tempfile
-    import urllib.request
     directory = os.path.dirname(path) or "."
     if not os.path.isdir(directory):
         os.makedirs(directory, exist_ok=True)
@@ -246,29 +255,62 @@ def fetch_blob(spec):
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
         if os.path.exists(path):  # another worker fetched it while we waited
             return path
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".blob-")
-        try:
-            digest = hashlib.sha256()
-            with os.fdopen(fd, "wb") as out:
-                response = urllib.request.urlopen(spec["url"])
-                try:
-                    while True:
-                        block = response.read(_READ_SIZE)
-                        if not block:
-                            break
-                        digest.update(block)
-                        out.write(block)
-                finally:
-                    response.close()
-            if digest.hexdigest() != spec["sha256"]:
-                raise IOError("blob %s: the download's sha256 is %s, not %s"
-                              % (path, digest.hexdigest(), spec["sha256"]))
-            os.replace(tmp, path)
-            tmp = None
-        finally:
-            if tmp is not None:
-                os.unlink(tmp)
-    return path
+        _forget(path + ".failed")
+        sources = []
+        if spec.get("peer"):
+            sources.append(("its node's parent", spec["peer"], {"x-ferry-token": spec.get("token", "")}))
+        sources.append(("storage", spec["url"], {}))
+        errors = []
+        for name, url, headers in sources:
+            try:
+                _download(url, headers, spec["sha256"], directory, path)
+                return path
+            except Exception as exc:  # any failure of a source: the next one
+                errors.append("%s: %s" % (name, exc))
+        with open(path + ".failed", "ab"):
+            pass
+        raise IOError("blob %s: %s" % (path, "; ".join(errors)))
+
+
+def _fetch_quietly(spec):
+    try:
+        fetch_blob(spec)
+    except Exception:  # the task that needs it tries again, and says why
+        pass
+
+
+def _forget(path):
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _download(url, headers, sha256, directory, path):
+    """Download `url` into `path` if its bytes have the sha256; nothing is left behind otherwise."""
+    import tempfile
+    import urllib.request
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".blob-")
+    try:
+        digest = hashlib.sha256()
+        with os.fdopen(fd, "wb") as out:
+            response = urllib.request.urlopen(urllib.request.Request(url, headers=headers))
+            try:
+                while True:
+                    block = response.read(_READ_SIZE)
+                    if not block:
+                        break
+                    digest.update(block)
+                    out.write(block)
+            finally:
+                response.close()
+        if digest.hexdigest() != sha256:
+            raise IOError("the download's sha256 is %s, not %s" % (digest.hexdigest(), sha256))
+        os.replace(tmp, path)
+        tmp = None
+    finally:
+        if tmp is not None:
+            os.unlink(tmp)
 
 
 class Worker(object):

@@ -180,18 +180,22 @@ class WorkerTest(unittest.TestCase):
 class _CountingBlobServer:
     """http.server on 127.0.0.1 serving one body and counting GETs."""
 
-    def __init__(self, body, delay_event=None):
+    def __init__(self, body, delay_event=None, status=200):
         server = self
         self.gets = 0
+        self.tokens = []  # the x-ferry-token of each GET
+        self.asked = threading.Event()  # set by the first GET
         self.lock = threading.Lock()
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self):
                 with server.lock:
                     server.gets += 1
+                    server.tokens.append(self.headers.get("x-ferry-token"))
+                server.asked.set()
                 if delay_event is not None:
                     delay_event.wait()
-                self.send_response(200)
+                self.send_response(status)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
@@ -233,15 +237,24 @@ class BlobTest(unittest.TestCase):
         self.big = list(range(200000))
         self.blob = pickle.dumps(self.big, protocol=5)
 
-    def serve(self, body, delay_event=None):
-        server = _CountingBlobServer(body, delay_event)
+    def serve(self, body, delay_event=None, status=200):
+        server = _CountingBlobServer(body, delay_event, status)
         self.addCleanup(server.close)
         return server
 
-    def spec(self, url, sha256=None):
-        return json.dumps({"sha256": sha256 or hashlib.sha256(self.blob).hexdigest(), "url": url,
-                           "path": os.path.join(self.cache.name, "blobs", "b1"),
-                           "size": len(self.blob)}).encode()
+    def spec(self, url, sha256=None, **more):
+        spec = {"sha256": sha256 or hashlib.sha256(self.blob).hexdigest(), "url": url,
+                "path": os.path.join(self.cache.name, "blobs", "b1"), "size": len(self.blob)}
+        spec.update(more)
+        return json.dumps(spec).encode()
+
+    def run_blob_task(self, spec):
+        worker = self.start_worker()
+        worker.send("B", 7, spec)
+        worker.send_task(1, 1, blob_task_args(self.big, 7, 5), blob_ids=[7])
+        _, outcome, data, _ = worker.read_until_result()
+        self.assertEqual(worker.end(), 0)
+        return outcome, pickle.loads(data)
 
     def start_worker(self):
         worker = WorkerProcess()
@@ -282,8 +295,40 @@ class BlobTest(unittest.TestCase):
         self.assertEqual(outcome, _worker.OUTCOME_EXCEPTION)
         _, type_name, message, _ = pickle.loads(data)
         self.assertIn("sha256", message)
-        self.assertEqual(os.listdir(os.path.join(self.cache.name, "blobs")), ["b1.lock"])
+        # Nothing kept but the lock, and the mark that turns the node's server away from it.
+        self.assertEqual(sorted(os.listdir(os.path.join(self.cache.name, "blobs"))), ["b1.failed", "b1.lock"])
         self.assertEqual(worker.end(), 0)
+
+    def test_a_blob_comes_from_the_nodes_parent_first_with_the_jobs_token(self):
+        storage, parent = self.serve(self.blob), self.serve(self.blob)
+        outcome, value = self.run_blob_task(self.spec(storage.url, peer=parent.url, token="t" * 64))
+        self.assertEqual((outcome, value), (_worker.OUTCOME_VALUE, sum(self.big) + 5))
+        self.assertEqual((parent.gets, storage.gets), (1, 0))
+        self.assertEqual(parent.tokens, ["t" * 64])
+
+    def test_a_parent_that_refuses_or_forges_leaves_the_blob_to_storage(self):
+        for parent in (self.serve(b"not here", status=404), self.serve(self.blob[:-1] + b"\0")):
+            kept = os.path.join(self.cache.name, "blobs", "b1")
+            if os.path.exists(kept):  # the last round's
+                os.unlink(kept)
+            storage = self.serve(self.blob)
+            outcome, value = self.run_blob_task(self.spec(storage.url, peer=parent.url, token="t" * 64))
+            self.assertEqual((outcome, value), (_worker.OUTCOME_VALUE, sum(self.big) + 5))
+            self.assertEqual((parent.gets, storage.gets), (1, 1))
+            with open(os.path.join(self.cache.name, "blobs", "b1"), "rb") as f:
+                self.assertEqual(f.read(), self.blob)
+
+    def test_a_blob_to_fetch_now_is_in_the_node_cache_before_any_task_needs_it(self):
+        storage = self.serve(self.blob)
+        worker = self.start_worker()
+        worker.send("B", 7, self.spec(storage.url, fetch=True))
+        # Without a task in sight (the wait only keeps a broken worker from hanging the test).
+        self.assertTrue(storage.asked.wait(120), "the worker never asked for the blob")
+        worker.send_task(1, 1, blob_task_args(self.big, 7, 5), blob_ids=[7])
+        _, outcome, data, _ = worker.read_until_result()
+        self.assertEqual((outcome, pickle.loads(data)), (_worker.OUTCOME_VALUE, sum(self.big) + 5))
+        self.assertEqual(worker.end(), 0)
+        self.assertEqual(storage.gets, 1)
 
 
 class FrameCodecTest(unittest.TestCase):
