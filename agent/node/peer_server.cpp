@@ -43,6 +43,7 @@ constexpr auto poll_every = std::chrono::milliseconds(20);
 struct server_state {
   const serve_request& request;
   std::string dir;
+  std::string blob_dir;  // <cache>/blobs: the Python API's arguments, which the node's workers keep
   serve_outcome outcome;
   bool stopping = false;
   std::list<beast::tcp_stream*> open;  // closed when serving stops
@@ -55,9 +56,8 @@ bool exists(const std::string& path, std::uint64_t* size = nullptr) {
   return true;
 }
 
-// `/shards/<64 hex>`: the digest, or empty.
-std::string shard_of(std::string_view target) {
-  constexpr std::string_view prefix = "/shards/";
+// `<prefix><64 hex>`: the digest, or empty.
+std::string digest_after(std::string_view target, std::string_view prefix) {
   if (!target.starts_with(prefix)) return {};
   const auto sha = target.substr(prefix.size());
   if (sha.size() != 64 || !is_hex(sha)) return {};
@@ -118,6 +118,23 @@ asio::awaitable<bool> wait_for_copy(server_state& s, const std::string& path) {
   }
 }
 
+// Waits for a blob (an argument of the Python API): true once the node's worker put its checked copy in
+// place. ferry asks one of this node's workers to fetch a blob before it sends a child here for it, so a
+// blob that is not here yet is on its way; one whose fetch failed here (the worker leaves
+// <sha256>.failed) will not come, and is refused at once.
+asio::awaitable<bool> wait_for_blob(server_state& s, const std::string& path) {
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(s.request.wait_ms);
+  for (;;) {
+    if (exists(path)) co_return true;
+    if (exists(path + ".failed") || s.stopping || std::chrono::steady_clock::now() >= deadline) co_return false;
+    timer.expires_after(poll_every);
+    error_code ec;
+    co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) co_return false;
+  }
+}
+
 using string_response = http::response<http::string_body>;
 
 string_response plain(http::status status, unsigned version, std::string text) {
@@ -135,10 +152,18 @@ asio::awaitable<string_response> answer(server_state& s, const http::request<htt
   const auto& want = s.request.token;
   if (token.size() != want.size() || CRYPTO_memcmp(token.data(), want.data(), want.size()) != 0)
     co_return plain(http::status::forbidden, v, "no\n");
-  const auto sha = shard_of(req.target());
-  if (sha.empty()) co_return plain(http::status::not_found, v, "no such shard\n");
-  const auto path = s.dir + "/" + sha;
-  if (!co_await wait_for_copy(s, path)) co_return plain(http::status::not_found, v, "not here: ask storage\n");
+  std::string path;
+  std::string_view type = "application/zip";
+  if (const auto blob = digest_after(req.target(), "/blobs/"); !blob.empty()) {
+    path = s.blob_dir + "/" + blob;
+    type = "application/octet-stream";
+    if (!co_await wait_for_blob(s, path)) co_return plain(http::status::not_found, v, "not here: ask storage\n");
+  } else {
+    const auto sha = digest_after(req.target(), "/shards/");
+    if (sha.empty()) co_return plain(http::status::not_found, v, "no such shard\n");
+    path = s.dir + "/" + sha;
+    if (!co_await wait_for_copy(s, path)) co_return plain(http::status::not_found, v, "not here: ask storage\n");
+  }
   std::uint64_t size = 0;
   if (!exists(path, &size)) co_return plain(http::status::not_found, v, "not here: ask storage\n");
   bool bad = false;
@@ -149,7 +174,7 @@ asio::awaitable<string_response> answer(server_state& s, const http::request<htt
   string_response r{range ? http::status::partial_content : http::status::ok, v};
   if (!read_at(path, first, count, r.body())) co_return plain(http::status::not_found, v, "not here: ask storage\n");
   if (range) r.set(http::field::content_range, fmt::format("bytes {}-{}/{}", range->first, range->last, size));
-  r.set(http::field::content_type, "application/zip");
+  r.set(http::field::content_type, type);
   r.prepare_payload();
   co_return r;
 }
@@ -208,7 +233,7 @@ asio::awaitable<void> stop_at_input_end(server_state& s, tcp::acceptor& acceptor
 asio::awaitable<result<serve_outcome>> serve_shards(tracing::action& act, const serve_request& request,
                                                     input_watch input_ended, diagnostics& diag) {
   auto io = co_await asio::this_coro::executor;
-  server_state s{request, serve_dir_of(request.cache_dir, request.serve_id), {}, false, {}};
+  server_state s{request, serve_dir_of(request.cache_dir, request.serve_id), request.cache_dir + "/blobs", {}, false, {}};
   tcp::acceptor acceptor(io);
   error_code ec;
   const tcp::endpoint at(asio::ip::make_address(request.bind), 0);

@@ -7,6 +7,11 @@
 // answered; a Range of bytes is honoured, as storage does. The peer checks every byte against the
 // manifest's SHA-256 itself: this server is trusted with nothing.
 //
+// `GET /blobs/<sha256>` (same token, same Range) hands on an argument of the Python API that this node's
+// workers fetched and checked into <cache>/blobs (docs/python-api.md): one not there yet is waited for,
+// up to `wait_ms`, since ferry sends a child here only for a blob it asked this node to fetch; one whose
+// fetch failed here (<sha256>.failed beside it) is refused at once.
+//
 // It listens on `bind`, the node's address as the other nodes reach it, on a port the kernel picks, and
 // says which in a `ferry:serve:listening {port}` message. It serves until its input ends (ferry closes
 // it once the node's children have their layers, or ferry stops), then removes the copies.
