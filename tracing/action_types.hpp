@@ -301,6 +301,10 @@ inline constexpr std::string_view worker = "ferry:api:worker";
 // An argument stored once for every task that names it {blob, bytes, sha256, stored}: stored is false
 // when storage had it already.
 inline constexpr std::string_view blob = "ferry:api:blob";
+// Message {blob, node, source, fetch}: a worker was told of a blob, and where to fetch it first: its node's
+// parent in the job's fan-out (http://HOST:PORT of that node's server), or storage. fetch: now, for the
+// node's children, rather than when a task of its own needs it.
+inline constexpr std::string_view offer = "ferry:api:blob:offer";
 // Message {task, attempts, node}: a task's worker was lost; it goes to another worker.
 inline constexpr std::string_view retry = "ferry:api:retry";
 }  // namespace api

@@ -215,6 +215,48 @@ asio::awaitable<void> api_session::store_blob(std::uint64_t id, std::string byte
   wake_.notify();
 }
 
+void api_session::offer_blob(std::string& out, worker_state& w, std::uint64_t id, bool fetch) {
+  w.blobs.insert(id);
+  const auto& info = blobs_.at(id);
+  json::object o{{"sha256", info.sha256}, {"url", info.url}, {"size", info.size},
+                 {"path", w.blob_dir + "/" + info.sha256}};
+  if (fetch) o["fetch"] = true;
+  // In a job that fans out, a blob goes the way its layers went: from the parent's server, which waits for
+  // a blob that one of its node's workers fetches (and asks storage for nothing itself).
+  std::string source = "storage";
+  const auto* fan = job_.fanout();
+  if (fan) {
+    const auto parent = fan->parent_of(w.node);
+    auto server = fan->source_of(w.node);
+    if (parent && !server.empty()) {
+      fetch_on(*parent, id);
+      source = server;
+      o["peer"] = server + "/blobs/" + info.sha256;
+      o["token"] = fan->token();  // the job's secret, on the worker's stdin alone: never traced
+    }
+  }
+  act_.log(action_types::api::offer, {{"blob", id}, {"node", w.node}, {"source", source}, {"fetch", fetch}});
+  append_frame(out, 'B', id, json::serialize(o));
+}
+
+void api_session::fetch_on(const std::string& node, std::uint64_t id) {
+  const auto it = on_node_.find(node);
+  if (it == on_node_.end() || it->second.empty()) {
+    // Its workers have not started (they do once its own layers are there): the first one fetches it. A
+    // node whose server listens and that never gets a worker ends its server with its steps, and its
+    // children turn to storage.
+    auto& ids = to_fetch_[node];
+    if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+    return;
+  }
+  for (auto* w : it->second)
+    if (w->blobs.contains(id)) return;  // it fetches the blob for a task of its own
+  auto& w = *it->second.front();
+  std::string frame;
+  offer_blob(frame, w, id, true);
+  w.input.write(frame);
+}
+
 std::size_t api_session::ahead() const {
   if (task_seconds_ <= 0) return min_ahead;
   return std::clamp(static_cast<std::size_t>(ahead_seconds / task_seconds_), min_ahead, max_ahead);
@@ -329,11 +371,8 @@ asio::awaitable<void> api_session::feed_worker(worker_state& w, const bool& over
       if (schedule_.held_by(w.id) == 1) w.busy_since = clock::now();
       if (w.functions.insert(t->function).second) append_frame(out, 'F', t->function, functions_.at(t->function));
       for (auto b : t->blobs) {
-        if (!w.blobs.insert(b).second) continue;
-        const auto& info = blobs_.at(b);
-        json::object o{{"sha256", info.sha256}, {"url", info.url}, {"size", info.size},
-                       {"path", w.blob_dir + "/" + info.sha256}};
-        append_frame(out, 'B', b, json::serialize(o));
+        if (w.blobs.contains(b)) continue;
+        offer_blob(out, w, b, false);
       }
       auto task = act_.child(action_types::agent::task, {{"node", w.node},
                                                          {"submitted_at", t->submitted_at},
@@ -369,6 +408,20 @@ asio::awaitable<void> api_session::worker(job_node& jn, std::size_t slot) {
                                  {options_.python, "-c", std::string(bootstrap), file});
   // The --env assignments come first on stdin, read by the node's shell before it starts Python.
   if (!line.input.empty()) w.input.write(line.input);
+  // A node's workers, while they run: where its children's blobs are fetched (offer_blob). The first
+  // fetches what its children were sent for before it started.
+  auto& mates = on_node_[node];
+  mates.push_back(&w);
+  struct leave {
+    std::vector<worker_state*>& mates;
+    worker_state* w;
+    ~leave() { std::erase(mates, w); }
+  } leaving{mates, &w};
+  if (auto pending = to_fetch_.extract(node)) {
+    std::string frames;
+    for (auto id : pending.mapped()) offer_blob(frames, w, id, true);
+    w.input.write(frames);
+  }
   worker_sink sink(*this, w);
   net::exec_request request;
   request.command = command_for(jn.ready.node, line.command);

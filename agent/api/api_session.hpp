@@ -7,7 +7,12 @@
 //
 // Trace: the job's action (`ferry:api`) holds the job's steps, a `ferry:api:worker` per worker, a
 // `ferry:api:blob` per stored argument, and a `ferry:agent:task` per task sent to a worker (its eliot id
-// goes with the task: FERRY_TASK_ID inside the task continues it), as a map's tasks are.
+// goes with the task: FERRY_TASK_ID inside the task continues it), as a map's tasks are; a
+// `ferry:api:blob:offer` message says where each worker was told to fetch a blob first.
+//
+// Blobs fan out as the layers do (agent/materialise/job_fanout.hpp): in a job that fans out, a worker whose
+// node has a parent fetches from the parent's server, and a worker of the parent is asked to fetch the blob
+// first. The servers run as long as their node's work, which is the session's.
 #include "agent/api/api_schedule.hpp"
 #include "agent/api/frame.hpp"
 #include "agent/cli/command_context.hpp"
@@ -63,6 +68,12 @@ class api_session {
   asio::awaitable<void> worker(job_node& jn, std::size_t slot);
   asio::awaitable<void> feed_worker(worker_state& w, const bool& over);
   asio::awaitable<void> store_blob(std::uint64_t id, std::string bytes);
+  // The `B` frame of blob `id` for `w`, once a worker (appended to `out`): with its parent's server as
+  // the first source when the job fans out and a worker on the parent was asked to fetch it. `fetch`:
+  // the worker fetches it now, for the children of its node, rather than when a task needs it.
+  void offer_blob(std::string& out, worker_state& w, std::uint64_t id, bool fetch);
+  // Some worker on `node` has blob `id` or is asked to fetch it now, or its first worker will be.
+  void fetch_on(const std::string& node, std::uint64_t id);
 
   // false: a frame that breaks the protocol (the session ends with an `X` frame).
   bool from_client(frame f);
@@ -90,6 +101,8 @@ class api_session {
   std::unordered_map<std::uint64_t, std::string> functions_;  // id -> the pickled function
   std::unordered_map<std::uint64_t, blob> blobs_;             // stored blobs
   std::unordered_map<std::uint64_t, tracing::action> tasks_;  // task id -> its action while a worker has it
+  std::unordered_map<std::string, std::vector<worker_state*>> on_node_;  // node -> its running workers
+  std::unordered_map<std::string, std::vector<std::uint64_t>> to_fetch_;  // node -> blobs for its first worker
   net::task_group uploads_;
   std::size_t next_worker_ = 0;
   std::size_t slots_ = 0;     // workers that said hello and are not lost

@@ -110,6 +110,8 @@ class job {
   // How the node program is reached (open() loaded it): for other work on the nodes, such as staging.
   const materialise_options& node_options() const { return materialise_; }
   std::size_t nodes_working() const { return working_; }
+  // The job's fan-out, once run() began, when the job has one (more than nodes.fanout_min nodes).
+  const job_fanout* fanout() const { return fanout_ ? &*fanout_ : nullptr; }
 
  private:
   boost::asio::awaitable<void> pack_step(diagnostics& diag);

@@ -30,6 +30,12 @@ std::string fanout_plan::source_of(const std::string& node) const {
   return nodes_.at(order_[(it->second.index - seeds_) / degree_]).url;
 }
 
+std::optional<std::string> fanout_plan::parent_of(const std::string& node) const {
+  const auto it = nodes_.find(node);
+  if (it == nodes_.end() || it->second.index < seeds_) return std::nullopt;
+  return order_[(it->second.index - seeds_) / degree_];
+}
+
 std::vector<std::string> fanout_plan::children_of(const std::string& node) const {
   std::vector<std::string> out;
   const auto it = nodes_.find(node);

@@ -32,6 +32,8 @@ class fanout_plan {
   void serving(const std::string& node, std::string url);
   // Where `node` fetches from: its parent's server, or empty (storage) while it has none.
   std::string source_of(const std::string& node) const;
+  // Its parent, whether it serves or not; none for a seed or a node that has not arrived.
+  std::optional<std::string> parent_of(const std::string& node) const;
   // The arrived children of `node`.
   std::vector<std::string> children_of(const std::string& node) const;
   // Its materialise ended, whichever way.

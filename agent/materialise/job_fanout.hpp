@@ -43,6 +43,12 @@ class job_fanout {
   // It ends as soon as the node holds back no more (the server listens or is gone), or its steps end.
   boost::asio::awaitable<void> stop_holding_after_limit(const std::string& node);
   void steps_ended(const std::string& node) { end_hold(node); }
+  // For other things a node hands on through its server (the Python API's blobs): the server `node`
+  // fetches from (http://HOST:PORT, empty: storage), its parent, and what the server asks of peers.
+  std::string source_of(const std::string& node) const { return plan_.source_of(node); }
+  std::optional<std::string> parent_of(const std::string& node) const { return plan_.parent_of(node); }
+  const std::string& token() const { return token_; }
+
   // The job's work is over everywhere: no child will need another layer, so every server ends now.
   void work_over() { work_over_ = true; }
 

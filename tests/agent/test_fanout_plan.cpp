@@ -22,6 +22,7 @@ TEST(fanout_plan, seeds_fetch_from_storage_and_the_rest_form_a_tree_in_arrival_o
       ASSERT_TRUE(p.parent) << i;
       EXPECT_EQ(*p.parent, n((i - 2) / 3)) << i;
     }
+    EXPECT_EQ(plan.parent_of(n(i)), p.parent) << i;
     // Children of node k are 2 + 3k .. 2 + 3k + 2: node k serves when 2 + 3k < 11.
     EXPECT_EQ(p.serves, 2 + 3 * i < 11) << i;
   }
@@ -32,6 +33,7 @@ TEST(fanout_plan, seeds_fetch_from_storage_and_the_rest_form_a_tree_in_arrival_o
   std::size_t from_storage = 0;
   for (std::size_t i = 0; i < 11; ++i) from_storage += plan.arrive(n(i)).parent ? 0 : 1;
   EXPECT_EQ(from_storage, 2u);
+  EXPECT_FALSE(plan.parent_of("never-came"));
 }
 
 TEST(fanout_plan, a_child_fetches_from_storage_until_its_parent_listens) {
