@@ -218,8 +218,10 @@ asio::awaitable<void> api_session::store_blob(std::uint64_t id, std::string byte
 void api_session::offer_blob(std::string& out, worker_state& w, std::uint64_t id, bool fetch) {
   w.blobs.insert(id);
   const auto& info = blobs_.at(id);
+  // A source that sends nothing for agent.download_timeout is given up on, as a layer's is.
+  const auto timeout = std::chrono::duration<double>(ctx_.config.values.agent.download_timeout).count();
   json::object o{{"sha256", info.sha256}, {"url", info.url}, {"size", info.size},
-                 {"path", w.blob_dir + "/" + info.sha256}};
+                 {"path", w.blob_dir + "/" + info.sha256}, {"timeout", timeout}};
   if (fetch) o["fetch"] = true;
   // In a job that fans out, a blob goes the way its layers went: from the parent's server, which waits for
   // a blob that one of its node's workers fetches (and asks storage for nothing itself).

@@ -263,7 +263,7 @@ def fetch_blob(spec):
         errors = []
         for name, url, headers in sources:
             try:
-                _download(url, headers, spec["sha256"], directory, path)
+                _download(url, headers, spec["sha256"], directory, path, spec.get("timeout"))
                 return path
             except Exception as exc:  # any failure of a source: the next one
                 errors.append("%s: %s" % (name, exc))
@@ -286,15 +286,17 @@ def _forget(path):
         pass
 
 
-def _download(url, headers, sha256, directory, path):
-    """Download `url` into `path` if its bytes have the sha256; nothing is left behind otherwise."""
+def _download(url, headers, sha256, directory, path, timeout=None):
+    """Download `url` into `path` if its bytes have the sha256; nothing is left behind otherwise.
+
+    `timeout`: seconds without a byte (agent.download_timeout) before the source is given up on."""
     import tempfile
     import urllib.request
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".blob-")
     try:
         digest = hashlib.sha256()
         with os.fdopen(fd, "wb") as out:
-            response = urllib.request.urlopen(urllib.request.Request(url, headers=headers))
+            response = urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout)
             try:
                 while True:
                     block = response.read(_READ_SIZE)
