@@ -39,10 +39,10 @@ constexpr std::string_view bootstrap =
     "import sys;p=sys.argv[1];del sys.argv[0];__file__=p;exec(compile(open(p,'rb').read(),p,'exec'))";
 
 // How long the tasks a worker holds beyond the one it runs may take, about: enough to hide the round trip
-// to the worker when tasks are short, and few enough when they are long that the last ones do not wait
-// behind a busy worker while another is idle.
+// to the worker when tasks are short, and none when they are long, so that the last ones never wait behind
+// a busy worker while another is idle. Before any task has been timed, a worker holds only the one it runs:
+// the first tasks of a map of long ones must spread over every worker.
 constexpr double ahead_seconds = 0.05;
-constexpr std::size_t min_ahead = 2;
 constexpr std::size_t max_ahead = 64;
 
 // ": LINE" for the last line of `text`, or nothing.
@@ -260,8 +260,8 @@ void api_session::fetch_on(const std::string& node, std::uint64_t id) {
 }
 
 std::size_t api_session::ahead() const {
-  if (task_seconds_ <= 0) return min_ahead;
-  return std::clamp(static_cast<std::size_t>(ahead_seconds / task_seconds_), min_ahead, max_ahead);
+  if (task_seconds_ <= 0) return 0;
+  return std::min(static_cast<std::size_t>(ahead_seconds / task_seconds_), max_ahead);
 }
 
 bool api_session::from_worker(worker_state& w, frame f) {
@@ -474,11 +474,15 @@ asio::awaitable<void> api_session::run_job() {
   diagnostics diag;
   auto ran = co_await job_.run(options_.nodes, [this](job_node& jn) { return on_node(jn); }, diag);
   const bool cancelled = co_await net::cancelled();
-  if (!ran && !cancelled) fatal(describe(ran.error(), diag));
+  // Why the nodes gave out (a node's Python of another version, a node lost): the caller's exception says
+  // it, not only the terminal.
+  std::string nodes_failed;
+  for (const auto& f : job_.failures()) nodes_failed += (nodes_failed.empty() ? ": " : "; ") + f;
+  if (!ran && !cancelled) fatal(describe(ran.error(), diag) + nodes_failed);
   // No node is left to run what remains.
   for (auto id : schedule_.fail_all()) {
     if (cancelled || failed_) break;
-    send('R', id, std::string_view("\x02", 1), "no node was left to run it");
+    send('R', id, std::string_view("\x02", 1), "no node was left to run it" + nodes_failed);
   }
   tasks_.clear();
   if (!ran || cancelled) {

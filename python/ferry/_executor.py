@@ -66,12 +66,17 @@ class _Item:
 
 
 class _Task:
-    """One T frame: a call, or a chunk of calls."""
+    """One T frame: a call, or a chunk of calls.
 
-    __slots__ = ("task_id", "fn", "items", "chunk")
+    `collected`: a map's chunk of `size` calls with one future for all of them, whose value is the list
+    of their outcomes, each (True, value) or (False, exception): a future per item would cost a
+    million-item map its memory."""
 
-    def __init__(self, task_id, fn, items, chunk):
+    __slots__ = ("task_id", "fn", "items", "chunk", "collected", "size")
+
+    def __init__(self, task_id, fn, items, chunk, collected=False, size=1):
         self.task_id, self.fn, self.items, self.chunk = task_id, fn, items, chunk
+        self.collected, self.size = collected, size
 
     @property
     def label(self):
@@ -142,13 +147,25 @@ class Executor(concurrent.futures.Executor):
         return MapRun(self, fn, iterables, ordered=True, return_exceptions=False, chunksize=chunksize,
                       timeout=timeout)
 
-    def _new_items(self, calls, first_index):
-        return [_Item(Future(self), first_index + i, args, kwargs, self._retries)
-                for i, (args, kwargs) in enumerate(calls)]
+    def _send_collected(self, fn, calls, first_index):
+        """A map's chunk of calls ((args, kwargs) each) as one task with one future (see _Task)."""
+        future = Future(self)
+        item = _Item(future, first_index, None, None, 0)
+        if len(calls) == 1:
+            args, kwargs = calls[0]
+            work, top_level = (args, kwargs), list(itertools.chain(args, kwargs.values()))
+        else:
+            work = calls
+            top_level = [a for args, kwargs in calls for a in itertools.chain(args, kwargs.values())]
+        self._send(fn, [item], chunk=len(calls) > 1, work=work, top_level=top_level, collected=True,
+                   size=len(calls))
+        return future
 
-    def _send(self, fn, items, chunk):
+    def _send(self, fn, items, chunk, work=None, top_level=None, collected=False, size=1):
         """Pickle and queue one task frame (with the F and B frames it needs first)."""
-        if chunk:
+        if work is not None:
+            pass  # the caller's (_send_collected)
+        elif chunk:
             work = [(item.args, item.kwargs) for item in items]
             top_level = [a for item in items for a in itertools.chain(item.args, item.kwargs.values())]
         else:
@@ -169,7 +186,7 @@ class Executor(concurrent.futures.Executor):
                 self._agent.send("F", fn_id, fn_pickle)
             for blob_id, blob in new_blobs:
                 self._agent.send("B", blob_id, blob)
-            task = _Task(next(self._task_ids), fn, items, chunk)
+            task = _Task(next(self._task_ids), fn, items, chunk, collected, size)
             self._tasks[task.task_id] = task
             for item in items:
                 item.future._task = task
@@ -204,6 +221,9 @@ class Executor(concurrent.futures.Executor):
             return  # cancelled meanwhile
         self._output.end_task(task_id, task.label)
         outcome, data = payload[0], memoryview(payload)[1:]
+        if task.collected:
+            self._collect(task, outcome, data)
+            return
         if outcome == OUTCOME_LOST:
             error = TaskLostError(bytes(data).decode("utf-8", "replace"))
             for item in task.items:
@@ -227,6 +247,32 @@ class Executor(concurrent.futures.Executor):
                     self._finish_exception(task.fn, item, value)
         else:
             self._finish(task.items[0], loaded)
+
+    def _collect(self, task, outcome, data):
+        """A collected chunk's outcomes, one per call, on its one future."""
+        if outcome == OUTCOME_LOST:
+            error = TaskLostError(bytes(data).decode("utf-8", "replace"))
+            outcomes = [(False, error)] * task.size
+        else:
+            try:
+                loaded = pickle.loads(data)
+            except Exception as exc:
+                outcome = None
+                error = FerryError("cannot unpickle the result of task %d here: %s" % (task.task_id, exc))
+                outcomes = [(False, error)] * task.size
+            if outcome is None:
+                pass
+            elif outcome == OUTCOME_EXCEPTION:
+                outcomes = [(False, _pickling.exception_from_record(loaded))] * task.size
+            elif task.chunk:
+                outcomes = [(True, value) if item_outcome == OUTCOME_VALUE
+                            else (False, _pickling.exception_from_record(value))
+                            for item_outcome, value in loaded]
+            else:
+                outcomes = [(True, loaded)]
+        failed = sum(1 for ok, _ in outcomes if not ok)
+        if _settle(task.items[0].future, outcomes):
+            self._progress.count(done=len(outcomes) - failed, failed=failed)
 
     def _finish(self, item, value=None, exc=None):
         if _settle(item.future, value, exc):
