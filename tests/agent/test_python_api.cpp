@@ -186,6 +186,45 @@ TEST_F(python_api, a_lambda_a_closure_and_a_function_of_main_run_on_nodes) {
   EXPECT_TRUE(std::regex_search(r.err, std::regex(R"((^|\n)\[local-\S+ #0\] hello from task 7\n)"))) << r.err;
 }
 
+TEST_F(python_api, a_workspace_function_imports_a_module_that_only_the_shipped_workspace_holds) {
+  // wslib is the workspace's own package, on no path of the venv. Its function is pickled by reference and
+  // imported on the node, where the workstation's project is hidden: only the shipped layer can serve it.
+  write_file(project() / "wslib" / "__init__.py", "");
+  write_file(project() / "wslib" / "helper.py", "VALUE = 'shipped'\n");
+  write_file(project() / "wslib" / "tasks.py",
+             fmt::format("import os\n"
+                         "\n"
+                         "def where(x):\n"
+                         "    from wslib import helper\n"
+                         "    return x, helper.VALUE, helper.__file__, os.path.exists({:?})\n",
+                         (project() / "wslib" / "helper.py").string()));
+  auto o = script_env();
+  o.env["FERRY_NODES_MAX_NODES"] = "2";
+  ASSERT_NO_FATAL_FAILURE(nodes_up_without_the_project(2));
+  const auto r = run_script("workspace.py",
+                            "import ferry\n"
+                            "from wslib.tasks import where\n"
+                            "\n"
+                            "with ferry.Executor(nodes=2) as ex:\n"
+                            "    for r in ex.map(where, range(4), chunksize=1):\n"
+                            "        print(*r)\n",
+                            o);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  std::istringstream lines(r.out);
+  std::string line;
+  int n = 0;
+  for (; std::getline(lines, line); ++n) {
+    std::istringstream words(line);
+    std::string index, value, file, visible;
+    words >> index >> value >> file >> visible;
+    EXPECT_EQ(index, std::to_string(n)) << r.out;
+    EXPECT_EQ(value, "shipped") << line;
+    EXPECT_TRUE(file.ends_with("/wslib/helper.py")) << line;
+    EXPECT_FALSE(file.starts_with(project().string())) << line;
+    EXPECT_EQ(visible, "False") << "the node could read the workstation's project: " << line;
+  }
+  EXPECT_EQ(n, 4) << r.out;
+}
 
 TEST_F(python_api, the_users_own_exception_is_caught_with_the_remote_traceback_as_its_cause) {
   const auto r = run_script("raises.py",
@@ -210,6 +249,110 @@ TEST_F(python_api, the_users_own_exception_is_caught_with_the_remote_traceback_a
   // The cause is the traceback on the node: the function's frame and the line that raised.
   EXPECT_TRUE(contains(r.out, ", in boom_on_node\n")) << r.out;
   EXPECT_TRUE(contains(r.out, "raise MyError('bad input %d' % x)")) << r.out;
+}
+
+TEST_F(python_api, a_node_ended_mid_map_leaves_every_result_once_and_in_order) {
+  auto o = script_env();
+  o.env["FERRY_NODES_MAX_NODES"] = "2";  // no replacement: the other node must take the lost one's tasks
+  ASSERT_EQ(run_ferry({"nodes", "up", "2"}, o).exit_code, 0);
+  const auto marks = home_ / "marks";
+  fs::create_directories(marks);
+  // Each task marks where it runs (sshd's SSH_CONNECTION names the node's own address), then takes a while.
+  write_file(project() / "lost.py",
+             "import os, sys, time, ferry\n"
+             "MARKS = sys.argv[1]\n"
+             "\n"
+             "def task(x):\n"
+             "    mark = os.path.join(MARKS, '%d.%d' % (x, os.getpid()))\n"
+             "    with open(mark + '.tmp', 'w') as f:\n"
+             "        f.write(os.environ.get('SSH_CONNECTION', '') + '\\n')\n"
+             "    os.rename(mark + '.tmp', mark)\n"
+             "    time.sleep(1)\n"
+             "    return x * 10\n"
+             "\n"
+             "with ferry.Executor(nodes=2, concurrency=2, retries=2) as ex:\n"
+             "    for r in ex.map(task, range(12), chunksize=1):\n"
+             "        print(r, flush=True)\n");
+  auto c = spawn({python().string(), "lost.py", marks.string()}, o);
+  // Once tasks run, end a node that runs one.
+  std::string where;
+  for (int i = 0; i < 1200 && where.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    for (const auto& e : fs::directory_iterator(marks))
+      if (e.path().extension() != ".tmp") where += read_file(e.path());
+  }
+  ASSERT_FALSE(where.empty()) << "no task ever started: " << c->wait().err;
+  const auto nodes = json::parse(read_file(home_ / "state" / "ferry" / "nodes.json")).at("nodes").as_array();
+  ASSERT_EQ(nodes.size(), 2u);
+  std::string victim;
+  for (const auto& n : nodes)
+    if (contains(where, " " + std::string(n.at("host").as_string()) + " ")) victim = n.at("id").as_string();
+  ASSERT_FALSE(victim.empty()) << "no node's address in the marks: " << where;
+  EXPECT_EQ(run_ferry({"nodes", "down", victim}, o).exit_code, 0);
+  const auto r = c->wait();
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "0\n10\n20\n30\n40\n50\n60\n70\n80\n90\n100\n110\n") << r.err;
+  // The node went while it ran tasks: they went again elsewhere.
+  EXPECT_TRUE(contains(read_file(api_trace()), action_types::api::retry)) << "no task of the lost node went again";
+}
+
+TEST_F(python_api, as_completed_over_submitted_futures_gets_every_result) {
+  const auto r = run_script("completed.py",
+                            "import concurrent.futures, time, ferry\n"
+                            "\n"
+                            "def cube(x):\n"
+                            "    time.sleep(0.05 * (x % 3))\n"
+                            "    return x ** 3\n"
+                            "\n"
+                            "with ferry.Executor(nodes=2) as ex:\n"
+                            "    futures = {ex.submit(cube, i): i for i in range(16)}\n"
+                            "    got = {}\n"
+                            "    for f in concurrent.futures.as_completed(futures, timeout=300):\n"
+                            "        got[futures[f]] = f.result()\n"
+                            "print(len(got), [got[i] for i in sorted(got)])\n",
+                            script_env());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.out, fmt::format("16 {}\n", py_list(values(16, [](long long x) { return x * x * x; }))));
+}
+
+TEST_F(python_api, a_large_argument_shared_by_a_thousand_tasks_is_served_once_per_node) {
+  auto o = script_env();
+  o.env["FERRY_NODES_MAX_NODES"] = "4";
+  ASSERT_EQ(run_ferry({"nodes", "up", "4"}, o).exit_code, 0);
+  const auto r = run_script("shared.py",
+                            "import os, time, ferry\n"
+                            "\n"
+                            "big = os.urandom(100 * 2**20)\n"
+                            "\n"
+                            "def look(i, blob):\n"
+                            "    time.sleep(0.01)\n"
+                            "    return i, len(blob), blob[i], os.environ.get('SSH_CONNECTION', '').split(' ')[2]\n"
+                            "\n"
+                            "with ferry.Executor(nodes=4, concurrency=1) as ex:\n"
+                            "    results = list(ex.map(look, range(1000), [big] * 1000))\n"
+                            "print(len(results), all(r[:3] == (i, len(big), big[i]) for i, r in enumerate(results)))\n"
+                            "print(' '.join(sorted(set(r[3] for r in results))))\n",
+                            o);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  std::istringstream out(r.out);
+  std::string line;
+  std::getline(out, line);
+  EXPECT_EQ(line, "1000 True") << r.out;
+  std::getline(out, line);
+  std::istringstream words(line);
+  std::set<std::string> nodes_used;
+  for (std::string w; words >> w;) nodes_used.insert(w);
+  EXPECT_GE(nodes_used.size(), 2u) << "the tasks ran on one node: " << r.out;
+  // moto answers one request per connection and logs each: its GETs of the blob's key.
+  std::size_t gets = 0;
+  std::istringstream log(moto_->log());
+  for (std::string l; std::getline(log, l);)
+    if (contains(l, "\"GET /") && contains(l, "p/blobs/")) ++gets;
+  EXPECT_GE(gets, 1u) << "no GET of the blob in moto's log: the count looks in the wrong place";
+  EXPECT_LE(gets, nodes_used.size()) << "storage served the blob more than once to a node";
+  EXPECT_LE(gets, 4u);
+  RecordProperty("blob_gets", std::to_string(gets));
+  RecordProperty("nodes_used", std::to_string(nodes_used.size()));
 }
 
 }  // namespace
