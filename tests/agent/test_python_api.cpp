@@ -296,6 +296,82 @@ TEST_F(python_api, a_node_ended_mid_map_leaves_every_result_once_and_in_order) {
   EXPECT_TRUE(contains(read_file(api_trace()), action_types::api::retry)) << "no task of the lost node went again";
 }
 
+TEST_F(python_api, ctrl_c_raises_keyboard_interrupt_and_leaves_nothing_behind) {
+  const auto pids = home_ / "pids";
+  fs::create_directories(pids);
+  write_file(project() / "interrupted.py",
+             "import os, sys, time, ferry\n"
+             "PIDS = sys.argv[1]\n"
+             "\n"
+             "def sleeper(x):\n"
+             "    path = os.path.join(PIDS, str(x))\n"
+             "    with open(path + '.tmp', 'w') as f:\n"
+             "        f.write('%d\\n' % os.getpid())\n"
+             "    os.rename(path + '.tmp', path)\n"
+             "    time.sleep(300)\n"
+             "    return x\n"
+             "\n"
+             "try:\n"
+             "    with ferry.Executor(nodes=1, concurrency=2) as ex:\n"
+             "        print(list(ex.map(sleeper, range(2), chunksize=1)))\n"
+             "except KeyboardInterrupt:\n"
+             "    print('KeyboardInterrupt', flush=True)\n"
+             "    raise\n");
+  // In a session of its own, as a terminal starts it: Ctrl-C goes to its whole process group.
+  auto c = spawn({"setsid", python().string(), "interrupted.py", pids.string()}, script_env());
+  // A worker takes the next tasks ahead of the one it runs: the second may wait behind the first.
+  std::vector<pid_t> remote;
+  for (int i = 0; i < 1200 && remote.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (fs::exists(pids / "0")) remote.push_back(read_pid(pids / "0"));
+  }
+  ASSERT_EQ(::getpgid(c->pid()), c->pid()) << "the script does not lead its own process group";
+  if (remote.empty()) ::kill(-c->pid(), SIGKILL);
+  ASSERT_FALSE(remote.empty()) << "the task never started: " << c->wait().err;
+  ::kill(-c->pid(), SIGINT);
+  const auto r = c->wait();
+  EXPECT_EQ(r.exit_code, 128 + SIGINT) << r.out << r.err;
+  EXPECT_EQ(r.out, "KeyboardInterrupt\n") << r.err;
+  EXPECT_TRUE(contains(r.err, "\nKeyboardInterrupt\n")) << r.err;
+  // The remote tasks are gone.
+  if (fs::exists(pids / "1")) remote.push_back(read_pid(pids / "1"));
+  for (const auto pid : remote) {
+    bool gone = false;
+    for (int i = 0; i < 200 && !gone; ++i) {
+      gone = dead_or_zombie(pid);
+      if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_TRUE(gone) << "task process " << pid << " is still there";
+  }
+  // No upload is left open in storage.
+  const auto uploads = moto_->aws({"s3api", "list-multipart-uploads", "--bucket", bucket()});
+  ASSERT_EQ(uploads.exit_code, 0) << uploads.err;
+  EXPECT_FALSE(contains(uploads.out, "UploadId")) << uploads.out;
+  // The agent's trace ends every action it began, its job's failed.
+  const auto trace = api_trace();
+  ASSERT_FALSE(trace.empty());
+  auto lines = trace_file_lines(trace);
+  for (auto& m : node_lines(trace)) lines.push_back(std::move(m));
+  std::map<std::string, std::string> open;
+  for (const auto& m : lines) {
+    if (!m.contains("action_type")) continue;
+    const auto status = trace_text(m, "action_status");
+    if (status == "started") {
+      open[trace_action_key(m)] = trace_type(m);
+    } else {
+      open.erase(trace_action_key(m));
+    }
+  }
+  for (const auto& [key, type] : open) ADD_FAILURE() << "never ended: " << type << " " << key;
+  const auto parsed = run({system_python, (fs::path(FERRY_SOURCE_DIR) / "tests/peers/eliot_check.py").string(),
+                           trace.string()});
+  ASSERT_EQ(parsed.exit_code, 0) << parsed.err;
+  const auto tasks = json::parse(parsed.out).as_array();
+  ASSERT_EQ(tasks.size(), 1u) << parsed.out;
+  EXPECT_EQ(tasks[0].at("root").at("action_type").as_string(), action_types::api::job) << parsed.out;
+  EXPECT_EQ(tasks[0].at("root").at("status").as_string(), "failed") << parsed.out;
+}
+
 TEST_F(python_api, as_completed_over_submitted_futures_gets_every_result) {
   const auto r = run_script("completed.py",
                             "import concurrent.futures, time, ferry\n"
@@ -353,6 +429,46 @@ TEST_F(python_api, a_large_argument_shared_by_a_thousand_tasks_is_served_once_pe
   EXPECT_LE(gets, 4u);
   RecordProperty("blob_gets", std::to_string(gets));
   RecordProperty("nodes_used", std::to_string(nodes_used.size()));
+}
+
+TEST_F(python_api, a_node_whose_python_is_another_version_is_refused_naming_both) {
+  // The node's python3, first on its PATH in its own mount namespace, says it is 3.10.
+  const auto fake = home_ / "py310";
+  write_python_saying(fake / "python3", "3, 10, 12");
+  auto o = script_env();
+  o.env["FERRY_NODES_MAX_NODES"] = "1";
+  ASSERT_EQ(run_ferry({"nodes", "up", "1"}, o).exit_code, 0);
+  const auto in_node = node_namespace_pids();
+  ASSERT_EQ(in_node.size(), 1u);
+  const auto bound = run({"nsenter", "-t", in_node.front(), "-m", "mount", "--bind", fake.string(), "/usr/local/bin"});
+  ASSERT_EQ(bound.exit_code, 0) << bound.err;
+  const auto said = run({"nsenter", "-t", in_node.front(), "-m", "sh", "-c",
+                          "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "
+                          "python3 -c 'import sys; print(sys.version_info[:2])'"});
+  ASSERT_EQ(said.out, "(3, 10)\n") << said.err;
+
+  const auto ran = home_ / "ran";
+  const auto r = run_script("refused.py",
+                            fmt::format("import sys, ferry\n"
+                                        "\n"
+                                        "def mark(x):\n"
+                                        "    open({:?}, 'w').close()\n"
+                                        "    return x\n"
+                                        "\n"
+                                        "try:\n"
+                                        "    with ferry.Executor(nodes=1) as ex:\n"
+                                        "        print(ex.submit(mark, 1).result())\n"
+                                        "except ferry.FerryError as e:\n"
+                                        "    print('FerryError:', e)\n"
+                                        "    sys.exit(3)\n",
+                                        ran.string()),
+                            o);
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+  EXPECT_TRUE(r.out.starts_with("FerryError: ")) << r.out << r.err;
+  // The user's terminal (the agent's stderr) says why, naming both versions and the key that chooses.
+  for (const auto* part : {"3.10.12", "3.11.2", "packaging.python"})
+    EXPECT_TRUE(contains(r.err, part)) << part << " in " << r.err;
+  EXPECT_FALSE(fs::exists(ran)) << "a task ran on the refused node";
 }
 
 }  // namespace
