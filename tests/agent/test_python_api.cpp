@@ -186,6 +186,7 @@ TEST_F(python_api, a_lambda_a_closure_and_a_function_of_main_run_on_nodes) {
   EXPECT_TRUE(std::regex_search(r.err, std::regex(R"((^|\n)\[local-\S+ #0\] hello from task 7\n)"))) << r.err;
 }
 
+
 TEST_F(python_api, a_workspace_function_imports_a_module_that_only_the_shipped_workspace_holds) {
   // wslib is the workspace's own package, on no path of the venv. Its function is pickled by reference and
   // imported on the node, where the workstation's project is hidden: only the shipped layer can serve it.
@@ -370,6 +371,32 @@ TEST_F(python_api, ctrl_c_raises_keyboard_interrupt_and_leaves_nothing_behind) {
   ASSERT_EQ(tasks.size(), 1u) << parsed.out;
   EXPECT_EQ(tasks[0].at("root").at("action_type").as_string(), action_types::api::job) << parsed.out;
   EXPECT_EQ(tasks[0].at("root").at("status").as_string(), "failed") << parsed.out;
+}
+
+TEST_F(python_api, a_generator_of_a_million_items_goes_through_in_bounded_memory) {
+  const auto r = run_script("million.py",
+                            "import resource, ferry\n"
+                            "\n"
+                            "def items(n):\n"
+                            "    for i in range(n):\n"
+                            "        yield i\n"
+                            "\n"
+                            "count = total = 0\n"
+                            "for r in ferry.map(lambda x: x, items(1000000), nodes=1):\n"
+                            "    count += 1\n"
+                            "    total += r\n"
+                            "print(count, total)\n"
+                            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n",
+                            script_env());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  std::istringstream out(r.out);
+  long long count = 0, total = 0, max_rss_kib = 0;
+  out >> count >> total >> max_rss_kib;
+  EXPECT_EQ(count, 1000000) << r.out;
+  EXPECT_EQ(total, 499999500000) << r.out;
+  EXPECT_GT(max_rss_kib, 0) << r.out;
+  EXPECT_LT(max_rss_kib, 100 * 1024) << "the client's peak RSS, KiB";
+  RecordProperty("client_max_rss_kib", std::to_string(max_rss_kib));
 }
 
 TEST_F(python_api, as_completed_over_submitted_futures_gets_every_result) {
