@@ -5,13 +5,16 @@
 #  3. `ferry run` ships examples/project (its own package, and tabulate from its own venv) and runs
 #     train.py on both nodes; the program continues ferry's trace with eliot.
 #  4. `ferry map` runs square.py over 20 inputs on the same, now warm, nodes.
-#  5. `ferry trace tree` shows the run as one tree across processes; everything is torn down.
+#  5. examples/python_api/main.py maps Python functions over the same nodes with `import ferry`, run by
+#     Debian's python3 (which has python3-cloudpickle) with the package from python/ on its path.
+#  6. `ferry trace tree` shows the run as one tree across processes; everything is torn down.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/build.sh demo >/dev/null
 ./scripts/example_env.sh
-ferry=$PWD/build/agent/ferry
-project=$PWD/examples/project
+repo=$PWD
+ferry=$repo/build/agent/ferry
+project=$repo/examples/project
 
 work=$(mktemp -d)
 chmod 755 "$work"
@@ -53,7 +56,11 @@ echo "task 20's output:"
 cat "$work/map/19.out"
 
 echo
-echo "== 5. ferry trace tree: the run, with the Python program's own actions inside it"
+echo "== 5. the Python API: /usr/bin/python3 main.py   (in examples/python_api; import ferry from python/)"
+(cd "$repo/examples/python_api" && FERRY_BIN="$ferry" PYTHONPATH="$repo/python" /usr/bin/python3 main.py)
+
+echo
+echo "== 6. ferry trace tree: the run, with the Python program's own actions inside it"
 "$ferry" trace tree "$work/run.jsonl" "$work"/train-*.jsonl | grep -vE '^\s*(url|key|bucket|bytes|attempt|operation): '
 
 echo

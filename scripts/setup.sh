@@ -15,8 +15,9 @@ build=(
   libssh-dev libarchive-dev libssl-dev libfmt-dev
   libcli11-dev libtomlplusplus-dev libpugixml-dev
 )
-# Local nodes (sshd in network namespaces), the example's venv and trace, moto_server's client.
-demo=(openssh-server openssh-client iproute2 procps psmisc curl ca-certificates python3-eliot awscli)
+# Local nodes (sshd in network namespaces), the example's venv and trace, the Python API example's cloudpickle,
+# moto_server's client.
+demo=(openssh-server openssh-client iproute2 procps psmisc curl ca-certificates python3-eliot python3-cloudpickle awscli)
 # The test framework, the fuzzers' clang, and the peers the tests compare against.
 test=(libgtest-dev libgmock-dev clang libclang-rt-14-dev python3-distributed
       zip unzip rsync pssh parallel chromium debootstrap)
