@@ -125,8 +125,13 @@ std::string distribution_index::group_of(std::string_view path) const {
     if (auto owned = owner_.find(path); owned != owner_.end()) return owned->second;
   }
   if (auto dist = distribution_of_metadata_dir(top); !dist.empty()) return dist;
-  // "zope.interface-5.5.2-nspkg.pth": with its distribution (a RECORD would have listed it).
+  // "zope.interface-5.5.2-nspkg.pth" (a RECORD would have listed it): its line makes <sitedir>/zope a
+  // namespace package, so it must share a layer with that directory's files. It goes where they go when a
+  // distribution names the directory (two eggs that both list "ruamel" leave it to no one of them), else
+  // with its own distribution.
   if (constexpr std::string_view nspkg = "-nspkg.pth"; top.ends_with(nspkg)) {
+    const auto ns = top.substr(0, top.find_first_of(".-"));
+    if (top_owner_.contains(ns)) return group_of(std::string(ns) + "/");
     auto dist = normalize_distribution(top.substr(0, top.find('-')));
     if (dists_.contains(dist)) return dist;
   }

@@ -148,8 +148,11 @@ TEST_F(python_api_fanout, storage_serves_a_shared_argument_to_the_seed_alone_and
   std::size_t sent_to_peer = 0;
   for (const auto& [node, source] : offers()) sent_to_peer += source == "storage" ? 0 : 1;
   ASSERT_GE(sent_to_peer, 1u);
-  // The parent turned them away, and each went to storage: one GET per node.
-  EXPECT_EQ(blob_gets() - before, offers(true).size()) << moto_->log();
+  // The parent turned them away, and each node whose tasks needed it went to storage: one GET per node. A
+  // parent asked to fetch it only for its children may end before it does.
+  const auto gets = blob_gets() - before;
+  EXPECT_GE(gets, offers().size()) << moto_->log();
+  EXPECT_LE(gets, offers(true).size()) << moto_->log();
 }
 
 }  // namespace

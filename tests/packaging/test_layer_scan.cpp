@@ -283,6 +283,32 @@ TEST(layer_scan, an_egg_owns_its_top_level_names_and_its_nspkg_pth) {
   EXPECT_EQ(got.size(), 2u);
 }
 
+TEST(layer_scan, an_nspkg_pth_goes_with_its_namespace_when_two_eggs_share_it) {
+  // As Debian installs python3-ruamel.yaml and python3-ruamel.yaml.clib: both eggs list "ruamel", so no one
+  // of them owns the directory, and the -nspkg.pth whose line looks for <sitedir>/ruamel must land beside it.
+  temp_dir sp;
+  sp.write("ruamel/yaml/__init__.py", "y");
+  sp.write("ruamel.yaml-0.17.21.egg-info/top_level.txt", "ruamel\n");
+  sp.write("ruamel.yaml-0.17.21.egg-info/PKG-INFO", "Name: ruamel.yaml\n");
+  sp.write("ruamel.yaml.clib-0.2.7.egg-info/top_level.txt", "_ruamel_yaml\nruamel\n");
+  sp.write("ruamel.yaml.clib-0.2.7.egg-info/PKG-INFO", "Name: ruamel.yaml.clib\n");
+  sp.write("_ruamel_yaml.so", "so");
+  sp.write("ruamel.yaml-0.17.21-nspkg.pth", "import sys\n");
+  scanner s;
+  hash_cache cache;
+  auto r = s.scan({root_spec{sp.path(), root_spec::kind::site_packages, 0}}, cache);
+  ASSERT_TRUE(r) << s.diag.message;
+  std::string pth_layer, yaml_layer;
+  for (const auto& l : r->layers) {
+    for (const auto& p : paths_of(l)) {
+      if (p == "ruamel.yaml-0.17.21-nspkg.pth") pth_layer = l.name;
+      if (p == "ruamel/yaml/__init__.py") yaml_layer = l.name;
+    }
+  }
+  EXPECT_FALSE(yaml_layer.empty());
+  EXPECT_EQ(pth_layer, yaml_layer);
+}
+
 TEST(layer_scan, upgrading_one_distribution_changes_one_layer) {
   temp_dir sp;
   sp.write("a/__init__.py", "a1");
