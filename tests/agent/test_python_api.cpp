@@ -420,6 +420,43 @@ TEST_F(python_api, as_completed_over_submitted_futures_gets_every_result) {
   EXPECT_EQ(r.out, fmt::format("16 {}\n", py_list(values(16, [](long long x) { return x * x * x; }))));
 }
 
+// One failure does not abort the map (return_exceptions), and a task's own exception of a retry_on type
+// goes again: each task that raises Flaky does so once (a mark beside the test says it did), then succeeds.
+TEST_F(python_api, return_exceptions_keeps_the_map_going_and_retry_on_sends_a_flaky_task_again) {
+  const auto marks = home_ / "marks";
+  fs::create_directories(marks);
+  const std::string script =
+      "import os, sys, ferry\n"
+      "\n"
+      "class Flaky(Exception):\n"
+      "    pass\n"
+      "\n"
+      "def f(x):\n"
+      "    mark = os.path.join(sys.argv[1], str(x))\n"
+      "    if x % 3 == 0 and not os.path.exists(mark):\n"
+      "        open(mark, 'w').close()\n"
+      "        raise Flaky(x)\n"
+      "    if x == 4:\n"
+      "        raise ValueError('four')\n"
+      "    return x\n"
+      "\n"
+      "def shown(r):\n"
+      "    return type(r).__name__ if isinstance(r, Exception) else r\n"
+      "\n"
+      "opts = dict(nodes=1, retries=int(sys.argv[2]), return_exceptions=True)\n"
+      "if opts['retries']:\n"
+      "    opts['retry_on'] = (Flaky,)\n"
+      "print([shown(r) for r in ferry.map(f, range(9), **opts)])\n";
+  const auto plain = run_script("flaky.py", script, script_env(), {marks.string(), "0"});
+  ASSERT_EQ(plain.exit_code, 0) << plain.out << plain.err;
+  EXPECT_EQ(plain.out, "['Flaky', 1, 2, 'Flaky', 'ValueError', 5, 'Flaky', 7, 8]\n");
+  fs::remove_all(marks);
+  fs::create_directories(marks);
+  const auto retried = run_script("flaky.py", script, script_env(), {marks.string(), "1"});
+  ASSERT_EQ(retried.exit_code, 0) << retried.out << retried.err;
+  EXPECT_EQ(retried.out, "[0, 1, 2, 3, 'ValueError', 5, 6, 7, 8]\n");  // ValueError is not retry_on's
+}
+
 TEST_F(python_api, a_large_argument_shared_by_a_thousand_tasks_is_served_once_per_node) {
   auto o = script_env();
   o.env["FERRY_NODES_MAX_NODES"] = "4";

@@ -1,9 +1,7 @@
-"""The client's pieces (pickling, chunk sizing, the window, argv, output) and, through the
-relay in place of `ferry api`, the Executor end to end on real workers."""
+"""The client's pieces (pickling, chunk sizing, the window, argv, output). The Executor end to end runs
+against the real `ferry api` on local nodes: tests/agent/test_python_api.cpp."""
 
-import concurrent.futures
 import io
-import os
 import pickle
 import subprocess
 import sys
@@ -214,109 +212,6 @@ class ProgressTest(unittest.TestCase):
         self.assertEqual(out.getvalue().count("\r"), 1)
         progress.close()
         self.assertTrue(out.getvalue().endswith("\r"))
-
-
-RELAY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "relay_agent.py")
-
-
-class MyError(Exception):
-    pass
-
-
-class EndToEndTest(unittest.TestCase):
-    """The Executor through the relay (tests/python/relay_agent.py) on two real workers."""
-
-    def setUp(self):
-        self.bin_dir = self.enterContext_tmp()
-        binary = os.path.join(self.bin_dir, "ferry")
-        with open(binary, "w") as f:
-            f.write("#!/bin/sh\nexec %s %s\n" % (sys.executable, RELAY))
-        os.chmod(binary, 0o755)
-        old = os.environ.get("FERRY_BIN")
-        os.environ["FERRY_BIN"] = binary
-        self.addCleanup(lambda: os.environ.pop("FERRY_BIN") if old is None else os.environ.update(FERRY_BIN=old))
-        # The workers import this module by name, as nodes import the shipped workspace.
-        old_path = os.environ.get("PYTHONPATH")
-        os.environ["PYTHONPATH"] = os.path.dirname(os.path.abspath(__file__))
-        self.addCleanup(lambda: os.environ.pop("PYTHONPATH") if old_path is None
-                        else os.environ.update(PYTHONPATH=old_path))
-
-    def enterContext_tmp(self):
-        import tempfile
-        d = tempfile.TemporaryDirectory()
-        self.addCleanup(d.cleanup)
-        return d.name
-
-    def test_map_submit_and_as_completed(self):
-        offset = 3
-        with ferry.Executor(progress=False) as ex:
-            self.assertEqual(list(ex.map(lambda x: x * x + offset, range(200))),
-                             [x * x + offset for x in range(200)])
-            futures = [ex.submit(pow, 2, i) for i in range(10)]
-            self.assertEqual(sorted(f.result() for f in concurrent.futures.as_completed(futures)),
-                             [2 ** i for i in range(10)])
-
-    def test_the_users_own_exception_class_with_the_remote_traceback(self):
-        class LocalError(Exception):
-            pass
-
-        def fails(x):
-            raise LocalError("no %d" % x)
-
-        with ferry.Executor(progress=False) as ex:
-            with self.assertRaises(LocalError) as caught:
-                ex.submit(fails, 4).result()
-        self.assertIsInstance(caught.exception.__cause__, ferry.RemoteTraceback)
-        self.assertIn("in fails", str(caught.exception.__cause__))
-
-    def test_ferry_map_unordered_with_exceptions_returned(self):
-        def f(x):
-            if x % 7 == 0:
-                raise MyError(x)
-            return x
-        got = list(ferry.map(f, iter(range(500)), ordered=False, return_exceptions=True, progress=False))
-        self.assertEqual(len(got), 500)
-        self.assertEqual(sorted(g for g in got if not isinstance(g, MyError)),
-                         [x for x in range(500) if x % 7])
-        self.assertEqual(sum(isinstance(g, MyError) for g in got), len(range(0, 500, 7)))
-
-    def test_retry_on_sends_the_failed_item_again(self):
-        marker = os.path.join(self.bin_dir, "tried")
-
-        def flaky(path):
-            if not os.path.exists(path):
-                open(path, "w").close()
-                raise MyError("first time")
-            return "second time"
-
-        with ferry.Executor(retries=1, retry_on=(MyError,), progress=False) as ex:
-            self.assertEqual(ex.submit(flaky, marker).result(), "second time")
-
-    def test_an_endless_input_is_read_only_a_window_ahead(self):
-        pulled = []
-
-        def endless():
-            n = 0
-            while True:
-                pulled.append(n)
-                yield n
-                n += 1
-
-        run = ferry.map(abs, endless(), progress=False, chunksize=1)
-        self.assertEqual([next(run) for _ in range(100)], list(range(100)))
-        run.close()
-        # 2 slots, chunks of 1: at most 64 items in flight beyond those yielded.
-        self.assertLessEqual(len(pulled), 100 + _chunking.window(2, 1) + 1)
-
-    def test_a_fatal_agent_error_fails_the_executor_with_its_text(self):
-        os.environ["FERRY_TEST_FAIL"] = "storage: bucket nope does not exist"
-        self.addCleanup(os.environ.pop, "FERRY_TEST_FAIL")
-        ex = ferry.Executor(progress=False)
-        future = ex.submit(pow, 2, 2)
-        with self.assertRaises(ferry.FerryError) as caught:
-            future.result()
-        self.assertIn("bucket nope", str(caught.exception))
-        ex.shutdown()
 
 
 if __name__ == "__main__":
