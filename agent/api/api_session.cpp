@@ -271,6 +271,8 @@ bool api_session::from_worker(worker_state& w, frame f) {
         w.hello = true;
         ++slots_;
         status({{"event", "slots"}, {"slots", slots_}, {"nodes", nodes_}});
+        first_up_.insert(w.node);  // the node's other workers may start (on_node)
+        wake_.notify();
       }
       return true;
     case 'O': {
@@ -454,13 +456,35 @@ asio::awaitable<void> api_session::worker(job_node& jn, std::size_t slot) {
     worker_lost(w, why);
   }
   if (!w.err_pending.empty()) worker_stderr(w, "\n");
+  // A first worker that ended without a hello: the node's others try (and are lost alike, or are not).
+  if (slot == 0) {
+    first_up_.insert(node);
+    wake_.notify();
+  }
+}
+
+asio::awaitable<void> api_session::other_workers(job_node& jn) {
+  co_await net::accept_cancellation();
+  const auto& node = jn.ready.node.id;
+  while (!first_up_.contains(node)) {
+    if (schedule_.finished() || co_await net::cancelled()) co_return;
+    error_code ec;
+    co_await wake_.wait(ec);
+  }
+  std::vector<asio::awaitable<void>> workers;
+  for (std::size_t k = 1; k < options_.per_node; ++k) workers.push_back(worker(jn, k));
+  co_await net::run_all(std::move(workers));
 }
 
 asio::awaitable<void> api_session::on_node(job_node& jn) {
   ++nodes_;
+  // The node's first worker starts alone, the others once it is up: Pythons that start together on a small
+  // node slow each other down, and the first result waits for the first of them.
   std::vector<asio::awaitable<void>> workers;
-  for (std::size_t k = 0; k < options_.per_node; ++k) workers.push_back(worker(jn, k));
+  workers.push_back(worker(jn, 0));
+  if (options_.per_node > 1) workers.push_back(other_workers(jn));
   co_await net::run_all(std::move(workers));
+  first_up_.erase(jn.ready.node.id);
   --nodes_;
   // This node's work is over: when it was the job's last task, no other node need begin.
   if (schedule_.finished()) {

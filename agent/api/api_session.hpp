@@ -66,6 +66,7 @@ class api_session {
   asio::awaitable<void> run_job();
   asio::awaitable<void> on_node(job_node& jn);
   asio::awaitable<void> worker(job_node& jn, std::size_t slot);
+  asio::awaitable<void> other_workers(job_node& jn);
   asio::awaitable<void> feed_worker(worker_state& w, const bool& over);
   asio::awaitable<void> store_blob(std::uint64_t id, std::string bytes);
   // The `B` frame of blob `id` for `w`, once a worker (appended to `out`): with its parent's server as
@@ -106,6 +107,7 @@ class api_session {
   net::task_group uploads_;
   std::size_t next_worker_ = 0;
   std::size_t slots_ = 0;     // workers that said hello and are not lost
+  std::unordered_set<std::string> first_up_;  // nodes whose first worker is up (or ended): the rest start
   std::size_t nodes_ = 0;     // nodes with a worker
   double task_seconds_ = 0;   // a moving mean of what a task takes on a worker: how far ahead to send
 };
