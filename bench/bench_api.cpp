@@ -165,19 +165,6 @@ void make_dask_project(world& w) {
   if (ferry::test::link_closure(names, site) < 5) throw std::runtime_error("no distributed to link: " + names);
 }
 
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-// Wall time of a shell command, and its stdout.
-double timed(const std::string& command, std::string* out = nullptr) {
-  const auto start = std::chrono::steady_clock::now();
-  auto text = output_of(command);
-  const double s = seconds_since(start);
-  if (out) *out = std::move(text);
-  return s;
-}
-
 // The seconds a program printed as `seconds S`.
 double inner_seconds(const std::string& out) {
   const auto at = out.find("seconds ");

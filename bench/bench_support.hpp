@@ -44,6 +44,19 @@ inline std::string output_of(const std::string& command) {
 // Up to the first newline: a command's one-line answer.
 inline std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
+inline double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Wall time of a shell command, and its stdout.
+inline double timed(const std::string& command, std::string* out = nullptr) {
+  const auto start = std::chrono::steady_clock::now();
+  auto text = output_of(command);
+  const double s = seconds_since(start);
+  if (out) *out = std::move(text);
+  return s;
+}
+
 inline std::string quote(const std::string& s) { return "'" + s + "'"; }
 inline std::string quote(const std::filesystem::path& p) { return quote(p.string()); }
 

@@ -117,4 +117,36 @@ inline std::vector<std::string> processes_naming(const std::string& part) {
   return out;
 }
 
+// A process in the mount namespace `ns` (as /proc/PID/ns/mnt reads), for nsenter; empty when none.
+inline std::string process_in_mount_namespace(const std::string& ns) {
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const auto name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::error_code ec;
+    if (std::filesystem::read_symlink(e.path() / "ns" / "mnt", ec).string() == ns && !ec) return name;
+  }
+  return {};
+}
+
+// A process in each local node's mount namespace (the nodes recorded under `home`), with the node's state
+// directory; a node whose namespace no process holds has an empty pid.
+inline std::vector<std::pair<std::filesystem::path, std::string>> node_mount_namespaces(const std::filesystem::path& home) {
+  std::vector<std::pair<std::filesystem::path, std::string>> out;
+  for (const auto& e : std::filesystem::directory_iterator(home / "state" / "ferry" / "local")) {
+    if (!e.is_directory()) continue;
+    const auto ns = read_file(e.path() / "mnt_ns");
+    out.emplace_back(e.path(), process_in_mount_namespace(ns.substr(0, ns.find('\n'))));
+  }
+  return out;
+}
+
+// The id of the node (of the registry under `home`) whose address `text` names, as sshd's SSH_CONNECTION
+// does (" ADDRESS "); empty when none does.
+inline std::string node_named_by_address(const std::filesystem::path& home, const std::string& text) {
+  const auto nodes = boost::json::parse(read_file(home / "state" / "ferry" / "nodes.json")).at("nodes").as_array();
+  for (const auto& n : nodes)
+    if (contains(text, " " + std::string(n.at("host").as_string()) + " ")) return std::string(n.at("id").as_string());
+  return {};
+}
+
 }  // namespace ferry::test

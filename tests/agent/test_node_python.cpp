@@ -130,11 +130,8 @@ class node_python : public local_nodes {
   void nodes_up(int count) {
     ASSERT_EQ(run_ferry({"nodes", "up", std::to_string(count)}, env()).exit_code, 0);
     std::size_t masked = 0;
-    for (const auto& e : fs::directory_iterator(home_ / "state" / "ferry" / "local")) {
-      if (!e.is_directory()) continue;
-      const auto ns = read_file(e.path() / "mnt_ns");
-      const auto pid = process_in_mount_namespace(ns.substr(0, ns.find('\n')));
-      ASSERT_FALSE(pid.empty()) << "no process holds the mount namespace of " << e.path();
+    for (const auto& [dir, pid] : node_mount_namespaces(home_.path())) {
+      ASSERT_FALSE(pid.empty()) << "no process holds the mount namespace of " << dir;
       for (const auto& hidden : {project(), flatlib()}) {
         const auto r = run({"nsenter", "-t", pid, "-m", "mount", "-t", "tmpfs", "tmpfs", hidden.string()});
         ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -142,16 +139,6 @@ class node_python : public local_nodes {
       ++masked;
     }
     ASSERT_EQ(masked, static_cast<std::size_t>(count));
-  }
-
-  static std::string process_in_mount_namespace(const std::string& ns) {
-    for (const auto& e : fs::directory_iterator("/proc")) {
-      const auto name = e.path().filename().string();
-      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-      std::error_code ec;
-      if (fs::read_symlink(e.path() / "ns" / "mnt", ec).string() == ns && !ec) return name;
-    }
-    return {};
   }
 
   std::string site_;

@@ -107,24 +107,11 @@ class python_api : public local_nodes {
   // A process in each local node's mount namespace, for nsenter.
   std::vector<std::string> node_namespace_pids() const {
     std::vector<std::string> out;
-    for (const auto& e : fs::directory_iterator(home_ / "state" / "ferry" / "local")) {
-      if (!e.is_directory()) continue;
-      const auto ns = read_file(e.path() / "mnt_ns");
-      const auto pid = process_in_mount_namespace(ns.substr(0, ns.find('\n')));
-      EXPECT_FALSE(pid.empty()) << "no process holds the mount namespace of " << e.path();
+    for (const auto& [dir, pid] : node_mount_namespaces(home_.path())) {
+      EXPECT_FALSE(pid.empty()) << "no process holds the mount namespace of " << dir;
       if (!pid.empty()) out.push_back(pid);
     }
     return out;
-  }
-
-  static std::string process_in_mount_namespace(const std::string& ns) {
-    for (const auto& e : fs::directory_iterator("/proc")) {
-      const auto name = e.path().filename().string();
-      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-      std::error_code ec;
-      if (fs::read_symlink(e.path() / "ns" / "mnt", ec).string() == ns && !ec) return name;
-    }
-    return {};
   }
 
   // The trace of the one `ferry api` the test ran: the package passes no --trace, so it is in the state dir.
@@ -283,11 +270,7 @@ TEST_F(python_api, a_node_ended_mid_map_leaves_every_result_once_and_in_order) {
       if (e.path().extension() != ".tmp") where += read_file(e.path());
   }
   ASSERT_FALSE(where.empty()) << "no task ever started: " << c->wait().err;
-  const auto nodes = json::parse(read_file(home_ / "state" / "ferry" / "nodes.json")).at("nodes").as_array();
-  ASSERT_EQ(nodes.size(), 2u);
-  std::string victim;
-  for (const auto& n : nodes)
-    if (contains(where, " " + std::string(n.at("host").as_string()) + " ")) victim = n.at("id").as_string();
+  const auto victim = node_named_by_address(home_.path(), where);
   ASSERT_FALSE(victim.empty()) << "no node's address in the marks: " << where;
   EXPECT_EQ(run_ferry({"nodes", "down", victim}, o).exit_code, 0);
   const auto r = c->wait();

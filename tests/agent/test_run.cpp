@@ -397,11 +397,8 @@ TEST_F(run_cli, a_node_lost_mid_map_leaves_its_tasks_to_the_others) {
   std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the mark's line is written
   std::string where;
   for (const auto& e : fs::directory_iterator(marks)) where += read_file(e.path());
-  const auto nodes = json::parse(read_file(home_ / "state" / "ferry" / "nodes.json")).at("nodes").as_array();
-  ASSERT_EQ(nodes.size(), 2u);
-  std::string victim;
-  for (const auto& n : nodes)
-    if (contains(where, " " + std::string(n.at("host").as_string()) + " ")) victim = n.at("id").as_string();
+  ASSERT_EQ(json::parse(read_file(home_ / "state" / "ferry" / "nodes.json")).at("nodes").as_array().size(), 2u);
+  const auto victim = node_named_by_address(home_.path(), where);
   ASSERT_FALSE(victim.empty()) << "no node's address in the marks: " << where;
   EXPECT_EQ(run_ferry({"nodes", "down", victim}, o).exit_code, 0);
   const auto r = child->wait();
