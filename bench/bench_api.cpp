@@ -33,7 +33,9 @@ namespace fs = std::filesystem;
 using ferry::bench::first_line;
 using ferry::bench::output_of;
 using ferry::bench::quote;
+using ferry::bench::seconds_since;
 using ferry::bench::shell;
+using ferry::bench::timed;
 
 namespace {
 

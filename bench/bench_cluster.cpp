@@ -28,7 +28,9 @@ using ferry::bench::best_of;
 using ferry::bench::first_line;
 using ferry::bench::output_of;
 using ferry::bench::quote;
+using ferry::bench::seconds_since;
 using ferry::bench::shell;
+using ferry::bench::timed;
 
 namespace {
 
