@@ -143,7 +143,7 @@ bool api_session::from_client(frame f) {
       return true;
     case 'B':
       if (f.payload.empty()) return false;
-      uploads_.spawn(store_blob(f.id, std::move(f.payload)));
+      if (!closing_) uploads_.spawn(store_blob(f.id, std::move(f.payload)));  // else no task could use it
       return true;
     case 'T': {
       auto t = task_from(f.id, std::move(f.payload));
@@ -209,7 +209,7 @@ asio::awaitable<void> api_session::store_blob(std::uint64_t id, std::string byte
     }
     stored = true;
   }
-  blobs_[id] = blob{sha, s3.presign_get(url.bucket, key), bytes.size()};
+  blobs_[id] = blob{sha, key, bytes.size()};
   act.succeed({{"stored", stored}});
   schedule_.blob_stored(id);
   wake_.notify();
@@ -220,7 +220,10 @@ void api_session::offer_blob(std::string& out, worker_state& w, std::uint64_t id
   const auto& info = blobs_.at(id);
   // A source that sends nothing for agent.download_timeout is given up on, as a layer's is.
   const auto timeout = std::chrono::duration<double>(ctx_.config.values.agent.download_timeout).count();
-  json::object o{{"sha256", info.sha256}, {"url", info.url}, {"size", info.size},
+  // Presigned now, not when it was stored: a node that comes an hour into the session gets a live URL (a
+  // credential: on the worker's stdin alone, never traced).
+  const auto& bucket = ctx_.config.storage.url->bucket;
+  json::object o{{"sha256", info.sha256}, {"url", job_.storage().presign_get(bucket, info.key)}, {"size", info.size},
                  {"path", w.blob_dir + "/" + info.sha256}, {"timeout", timeout}};
   if (fetch) o["fetch"] = true;
   // In a job that fans out, a blob goes the way its layers went: from the parent's server, which waits for
@@ -466,8 +469,9 @@ asio::awaitable<void> api_session::worker(job_node& jn, std::size_t slot) {
 asio::awaitable<void> api_session::other_workers(job_node& jn) {
   co_await net::accept_cancellation();
   const auto& node = jn.ready.node.id;
-  while (!first_up_.contains(node)) {
+  for (;;) {
     if (schedule_.finished() || co_await net::cancelled()) co_return;
+    if (first_up_.contains(node)) break;
     error_code ec;
     co_await wake_.wait(ec);
   }
@@ -515,22 +519,31 @@ asio::awaitable<void> api_session::run_job() {
   }
   co_await uploads_.wait(true);
   closing_ = true;
+  // Nothing the client sends now can run: its input is not read any more, so the session ends (the client
+  // sees this process exit, and its pending futures fail with the reason it was sent).
+  error_code ignored;
+  in_.cancel(ignored);
   written_.notify();
 }
 
 asio::awaitable<int> api_session::run() {
   co_await net::accept_cancellation();
-  net::task_group group(co_await asio::this_coro::executor);
-  group.spawn(write_client());
-  group.spawn(run_job());
+  const auto io = co_await asio::this_coro::executor;
+  // The writer apart from the work: it ends by itself once the work said its last frame (an `X` too).
+  net::task_group writer(io);
+  net::task_group work(io);
+  writer.spawn(write_client());
+  work.spawn(run_job());
   const bool ended = co_await read_client();
   // Nothing more will come: nodes that have not begun need not, once every task is over.
   if (ended && schedule_.finished()) job_.work_over();
-  if (!ended) {
-    // The client is gone (or broke the protocol): nobody would read the results.
-    group.cancel();
-  }
-  co_await group.wait(true);
+  // The client is gone, or broke the protocol: nobody would read the results. (When the job's own end
+  // stopped the reading, it is over already.)
+  if (!ended && !closing_) work.cancel();
+  co_await work.wait(true);
+  uploads_.cancel();  // any that a frame started after the job's end
+  co_await uploads_.wait(true);
+  co_await writer.wait(true);
   if (co_await net::cancelled()) co_return exit_code::interrupted;
   if (!ended || failed_) co_return exit_code::failure;
   co_return exit_code::success;

@@ -55,7 +55,7 @@ class api_session {
  private:
   struct blob {
     std::string sha256;
-    std::string url;  // presigned for the nodes: a credential, never traced
+    std::string key;  // in the storage.url bucket; each offer presigns it anew (a URL expires)
     std::uint64_t size = 0;
   };
   struct worker_state;

@@ -126,6 +126,8 @@ class AgentConnection:
         except (ProtocolError, OSError) as exc:
             error = "the ferry agent's output broke the protocol: %s" % exc
         finally:
+            # The agent's output ended: it ends too, and must not wait for more frames from here.
+            self._outbox.put(None)
             code = self.proc.wait() if error is None else self._stop_after_error()
             if self.fatal:
                 error = self.fatal

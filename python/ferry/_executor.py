@@ -35,7 +35,7 @@ class Future(concurrent.futures.Future):
         self._task = None
 
     def cancel(self):
-        cancelled = super().cancel()
+        cancelled = _cancel(self)
         if cancelled and self._task is not None:
             self._executor._item_cancelled(self._task)
         return cancelled
@@ -82,6 +82,17 @@ class _Task:
     def label(self):
         # Output is per task frame: a chunk's lines carry its first item's index.
         return self.items[0].index
+
+
+def _cancel(future):
+    """Cancel a future that is not done, and tell concurrent.futures.wait() and as_completed(), which count
+    only futures an executor notified (as the standard ones do when a cancelled item comes up)."""
+    cancelled = concurrent.futures.Future.cancel(future)
+    with future._condition:
+        unnotified = future._state == concurrent.futures._base.CANCELLED
+    if unnotified:
+        future.set_running_or_notify_cancel()
+    return cancelled
 
 
 def _settle(future, value=None, exc=None):
@@ -136,9 +147,12 @@ class Executor(concurrent.futures.Executor):
         return self._slots
 
     def submit(self, fn, /, *args, **kwargs):
+        return self._submit(fn, args, kwargs, self._retries)
+
+    def _submit(self, fn, args, kwargs, retries_left):
         future = Future(self)
         self._progress.add_total(1)
-        self._send(fn, [_Item(future, next(self._submit_index), args, kwargs, self._retries)], chunk=False)
+        self._send(fn, [_Item(future, next(self._submit_index), args, kwargs, retries_left)], chunk=False)
         return future
 
     def map(self, fn, *iterables, timeout=None, chunksize=None):
@@ -180,8 +194,9 @@ class Executor(concurrent.futures.Executor):
                 raise RuntimeError("cannot schedule new futures after shutdown")
             if self._failure is not None:
                 raise self._failure
-            fn_id, fn_pickle = self._functions.lookup(fn)
+            # The arguments first: a function is taken as sent only once its task can go too.
             data, blob_ids, new_blobs = self._arguments.pack(work, top_level)
+            fn_id, fn_pickle = self._functions.lookup(fn)
             if fn_pickle is not None:
                 self._agent.send("F", fn_id, fn_pickle)
             for blob_id, blob in new_blobs:
@@ -334,7 +349,7 @@ class Executor(concurrent.futures.Executor):
             if first and cancel_futures:
                 for task in list(self._tasks.values()):
                     for item in task.items:
-                        concurrent.futures.Future.cancel(item.future)
+                        _cancel(item.future)
                     del self._tasks[task.task_id]
                     self._agent.send("C", task.task_id)
             if first:
@@ -368,7 +383,7 @@ class Executor(concurrent.futures.Executor):
                 self._failure = FerryError("interrupted")
         for task in tasks.values():
             for item in task.items:
-                concurrent.futures.Future.cancel(item.future)
+                _cancel(item.future)
         try:
             self._agent.interrupt()
         finally:

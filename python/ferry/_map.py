@@ -101,7 +101,7 @@ class MapRun:
             # Counted as failed when its chunk came back: it is retried instead, and counted again once
             # its new attempt ends (submit counts a task of its own: the total stays the map's).
             executor._progress.count(retried=1, failed=-1)
-            future = executor.submit(self._fn, *args)
+            future = executor._submit(self._fn, args, {}, 0)  # its retries are counted here
             executor._progress.add_total(-1)
             exc = future.exception(self._remaining())
             if exc is None:

@@ -143,20 +143,24 @@ class ArgumentPacker:
                 return data, [], []  # the common path: one plain pickle
         new = []
         with self._lock:
+            # Taken as sent only once the task's own pickle is made: a task that fails to pickle leaves no
+            # blob behind that later tasks would name but no frame brought.
+            known = dict(blobs)
             for obj in top_level:
-                if id(obj) in blobs:
+                if id(obj) in known:
                     continue
                 blob = dumps(obj)
                 if len(blob) > self._threshold:
                     blob_id = next(self._next)
-                    blobs[id(obj)] = (obj, blob_id)
+                    known[id(obj)] = (obj, blob_id)
                     new.append((blob_id, blob))
-        data, used = self._dumps_with_blobs(work)
+            data, used = self._dumps_with_blobs(work, known)
+            blobs.update(known)
         return data, used, new
 
-    def _dumps_with_blobs(self, work):
+    def _dumps_with_blobs(self, work, blobs):
         f = io.BytesIO()
-        pickler = _PlainBlobPickler(f, self._blobs)
+        pickler = _PlainBlobPickler(f, blobs)
         try:
             pickler.dump(work)
             data = f.getvalue()
@@ -166,7 +170,7 @@ class ArgumentPacker:
             if _CloudBlobPickler is None:
                 raise
         f = io.BytesIO()
-        pickler = _CloudBlobPickler(f, self._blobs)
+        pickler = _CloudBlobPickler(f, blobs)
         pickler.dump(work)
         return f.getvalue(), pickler.used
 

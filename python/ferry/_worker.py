@@ -18,6 +18,7 @@ import os
 import pickle
 import struct
 import sys
+import threading
 import traceback
 
 # u32 payload size, u8 kind, u64 id: little-endian, no padding.
@@ -186,15 +187,18 @@ class _OutputSink(io.RawIOBase):
         return True
 
     def write(self, data):
-        self._pending += data
-        cut = self._pending.rfind(b"\n")
-        if cut >= 0:
-            self._send(cut + 1)
+        # Under the worker's lock: a thread of the task (logging, a progress bar) prints beside the main one.
+        with self._worker.lock:
+            self._pending += data
+            cut = self._pending.rfind(b"\n")
+            if cut >= 0:
+                self._send(cut + 1)
         return len(data)
 
     def flush(self):
-        if self._pending:
-            self._send(len(self._pending))
+        with self._worker.lock:
+            if self._pending:
+                self._send(len(self._pending))
 
     def _send(self, upto):
         data = bytes(self._pending[:upto])
@@ -215,7 +219,6 @@ class _BlobStore(object):
         if spec.get("fetch"):
             # For the node's children in the job's fan-out, who ask this node's server for it: now, beside
             # the tasks. A task that needs it meanwhile waits on the same lock.
-            import threading
             threading.Thread(target=_fetch_quietly, args=(spec,), daemon=True).start()
 
     def load(self, pid):
@@ -318,6 +321,9 @@ def _download(url, headers, sha256, directory, path, timeout=None):
 class Worker(object):
     def __init__(self, proto_out, frames):
         self._out = proto_out
+        # Every frame written, and the output sinks' buffers: the task's own threads write too. Reentrant: a
+        # sink that sends a frame holds it already.
+        self.lock = threading.RLock()
         self._frames = frames
         self._fn_pickles = {}
         self._fns = {}
@@ -335,7 +341,8 @@ class Worker(object):
                                       line_buffering=True, write_through=True)
 
     def send_output(self, stream, data):
-        write_frame(self._out, "O", self._task_id, bytes((stream,)) + data)
+        with self.lock:
+            write_frame(self._out, "O", self._task_id, bytes((stream,)) + data)
 
     def hello(self):
         info = {"python": "%d.%d.%d" % tuple(sys.version_info[:3]), "pid": os.getpid()}
@@ -439,7 +446,8 @@ class Worker(object):
     def _finish(self, task_id, outcome, data):
         # Output before the result: the client sees a task's lines before it is done.
         self._flush_output()
-        write_all(self._out, HEADER.pack(len(data) + 1, ord("R"), task_id) + bytes((outcome,)) + data)
+        with self.lock:  # a frame goes out whole, whatever the task's threads print meanwhile
+            write_all(self._out, HEADER.pack(len(data) + 1, ord("R"), task_id) + bytes((outcome,)) + data)
         self._task_id = 0
 
     def _flush_output(self):
@@ -452,15 +460,28 @@ class Worker(object):
 
 
 def main():
-    # Keep the protocol on a private descriptor, then point fd 1 at stderr, so
-    # that C code writing to fd 1 can never corrupt a frame.
+    # Keep the protocol on private descriptors, then point fd 1 at stderr and fd 0 at /dev/null, so that
+    # C code writing to fd 1 can never corrupt a frame, and a program a task starts that reads its stdin
+    # (input(), a command-line tool) can never take one.
     proto_out = os.dup(1)
+    proto_in = os.dup(0)
+    for fd in (proto_out, proto_in):
+        os.set_inheritable(fd, False)
     os.dup2(2, 1)
-    worker = Worker(proto_out, FrameReader(0))
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    worker = Worker(proto_out, FrameReader(proto_in))
     worker.install_streams()
     worker.hello()
     return worker.serve()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    # Now, whatever threads the tasks left running: a normal exit would wait for them, and the agent for it.
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code or 0)

@@ -1,17 +1,32 @@
 """The client's pieces (pickling, chunk sizing, the window, argv, output). The Executor end to end runs
 against the real `ferry api` on local nodes: tests/agent/test_python_api.cpp."""
 
+import concurrent.futures
 import io
 import pickle
 import subprocess
 import sys
 import textwrap
+import threading
 import unittest
 
 from support import PYTHON_DIR, REPO  # noqa: F401  (sets sys.path)
 
 import ferry
 from ferry import _chunking, _client, _output, _pickling, _progress
+
+
+class FutureTest(unittest.TestCase):
+    def test_a_cancelled_future_wakes_wait_and_as_completed(self):
+        class Owner:
+            def _item_cancelled(self, task):
+                pass
+
+        future = ferry.Future(Owner())
+        self.assertTrue(future.cancel())
+        done, not_done = concurrent.futures.wait([future], timeout=5)
+        self.assertEqual((done, not_done), ({future}, set()))
+        self.assertEqual(list(concurrent.futures.as_completed([future], timeout=5)), [future])
 
 
 class FakeClock:
@@ -37,6 +52,18 @@ class PicklingTest(unittest.TestCase):
         data, blob_ids, new = packer.pack(work, [1, "a", [1, 2]])
         self.assertEqual((blob_ids, new), ([], []))
         self.assertEqual(data, pickle.dumps(work, protocol=5))
+
+    def test_a_task_that_fails_to_pickle_leaves_no_blob_taken_as_sent(self):
+        packer = _pickling.ArgumentPacker(threshold=1000)
+        known = list(range(2000))
+        packer.pack(((known,), {}), [known])  # a blob sent already: the next pack looks at each argument
+        big = list(range(1000))
+        unpicklable = threading.Lock()
+        with self.assertRaises(Exception):
+            packer.pack(((known, big, unpicklable), {}), [known, big, unpicklable])
+        _, blob_ids, new = packer.pack(((big, 1), {}), [big, 1])
+        self.assertEqual(len(new), 1)  # sent with the task that names it, not taken as sent before
+        self.assertEqual(blob_ids, [new[0][0]])
 
     def test_the_same_large_argument_is_a_blob_sent_once(self):
         packer = _pickling.ArgumentPacker(threshold=1000)
