@@ -145,7 +145,8 @@ inline std::vector<std::pair<std::filesystem::path, std::string>> node_mount_nam
 inline std::string node_named_by_address(const std::filesystem::path& home, const std::string& text) {
   const auto nodes = boost::json::parse(read_file(home / "state" / "ferry" / "nodes.json")).at("nodes").as_array();
   for (const auto& n : nodes)
-    if (contains(text, " " + std::string(n.at("host").as_string()) + " ")) return std::string(n.at("id").as_string());
+    if (text.find(" " + std::string(n.at("host").as_string()) + " ") != std::string::npos)
+      return std::string(n.at("id").as_string());
   return {};
 }
 
