@@ -53,6 +53,15 @@ std::string last_line(std::string_view text) {
   return ": " + std::string(nl == std::string_view::npos ? text : text.substr(nl + 1));
 }
 
+// An `O` frame's head for the client: the stream (1 stdout, 2 stderr), then the node's name.
+std::string output_head(char stream, std::string_view node) {
+  node = node.substr(0, 255);
+  std::string head(1, stream);
+  head.push_back(static_cast<char>(node.size()));
+  head.append(node);
+  return head;
+}
+
 std::string outcome_text(std::string_view payload) {
   return payload.size() > 1 ? std::string(payload.substr(1)) : std::string();
 }
@@ -278,14 +287,10 @@ bool api_session::from_worker(worker_state& w, frame f) {
         wake_.notify();
       }
       return true;
-    case 'O': {
+    case 'O':
       if (f.payload.empty()) return false;
-      std::string head(1, f.payload[0]);
-      head.push_back(static_cast<char>(std::min<std::size_t>(w.node.size(), 255)));
-      head.append(w.node, 0, 255);
-      send('O', f.id, head, std::string_view(f.payload).substr(1));
+      send('O', f.id, output_head(f.payload[0], w.node), std::string_view(f.payload).substr(1));
       return true;
-    }
     case 'R': {
       const auto now = clock::now();
       const double took = std::chrono::duration<double>(now - w.busy_since).count();
@@ -320,10 +325,7 @@ void api_session::worker_stderr(worker_state& w, std::string_view bytes) {
   w.err_tail.append(lines);
   if (w.err_tail.size() > 4096) w.err_tail.erase(0, w.err_tail.size() - 4096);
   if (const auto task = schedule_.running(w.id)) {
-    std::string head("\x02");
-    head.push_back(static_cast<char>(std::min<std::size_t>(w.node.size(), 255)));
-    head.append(w.node, 0, 255);
-    send('O', *task, head, lines);
+    send('O', *task, output_head(2, w.node), lines);
   } else {
     // No task of its own (the worker's start, or its end): the terminal's, with the node's name.
     std::string text;
