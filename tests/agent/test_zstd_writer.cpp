@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <stdexcept>
 
@@ -362,6 +363,33 @@ TEST_F(zstd_writer, a_dictionary_is_the_first_entry_marked_and_small_files_name_
     EXPECT_EQ(content, test::read_file(e.source));
   }
   ZSTD_freeDCtx(dctx);
+}
+
+// The zip reader's fuzzer (tests/fuzz/fuzz_zip.cpp) starts from a zip this writer makes: zstd entries, one
+// of two frames and a seek table, a stored symlink and empty file. Its input is a byte choosing the piece
+// size, then the zip. FERRY_WRITE_FUZZ_SEED=1 writes it again after a deliberate change of the format.
+TEST(zstd_writer_seed, the_fuzzers_seed_is_what_the_writer_makes_today) {
+  temp_dir tree;
+  tree.write("pkg/__init__.py", "from .core import run\n");
+  tree.write("pkg/core.py", "def run():\n    return 'zstd'\n");
+  tree.write("pkg/empty.txt", "");
+  std::string big;
+  while (big.size() < frame + 100) big += "a line that repeats, so that two frames stay small\n";
+  big.resize(frame + 100);
+  tree.write("pkg/big.txt", big);
+  fs::create_symlink("core.py", tree / "pkg/link.py");
+  const auto seed = "\x05" + zip_of(entries_of(tree.path()), zstd_options());
+  ASSERT_EQ(walk_frames(raw_data(seed.substr(1), "pkg/big.txt")).frames.size(), 2u);
+  EXPECT_EQ(node_read(seed.substr(1), 37).files.at("pkg/big.txt").data, big) << "the reader takes it whole";
+
+  const fs::path corpus = FERRY_SOURCE_DIR "/tests/fuzz/corpus/zip";
+  temp_dir scratch;
+  const auto sum = test::run({"sha1sum", scratch.write("seed", seed).string()});
+  ASSERT_EQ(sum.exit_code, 0) << sum.err;
+  const auto path = corpus / sum.out.substr(0, 40);
+  if (std::getenv("FERRY_WRITE_FUZZ_SEED")) std::ofstream(path, std::ios::binary) << seed;
+  ASSERT_TRUE(fs::exists(path)) << path << ": the writer's output changed; FERRY_WRITE_FUZZ_SEED=1 writes the new seed";
+  EXPECT_TRUE(test::read_file(path) == seed);
 }
 
 // Sizes and offsets past 4 GiB go in Zip64 records that the node program's directory parser reads back.
