@@ -168,7 +168,7 @@ struct bench_env {
       while (next < shards.size()) {
         const auto i = next++;
         diagnostics diag;
-        zips[i].first = packaging::shard_key("zips", *shards[i].second);
+        zips[i].first = packaging::shard_key("zips", *shards[i].second, packaging::zip_options{}.codec);
         std::string& bytes = zips[i].second;
         std::function<void(std::vector<char>&&)> append = [&bytes](std::vector<char>&& part) {
           bytes.append(part.data(), part.size());

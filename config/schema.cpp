@@ -351,6 +351,7 @@ key_spec positive(std::string_view name, std::string_view def, std::string_view 
 constexpr std::array<std::string_view, 3> addressing_choices = {"auto", "path", "virtual"};
 constexpr std::array<std::string_view, 3> provider_choices = {"local", "ssh", "ec2"};
 constexpr std::array<std::string_view, 2> symlink_choices = {"follow", "refuse"};
+constexpr std::array<std::string_view, 2> codec_choices = {"zstd", "deflate"};
 
 using S = settings;
 
@@ -411,6 +412,11 @@ const std::vector<key_spec>& table() {
           "extra exclude patterns, gitignore syntax"),
       key<&S::packaging, &packaging_settings::compression_level>("packaging.compression_level", "1",
           "deflate level 0-9 for layer zips"),
+      choice<&codec_choices, &S::packaging, &packaging_settings::codec>("packaging.codec", R"("zstd")",
+          "how layer zips are compressed: zstd (fast; read by ferry's node program, libarchive, Python 3.14) or "
+          "deflate (zips that unzip and Python's zipfile read)"),
+      ranged<1, 19, &S::packaging, &packaging_settings::zstd_level>("packaging.zstd_level", "3",
+          "zstd level 1-19 for layer zips (packaging.codec zstd)"),
       key<&S::packaging, &packaging_settings::shard_size>("packaging.shard_size", R"("128MiB")",
           "layers larger than this are split into shards compressed in parallel"),
       key<&S::packaging, &packaging_settings::max_layer_size>("packaging.max_layer_size", R"("4GiB")",

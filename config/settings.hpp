@@ -51,7 +51,9 @@ struct packaging_settings {
   std::string python;
   bool ship_site_packages = true;
   std::vector<std::string> excludes;
-  int compression_level = 0;
+  int compression_level = 0;   // deflate's
+  std::string codec;            // zstd or deflate
+  int zstd_level = 0;
   byte_size shard_size;
   byte_size max_layer_size;
   byte_size large_file_warning;

@@ -38,11 +38,11 @@ std::string key_prefix(std::string_view prefix) {
   return key;
 }
 
-std::string shard_key(std::string_view prefix, const shard& s) {
+std::string shard_key(std::string_view prefix, const shard& s, zip_codec codec) {
   auto key = key_prefix(prefix);
   key.append("layers/");
   net::append_hex(key, s.id);
-  key.append(".zip");
+  key.append(zip_suffix(codec));
   return key;
 }
 

@@ -7,6 +7,7 @@
 // path. A layer bigger than the shard size is cut, in path order, into shards that are zipped in
 // parallel and stored as separate objects, each with the id of its own entries.
 #include "packaging/file_entry.hpp"
+#include "packaging/zip_codec.hpp"
 
 #include <cstdint>
 #include <filesystem>
@@ -41,8 +42,10 @@ sha256_digest entries_id(std::span<const file_entry> entries);
 // a shard of its own) and sets every id. Digests must be filled in.
 void seal_layer(layer& l, std::uint64_t shard_size);
 
-// The object key of a shard under the storage prefix: "PREFIX/layers/<hex id>.zip".
-std::string shard_key(std::string_view prefix, const shard& s);
+// The object key of a shard's zip under the storage prefix: "PREFIX/layers/<hex id>.zip" with deflate,
+// "PREFIX/layers/<hex id>.zstd.zip" with zstd (zip_codec.hpp): the id names the entries, the suffix how
+// they are compressed.
+std::string shard_key(std::string_view prefix, const shard& s, zip_codec codec);
 // Where a prefix's keys start: "" stays "", "p" and "p/" both give "p/" (s3://bucket/p names a folder).
 std::string key_prefix(std::string_view prefix);
 

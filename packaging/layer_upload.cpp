@@ -19,7 +19,7 @@ class part_maker {
       : files_(l.files_of(s)),
         part_size_(part_size),
         bytes_read_(bytes_read),
-        writer_(options, [this](std::string_view bytes) { buffer_.insert(buffer_.end(), bytes.begin(), bytes.end()); }) {
+        options_(options) {
     buffer_.reserve(part_size_ + (1 << 20));
   }
 
@@ -27,15 +27,18 @@ class part_maker {
 
   // Runs on the pool: compresses until a part's worth of output is ready or the zip is complete.
   result<std::vector<char>> next_part(diagnostics& diag) {
+    if (!writer_) {
+      if (auto r = start(diag); !r) return r.error();
+    }
     while (buffer_.size() < part_size_ && !finished_) {
       if (next_ < files_.size()) {
-        const auto before = writer_.bytes_in();
-        auto complete = writer_.add_some(files_[next_], part_size_ - buffer_.size(), diag);
+        const auto before = writer_->bytes_in();
+        auto complete = writer_->add_some(files_[next_], part_size_ - buffer_.size(), diag);
         if (!complete) return complete.error();
-        if (bytes_read_) *bytes_read_ += writer_.bytes_in() - before;
+        if (bytes_read_) *bytes_read_ += writer_->bytes_in() - before;
         if (*complete) ++next_;
       } else {
-        if (auto r = writer_.finish(diag); !r) return r.error();
+        if (auto r = writer_->finish(diag); !r) return r.error();
         finished_ = true;
       }
     }
@@ -53,11 +56,22 @@ class part_maker {
   const zip_digest& digest() const { return *digest_; }
 
  private:
+  // The writer, made on the pool with the first part. A zstd shard carries its own dictionary (each shard
+  // is fetched and read on its own); this is where it is trained, CPU work before the first byte:
+  //   if (options_.codec == zip_codec::zstd) options_.dictionary = train_dictionary(files_, diag)
+  // (packaging/zstd_dictionary.hpp; an empty string: no dictionary). Until then zstd shards go without one.
+  result<void> start(diagnostics& /*diag*/) {
+    options_.dictionary.clear();
+    writer_.emplace(options_, [this](std::string_view bytes) { buffer_.insert(buffer_.end(), bytes.begin(), bytes.end()); });
+    return {};
+  }
+
   std::span<const file_entry> files_;
   std::uint64_t part_size_;
   std::atomic<std::uint64_t>* bytes_read_;
+  zip_options options_;
   std::vector<char> buffer_;
-  zip_writer writer_;
+  std::optional<zip_writer> writer_;
   net::sha256_stream hash_;
   std::uint64_t hashed_bytes_ = 0;
   std::optional<zip_digest> digest_;

@@ -25,7 +25,7 @@ std::string_view kind_name(root_spec::kind k) {
 
 // Both texts from one builder, so the body can only ever be the content text plus the digests.
 std::string manifest_text(const python_info& python, std::span<const root_spec> roots, std::span<const layer> layers,
-                          std::string_view prefix, const shard_digests* digests) {
+                          std::string_view prefix, zip_codec codec, const shard_digests* digests) {
   // boost::json::object keeps insertion order, so the text is the same for the same inputs.
   json::object doc;
   doc["format"] = "ferry-manifest-v1";
@@ -49,7 +49,7 @@ std::string manifest_text(const python_info& python, std::span<const root_spec> 
   for (const auto& l : layers) {
     json::array shards;
     for (const auto& s : l.shards) {
-      json::object shard{{"id", net::to_hex(s.id)}, {"key", shard_key(prefix, s)}, {"files", s.count},
+      json::object shard{{"id", net::to_hex(s.id)}, {"key", shard_key(prefix, s, codec)}, {"files", s.count},
                          {"bytes", s.bytes}};
       if (digests) {
         const auto& d = digests->at(s.id);
@@ -98,13 +98,13 @@ python_info python_info_of(const discovery& found) {
 }
 
 std::string manifest_content_json(const python_info& python, std::span<const root_spec> roots,
-                                  std::span<const layer> layers, std::string_view prefix) {
-  return manifest_text(python, roots, layers, prefix, nullptr);
+                                  std::span<const layer> layers, std::string_view prefix, zip_codec codec) {
+  return manifest_text(python, roots, layers, prefix, codec, nullptr);
 }
 
 std::string manifest_json(const python_info& python, std::span<const root_spec> roots, std::span<const layer> layers,
-                          std::string_view prefix, const shard_digests& digests) {
-  return manifest_text(python, roots, layers, prefix, &digests);
+                          std::string_view prefix, zip_codec codec, const shard_digests& digests) {
+  return manifest_text(python, roots, layers, prefix, codec, &digests);
 }
 
 std::string manifest_key(std::string_view prefix, std::string_view content_text) {

@@ -39,16 +39,17 @@ python_info python_info_of(const discovery& found);
 // "2.17" as {2, 17}; {0, 0} for text that is not MAJOR.MINOR.
 std::pair<int, int> glibc_version(std::string_view text);
 
-// The digest of each shard's stored zip, by shard id (within one prefix an id names one key).
+// The digest of each shard's stored zip, by shard id (within one prefix and codec an id names one key; the
+// codec is in every key, so the content text, and with it the manifest's key, differs between codecs).
 using shard_digests = std::map<sha256_digest, zip_digest>;
 
 // The content text, whose SHA-256 names the manifest.
 std::string manifest_content_json(const python_info& python, std::span<const root_spec> roots,
-                                  std::span<const layer> layers, std::string_view prefix);
+                                  std::span<const layer> layers, std::string_view prefix, zip_codec codec);
 
 // The stored body. `digests` must hold every shard of `layers`.
 std::string manifest_json(const python_info& python, std::span<const root_spec> roots, std::span<const layer> layers,
-                          std::string_view prefix, const shard_digests& digests);
+                          std::string_view prefix, zip_codec codec, const shard_digests& digests);
 
 // "PREFIX/manifests/<hex sha256 of the content text>.json"
 std::string manifest_key(std::string_view prefix, std::string_view content_text);

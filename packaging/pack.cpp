@@ -45,13 +45,13 @@ result<void> check_sizes(const scan_result& scan, const pack_settings& settings,
   return {};
 }
 
-std::vector<shard_job> shard_jobs(const scan_result& scan, const std::string& prefix) {
+std::vector<shard_job> shard_jobs(const scan_result& scan, const std::string& prefix, zip_codec codec) {
   std::vector<shard_job> jobs;
   std::map<std::string, std::size_t> by_key;
   for (std::size_t i = 0; i < scan.layers.size(); ++i) {
     const auto& l = scan.layers[i];
     for (const auto& s : l.shards) {
-      auto key = shard_key(prefix, s);
+      auto key = shard_key(prefix, s, codec);
       auto [it, inserted] = by_key.emplace(key, jobs.size());
       if (inserted) jobs.push_back({&l, &s, std::move(key), {}});
       jobs[it->second].reports.push_back(i);
@@ -63,8 +63,8 @@ std::vector<shard_job> shard_jobs(const scan_result& scan, const std::string& pr
 // Tells the caller of each layer whose shards are all in storage (pack_progress::on_layer_shipped).
 class shipping {
  public:
-  shipping(const scan_result& scan, std::string_view prefix, pack_progress* progress)
-      : scan_(scan), prefix_(prefix), progress_(progress && progress->on_layer_shipped ? progress : nullptr) {
+  shipping(const scan_result& scan, std::string_view prefix, zip_codec codec, pack_progress* progress)
+      : scan_(scan), prefix_(prefix), codec_(codec), progress_(progress && progress->on_layer_shipped ? progress : nullptr) {
     for (const auto& l : scan.layers) remaining_.push_back(l.shards.size());
   }
 
@@ -93,13 +93,14 @@ class shipping {
     for (const auto& s : l.shards) {
       const auto& d = digests_.at(s.id);
       out.shards.push_back(
-          {shard_key(prefix_, s), net::to_hex(d.sha256), d.zip_bytes, s.count, s.bytes, net::to_hex(s.id)});
+          {shard_key(prefix_, s, codec_), net::to_hex(d.sha256), d.zip_bytes, s.count, s.bytes, net::to_hex(s.id)});
     }
     progress_->on_layer_shipped(out);
   }
 
   const scan_result& scan_;
   std::string_view prefix_;
+  zip_codec codec_;
   pack_progress* progress_;
   std::vector<std::size_t> remaining_;
   shard_digests digests_;
@@ -154,7 +155,7 @@ asio::awaitable<result<void>> upload_one(upload_context& c, shard_job& job, diag
   }
   job.uploaded = true;
   job.digest = zip_digest{done->sha256, done->zip_bytes};
-  c.digests.insert(job.part->id, job.digest, done->etag);
+  c.digests.insert(job.part->id, c.settings.zip.codec, job.digest, done->etag);
   c.shipped.stored(job.part->id, job.reports, job.digest);
   if (c.progress) {
     c.progress->shards_uploaded += 1;
@@ -231,10 +232,11 @@ struct manifest_parts {
   std::span<const root_spec> roots;
   std::span<const layer> layers;
   std::string_view prefix;
+  zip_codec codec;
 
-  std::string content() const { return manifest_content_json(python, roots, layers, prefix); }
+  std::string content() const { return manifest_content_json(python, roots, layers, prefix, codec); }
   std::string body(const shard_digests& digests) const {
-    return manifest_json(python, roots, layers, prefix, digests);
+    return manifest_json(python, roots, layers, prefix, codec, digests);
   }
 };
 
@@ -352,10 +354,10 @@ asio::awaitable<result<pack_report>> pack(tracing::action& parent, net::cpu_pool
   if (progress && progress->on_scanned) progress->on_scanned(report.scan, report.ranks);
 
   auto manifest_act = parent.child(action_types::packaging::manifest);
-  const manifest_parts parts{python, roots, report.scan.layers, settings.prefix};
+  const manifest_parts parts{python, roots, report.scan.layers, settings.prefix, settings.zip.codec};
   report.manifest_text = parts.content();
   report.manifest_key = manifest_key(settings.prefix, report.manifest_text);
-  auto jobs = shard_jobs(report.scan, settings.prefix);
+  auto jobs = shard_jobs(report.scan, settings.prefix, settings.zip.codec);
   if (storage) {
     // A GET, not a HEAD: the same one request, and it brings the digests a found manifest holds.
     std::string last_modified;
@@ -373,7 +375,7 @@ asio::awaitable<result<pack_report>> pack(tracing::action& parent, net::cpu_pool
           manifest_act.fail(r.error(), diag);
           co_return r.error();
         }
-        shipping(report.scan, settings.prefix, progress).all(report.digests);
+        shipping(report.scan, settings.prefix, settings.zip.codec, progress).all(report.digests);
       }
     }
   }
@@ -384,7 +386,7 @@ asio::awaitable<result<pack_report>> pack(tracing::action& parent, net::cpu_pool
       shipped = co_await check_storage(parent, *s3, settings, jobs, digests, diag);
     } else {
       co_await sweep(parent, *s3, settings);
-      shipping ship(report.scan, settings.prefix, progress);
+      shipping ship(report.scan, settings.prefix, settings.zip.codec, progress);
       shipped = co_await upload_missing(parent, *s3, pool, settings, jobs, report.ranks, digests, progress, ship, diag);
     }
     // The digests learned are good whatever happens to the rest: keep them.

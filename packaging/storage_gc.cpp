@@ -81,17 +81,18 @@ asio::awaitable<result<gc_plan>> plan_gc(tracing::action& parent, net::s3_client
     act.fail(objects.error(), diag);
     co_return objects.error();
   }
-  // Sidecars go with their zips; one whose zip is gone goes once it is old.
+  // Sidecars go with their zips; one whose zip is gone goes once it is old. Both codecs' zips (".zip",
+  // ".zstd.zip") and their sidecars (".zip.sha256", ".zstd.zip.sha256") are layer zips here.
   std::map<std::string, net::s3_object> sidecars;
   std::set<std::string> zips;
   for (const auto& o : *objects) {
     if (o.key.ends_with(".zip.sha256"))
       sidecars.emplace(o.key, o);
-    else if (o.key.ends_with(".zip"))
+    else if (codec_of_key(o.key))
       zips.insert(o.key);
   }
   for (const auto& o : *objects) {
-    if (!o.key.ends_with(".zip")) continue;
+    if (!codec_of_key(o.key)) continue;
     if (kept.contains(o.key) || !older_than(o, max_age, now)) {
       ++plan.kept_zips;
       continue;

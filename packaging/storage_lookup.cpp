@@ -37,7 +37,9 @@ asio::awaitable<result<std::optional<zip_digest>>> find_stored_digest(tracing::a
     diag.clear();
     co_return found{};
   }
-  if (auto known = cache.find(shard_id, head->etag, head->size)) co_return known;
+  // The key's suffix names the codec: the cache never answers for the other codec's zip of the shard.
+  const auto codec = codec_of_key(zip_key).value_or(zip_codec::deflate);
+  if (auto known = cache.find(shard_id, codec, head->etag, head->size)) co_return known;
   const auto key = sidecar_key(zip_key);
   auto sidecar = co_await read_small_object(parent, s3, bucket, key, diag);
   if (!sidecar) co_return result<found>(boost::system::in_place_error, sidecar.error());
@@ -51,7 +53,7 @@ asio::awaitable<result<std::optional<zip_digest>>> find_stored_digest(tracing::a
     parent.log(action_types::packaging::bad_sidecar, {{"key", zip_key}, {"zip_bytes", head->size}});
     co_return found{};
   }
-  cache.insert(shard_id, *digest, head->etag);
+  cache.insert(shard_id, codec, *digest, head->etag);
   co_return digest;
 }
 

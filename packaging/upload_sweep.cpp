@@ -17,7 +17,8 @@ asio::awaitable<result<stale_uploads>> find_stale_uploads(tracing::action& act, 
   if (!uploads) co_return uploads.error();
   stale_uploads out;
   for (auto& u : *uploads) {
-    if (!u.key.starts_with(layers) || !u.key.ends_with(".zip")) continue;
+    // Either codec's zips (".zip", ".zstd.zip"): a deflate pack sweeps a zstd pack's leftovers too.
+    if (!u.key.starts_with(layers) || !codec_of_key(u.key)) continue;
     ++out.found;
     const auto started = net::unix_seconds_of(u.initiated);
     if (!started || now - *started < max_age.count()) continue;

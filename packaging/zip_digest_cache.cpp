@@ -19,6 +19,7 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr std::string_view format_line = "ferry-zip-digests-v1";
+constexpr std::string_view zstd_mark = ".zstd";  // after a zstd zip's shard id
 
 std::uint32_t today() {
   const auto now = std::chrono::system_clock::now().time_since_epoch();
@@ -54,11 +55,14 @@ zip_digest_cache zip_digest_cache::load(const fs::path& file, std::string* warni
   if (!in) return cache;
   std::string line;
   bool ok = std::getline(in, line) && line == format_line;
-  std::map<sha256_digest, entry> entries;
+  std::map<std::pair<sha256_digest, zip_codec>, entry> entries;
   while (ok && std::getline(in, line)) {
     // "<shard id> <zip sha256> <zip bytes> <last used day> <etag>": the ETag last, as the rest of the line.
     std::string_view rest(line);
-    const auto id = parse_hex_digest(next_field(rest));
+    auto id_field = next_field(rest);
+    const auto codec = id_field.ends_with(zstd_mark) ? zip_codec::zstd : zip_codec::deflate;
+    if (codec == zip_codec::zstd) id_field.remove_suffix(zstd_mark.size());
+    const auto id = parse_hex_digest(id_field);
     const auto sha = parse_hex_digest(next_field(rest));
     entry e;
     ok = id && sha && parse_number(next_field(rest), e.digest.zip_bytes) &&
@@ -66,7 +70,7 @@ zip_digest_cache zip_digest_cache::load(const fs::path& file, std::string* warni
     if (!ok) break;
     e.digest.sha256 = *sha;
     e.etag = std::string(rest);
-    ok = entries.emplace(*id, std::move(e)).second;
+    ok = entries.emplace(std::pair(*id, codec), std::move(e)).second;
   }
   if (!ok || in.bad()) {
     cache.dirty_ = true;
@@ -77,9 +81,9 @@ zip_digest_cache zip_digest_cache::load(const fs::path& file, std::string* warni
   return cache;
 }
 
-std::optional<zip_digest> zip_digest_cache::find(const sha256_digest& shard_id, std::string_view etag,
-                                                 std::uint64_t size) {
-  const auto it = entries_.find(shard_id);
+std::optional<zip_digest> zip_digest_cache::find(const sha256_digest& shard_id, zip_codec codec,
+                                                 std::string_view etag, std::uint64_t size) {
+  const auto it = entries_.find(std::pair(shard_id, codec));
   if (it == entries_.end() || it->second.digest.zip_bytes != size) return std::nullopt;
   if (!etag.empty() && unquoted(etag) != it->second.etag) return std::nullopt;
   if (const auto day = today(); it->second.last_used_day != day) {
@@ -89,8 +93,9 @@ std::optional<zip_digest> zip_digest_cache::find(const sha256_digest& shard_id, 
   return it->second.digest;
 }
 
-void zip_digest_cache::insert(const sha256_digest& shard_id, const zip_digest& digest, std::string_view etag) {
-  entries_[shard_id] = entry{digest, std::string(unquoted(etag)), today()};
+void zip_digest_cache::insert(const sha256_digest& shard_id, zip_codec codec, const zip_digest& digest,
+                              std::string_view etag) {
+  entries_[std::pair(shard_id, codec)] = entry{digest, std::string(unquoted(etag)), today()};
   dirty_ = true;
 }
 
@@ -111,7 +116,8 @@ result<void> zip_digest_cache::save(diagnostics& diag) {
   text.push_back('\n');
   for (const auto& [id, e] : entries_) {
     // An ETag holds no newline (it came from a header), so the line format stays unambiguous.
-    fmt::format_to(std::back_inserter(text), "{} {} {} {} {}\n", net::to_hex(id), net::to_hex(e.digest.sha256),
+    fmt::format_to(std::back_inserter(text), "{}{} {} {} {} {}\n", net::to_hex(id.first),
+                   id.second == zip_codec::zstd ? zstd_mark : std::string_view(), net::to_hex(e.digest.sha256),
                    e.digest.zip_bytes, e.last_used_day, e.etag);
   }
   diagnostics why;

@@ -1,6 +1,7 @@
 #pragma once
-// What this workstation knows about shard zips in storage: shard id -> the SHA-256 and size of the zip
-// stored under that id, and the ETag storage gave it. A pack that finds a shard's zip already stored
+// What this workstation knows about shard zips in storage: shard id and codec -> the SHA-256 and size of
+// the zip stored under that id with that codec, and the ETag storage gave it. The two codecs' zips of one
+// shard are other bytes under other keys (zip_codec.hpp): each has its own entry, never the other's. A pack that finds a shard's zip already stored
 // needs its digest for the manifest; finding it here saves a GET of the zip's sidecar per shard.
 //
 // An entry counts only while storage shows the same object: the existence check (a HEAD) returns the
@@ -8,9 +9,11 @@
 // bytes, so another ferry (or another compression level) storing the same shard again leaves other bytes
 // under the same key; that object has another ETag, and its digest is then read from its sidecar.
 //
-// On disk a small text file, one line per shard sorted by id, replaced atomically on save (a temporary
+// On disk a small text file, one line per shard and codec sorted by id (a zstd zip's id is written
+// "<hex>.zstd", a deflate zip's as before), replaced atomically on save (a temporary
 // file, then rename). A damaged file or one of another format is ignored and rebuilt, never trusted.
 // Entries unused for `retention` are dropped on save. Not thread-safe: pack uses it from the I/O thread.
+#include "packaging/zip_codec.hpp"
 #include "packaging/zip_digest.hpp"
 #include "tracing/diagnostics.hpp"
 
@@ -35,9 +38,10 @@ class zip_digest_cache {
 
   // The digest recorded for the shard, when storage's `etag` and `size` for its zip are the recorded ones.
   // An empty `etag` (storage gave none) leaves the size to decide.
-  std::optional<zip_digest> find(const sha256_digest& shard_id, std::string_view etag, std::uint64_t size);
-  // Records (or replaces) what is stored for the shard.
-  void insert(const sha256_digest& shard_id, const zip_digest& digest, std::string_view etag);
+  std::optional<zip_digest> find(const sha256_digest& shard_id, zip_codec codec, std::string_view etag,
+                                 std::uint64_t size);
+  // Records (or replaces) what is stored for the shard with this codec.
+  void insert(const sha256_digest& shard_id, zip_codec codec, const zip_digest& digest, std::string_view etag);
 
   // Writes the table when anything changed; does nothing for a cache without a file.
   result<void> save(diagnostics& diag);
@@ -54,7 +58,7 @@ class zip_digest_cache {
   };
 
   std::filesystem::path file_;
-  std::map<sha256_digest, entry> entries_;
+  std::map<std::pair<sha256_digest, zip_codec>, entry> entries_;
   bool dirty_ = false;
 };
 

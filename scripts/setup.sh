@@ -12,15 +12,16 @@ profile=${1:-test}
 build=(
   build-essential cmake ninja-build pkg-config git
   libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev
-  libssh-dev libarchive-dev libssl-dev libfmt-dev
+  libssh-dev libarchive-dev libssl-dev libfmt-dev libzstd-dev
   libcli11-dev libtomlplusplus-dev libpugixml-dev
 )
 # Local nodes (sshd in network namespaces), the example's venv and trace, the Python API example's cloudpickle,
 # moto_server's client.
 demo=(openssh-server openssh-client iproute2 procps psmisc curl ca-certificates python3-eliot python3-cloudpickle awscli)
-# The test framework, the fuzzers' clang, and the peers the tests compare against.
+# The test framework, the fuzzers' clang, and the peers the tests compare against (zstd makes the zips
+# with method 93 that the node's reader is tested on; bsdtar, from libarchive-tools, must read ferry's).
 test=(libgtest-dev libgmock-dev clang libclang-rt-14-dev python3-distributed
-      zip unzip rsync pssh parallel chromium debootstrap)
+      zip unzip zstd rsync pssh parallel chromium debootstrap libarchive-tools)
 bench=(libbenchmark-dev)
 
 # The OTLP export's independent decoder (tests/peers/otlp_decode) runs on Node.js, with protobufjs from npm:

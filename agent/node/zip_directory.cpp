@@ -140,7 +140,7 @@ result<std::vector<zip_entry>> parse_directory(std::string_view directory, const
     if ((made_by >> 8) == 3) e.mode = external >> 16;  // Unix
     if (disk != 0 && disk != u16_max) return damaged(diag, fmt::format("entry '{}' is on another disk", printable_name(e.name)));
     if (flags & 1) return damaged(diag, fmt::format("entry '{}' is encrypted", printable_name(e.name)));
-    if (e.method != 0 && e.method != 8)
+    if (e.method != 0 && e.method != 8 && e.method != 93)
       return damaged(diag, fmt::format("entry '{}' uses compression method {}", printable_name(e.name), e.method));
     if (e.method == 0 && e.compressed != e.size)
       return damaged(diag, fmt::format("stored entry '{}' has two sizes", printable_name(e.name)));

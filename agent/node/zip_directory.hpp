@@ -6,7 +6,7 @@
 // descriptor after every file, so only the central directory says how long a stored entry is).
 //
 // Zip64 is read (an entry or an archive over 4 GiB); encryption, multi-disk archives and methods other
-// than stored (0) and deflate (8) are refused as damaged: ferry never writes them.
+// than stored (0), deflate (8) and zstd (93, APPNOTE 6.3.7) are refused as damaged: ferry never writes them.
 #include "tracing/diagnostics.hpp"
 
 #include <cstdint>
@@ -22,7 +22,7 @@ struct zip_entry {
   std::uint64_t compressed = 0;
   std::uint64_t size = 0;          // uncompressed
   std::uint32_t crc32 = 0;
-  std::uint16_t method = 0;        // 0 stored, 8 deflate
+  std::uint16_t method = 0;        // 0 stored, 8 deflate, 93 zstd
   std::uint32_t mode = 0;          // st_mode from a Unix "version made by"; 0 when the zip did not say
 
   bool is_directory() const;

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 #include <zlib.h>
+#include <zstd.h>
 
 #include <algorithm>
 
@@ -22,6 +23,8 @@ void zip_stream::inflater_deleter::operator()(z_stream_s* z) const {
   inflateEnd(z);
   delete z;
 }
+
+void zip_stream::zstd_deleter::operator()(ZSTD_DCtx_s* z) const { ZSTD_freeDCtx(z); }
 
 zip_stream::zip_stream(std::vector<zip_entry> entries, std::uint64_t body_end)
     : entries_(std::move(entries)), body_end_(body_end), out_(out_chunk) {}
@@ -110,6 +113,16 @@ result<void> zip_stream::on_header(entry_sink& sink, diagnostics& diag) {
     } else {
       inflateReset(inflater_.get());
     }
+  } else if (e.method == 93) {
+    // A streaming context: its memory is bounded by the frame's window, which zstd caps at 128 MiB by
+    // default (ZSTD_d_windowLogMax), however large the entry.
+    if (!zstd_) {
+      zstd_.reset(ZSTD_createDCtx());
+      if (!zstd_) throw std::bad_alloc();
+    } else {
+      ZSTD_DCtx_reset(zstd_.get(), ZSTD_reset_session_only);
+    }
+    zstd_frame_ended_ = false;
   }
   state_ = state::data;
   return {};
@@ -133,6 +146,36 @@ result<std::size_t> zip_stream::on_data(std::string_view bytes, entry_sink& sink
     compressed_left_ -= take;
     return take;
   }
+  return e.method == 93 ? on_zstd(bytes.substr(0, take), sink, diag) : on_inflate(bytes.substr(0, take), sink, diag);
+}
+
+result<std::size_t> zip_stream::on_zstd(std::string_view bytes, entry_sink& sink, diagnostics& diag) {
+  const auto& e = entries_[index_];
+  ZSTD_inBuffer in{bytes.data(), bytes.size(), 0};
+  for (;;) {
+    ZSTD_outBuffer out{out_.data(), out_.size(), 0};
+    const auto in_before = in.pos;
+    const std::size_t rc = ZSTD_decompressStream(zstd_.get(), &out, &in);
+    if (ZSTD_isError(rc))
+      return damaged(diag, fmt::format("entry '{}' does not decompress as zstd: {}", printable_name(e.name),
+                                       ZSTD_getErrorName(rc)));
+    // No progress: it wants more input (and after a frame's end would answer as if one had begun).
+    if (out.pos == 0 && in.pos == in_before) break;
+    if (out.pos > 0) {
+      if (auto r = emit({static_cast<const char*>(out.dst), out.pos}, sink, diag); !r) return r.error();
+    }
+    // 0: a frame has just ended; more input would begin another.
+    zstd_frame_ended_ = rc == 0;
+    // A full output buffer may hide more output; otherwise zstd has taken all the input it was given.
+    if (out.pos < out.size && in.pos == in.size) break;
+  }
+  compressed_left_ -= in.pos;
+  return in.pos;
+}
+
+result<std::size_t> zip_stream::on_inflate(std::string_view bytes, entry_sink& sink, diagnostics& diag) {
+  const auto& e = entries_[index_];
+  const auto take = bytes.size();
   auto* z = inflater_.get();
   z->next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data()));
   z->avail_in = static_cast<uInt>(std::min<std::size_t>(take, 1u << 30));
@@ -168,6 +211,8 @@ result<void> zip_stream::end_entry(entry_sink& sink, diagnostics& diag) {
   const auto& e = entries_[index_];
   if (e.method == 8 && !inflate_ended_)
     return damaged(diag, fmt::format("entry '{}' ends before its deflate stream does", printable_name(e.name)));
+  if (e.method == 93 && !zstd_frame_ended_)
+    return damaged(diag, fmt::format("entry '{}' ends inside a zstd frame", printable_name(e.name)));
   if (produced_ != e.size)
     return damaged(diag, fmt::format("entry '{}' holds {} bytes, not the {} its directory says", printable_name(e.name), produced_,
                                      e.size));

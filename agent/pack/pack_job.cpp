@@ -58,6 +58,9 @@ packaging::pack_settings pack_settings_for(const command_context& ctx, const pac
   p.scan.threads = s.packaging.hash_threads > 0 ? static_cast<std::size_t>(s.packaging.hash_threads)
                                                 : std::max(1u, std::thread::hardware_concurrency());
   p.zip.level = s.packaging.compression_level;
+  // The schema admits only "zstd" and "deflate".
+  p.zip.codec = packaging::parse_zip_codec(s.packaging.codec).value_or(packaging::zip_codec::zstd);
+  p.zip.zstd_level = s.packaging.zstd_level;
   p.max_layer_size = s.packaging.max_layer_size.bytes;
   p.force = request.force;
   p.dry_run = request.dry_run;

@@ -101,7 +101,7 @@ class lazy_start : public local_nodes {
     const auto doc = json::parse(manifest.out);
     for (const auto& l : doc.at("layers").as_array()) {
       if (l.at("name").as_string() != name) continue;
-      shard_key = "p/layers/" + std::string(l.at("shards").as_array().at(0).at("id").as_string()) + ".zip";
+      shard_key = std::string(l.at("shards").as_array().at(0).at("key").as_string());  // the codec's suffix and all
     }
     ASSERT_FALSE(shard_key.empty()) << manifest.out;
     const auto copy = home_ / "shard.zip";

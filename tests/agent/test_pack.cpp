@@ -99,6 +99,7 @@ class pack_cli : public ::testing::Test {
     options.cwd = ws.path();
     options.env["FERRY_STORAGE_URL"] = "s3://packs/" + prefix;
     options.env["FERRY_PACKAGING_PYTHON"] = (venv_ / "env" / "bin" / "python").string();
+    if (!codec_.empty()) options.env["FERRY_PACKAGING_CODEC"] = codec_;
     use_home(options, state_.path());
     options.unset_env.push_back("PYTHONPATH");
     return options;
@@ -123,11 +124,12 @@ class pack_cli : public ::testing::Test {
     return out;
   }
 
-  static std::string shard_key(const json::object& report, const std::string& prefix, std::string_view layer) {
+  // The key of the layer's first shard with the codec packed (codec_, else the default: zstd).
+  std::string shard_key(const json::object& report, const std::string& prefix, std::string_view layer) const {
     for (const auto& l : report.at("layers").as_array()) {
       if (l.at("name").as_string() == layer) {
-        return fmt::format("{}layers/{}.zip", prefix,
-                           std::string(l.at("shards").as_array().at(0).at("id").as_string()));
+        return fmt::format("{}layers/{}{}", prefix, std::string(l.at("shards").as_array().at(0).at("id").as_string()),
+                           codec_ == "deflate" ? ".zip" : ".zstd.zip");
       }
     }
     return {};
@@ -175,6 +177,7 @@ class pack_cli : public ::testing::Test {
   temp_dir venv_, ws_, state_, scratch_;
   fs::path site_;
   std::string prefix_;
+  std::string codec_;  // FERRY_PACKAGING_CODEC for ferry pack; empty: the configured default
   int downloads_ = 0;
 };
 
@@ -222,6 +225,7 @@ TEST_F(pack_cli, only_changed_layers_upload) {
 }
 
 TEST_F(pack_cli, the_aws_cli_unzip_and_python_read_back_the_files) {
+  codec_ = "deflate";  // unzip and Python 3.11 cannot read zstd (method 93)
   auto report = pack();
   const auto zip = download(shard_key(report, prefix_, "workspace"), scratch_ / "workspace.zip");
   const auto tested = run({"unzip", "-t", "-q", zip.string()});
@@ -332,6 +336,61 @@ TEST_F(pack_cli, digests_come_from_the_manifest_the_local_cache_or_the_sidecars_
   auto again = pack();
   EXPECT_EQ(layers_with(again, "uploaded"), std::set<std::string>{"workspace"});
   EXPECT_EQ(stored_manifest(again), manifest);
+}
+
+TEST_F(pack_cli, a_deflate_store_and_a_zstd_store_live_side_by_side_under_one_prefix) {
+  const std::set<std::string> all{"workspace", "alpha", "beta"};
+  codec_ = "zstd";
+  auto zstd = pack();
+  EXPECT_EQ(layers_with(zstd, "uploaded"), all);
+  codec_ = "deflate";
+  auto deflate = pack();
+  EXPECT_EQ(layers_with(deflate, "uploaded"), all) << "a zstd zip is never taken for the deflate one";
+  EXPECT_NE(deflate.at("manifest").as_string(), zstd.at("manifest").as_string()) << "each codec its own manifest";
+
+  // Both zips of each layer are stored, each under its codec's key, with its sidecar, and read as such.
+  for (const auto* layer : {"workspace", "alpha", "beta"}) {
+    codec_ = "zstd";
+    const auto zstd_key = shard_key(zstd, prefix_, layer);
+    codec_ = "deflate";
+    const auto deflate_key = shard_key(deflate, prefix_, layer);
+    ASSERT_TRUE(zstd_key.ends_with(".zstd.zip")) << zstd_key;
+    ASSERT_NE(zstd_key, deflate_key);
+    const auto z = download(zstd_key, scratch_ / (std::string(layer) + ".zstd.zip"));
+    const auto d = download(deflate_key, scratch_ / (std::string(layer) + ".zip"));
+    download(zstd_key + ".sha256", scratch_ / (std::string(layer) + ".zstd.zip.sha256"));
+    download(deflate_key + ".sha256", scratch_ / (std::string(layer) + ".zip.sha256"));
+    const auto listed = run({"bsdtar", "-tvf", z.string()});
+    EXPECT_EQ(listed.exit_code, 0) << listed.err;
+    const auto tested = run({"unzip", "-t", "-q", d.string()});
+    EXPECT_EQ(tested.exit_code, 0) << tested.out << tested.err;
+    const auto methods = run({system_python, "-c",
+                              "import sys, zipfile\n"
+                              "for f in sys.argv[1:]: print(sorted({i.compress_type for i in zipfile.ZipFile(f).infolist()}))",
+                              z.string(), d.string()});
+    ASSERT_EQ(methods.exit_code, 0) << methods.err;
+    EXPECT_NE(methods.out.find("93"), std::string::npos) << layer << ": " << methods.out;
+    EXPECT_EQ(methods.out.substr(methods.out.find('\n') + 1).find("93"), std::string::npos) << layer << ": " << methods.out;
+  }
+
+  // Each codec finds its own manifest again: nothing uploaded, whichever packed last.
+  for (const auto* codec : {"zstd", "deflate"}) {
+    codec_ = codec;
+    auto again = pack();
+    EXPECT_TRUE(again.at("manifest_present").as_bool()) << codec;
+    EXPECT_EQ(again.at("uploaded_shards").as_int64(), 0) << codec;
+  }
+  // Without the manifests, each codec's shards are found under its own keys with their own digests.
+  for (const auto& report : {zstd, deflate}) {
+    const std::string url(report.at("manifest").as_string());
+    remove(url.substr(std::string_view("s3://packs/").size()));
+  }
+  for (const auto& [codec, report] : {std::pair<std::string, json::object>{"zstd", zstd}, {"deflate", deflate}}) {
+    codec_ = codec;
+    auto again = pack();
+    EXPECT_EQ(again.at("uploaded_shards").as_int64(), 0) << codec;
+    EXPECT_EQ(report_digests(again), report_digests(report)) << codec;
+  }
 }
 
 TEST_F(pack_cli, one_tree_at_two_paths_gives_identical_zip_bytes) {

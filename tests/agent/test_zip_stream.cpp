@@ -164,6 +164,108 @@ TEST(zip_stream, an_entry_inflating_past_its_size_stops_at_the_first_byte_too_ma
   EXPECT_LE(sink.entries[0].data.size(), 1000u);
 }
 
+// zstd entries (method 93) beside deflate and stored ones: whole in one frame, in several frames, empty, larger
+// than the reader's output buffer, and incompressible.
+std::vector<spec_entry> zstd_entries() {
+  auto zstd = [](std::string name, std::string data, int frames = 1) {
+    spec_entry e{std::move(name), std::move(data)};
+    e.zstd = true;
+    e.zstd_frames = frames;
+    return e;
+  };
+  return {{"pkg/", "", 0755},
+          zstd("pkg/__init__.py", "X = 1\n"),
+          zstd("pkg/empty.txt", ""),
+          {"pkg/deflated.txt", std::string(5000, 'd') + "end"},
+          zstd("pkg/big.txt", std::string(1 << 20, 'a') + random_bytes(3000, 6) + std::string(300000, 'b')),
+          zstd("pkg/frames.txt", std::string(100000, 'f') + random_bytes(2000, 7), 3),
+          zstd("pkg/random.bin", random_bytes(70000, 8)),
+          {"pkg/stored.bin", random_bytes(500, 9), 0600, false, false}};
+}
+
+TEST(zip_stream, extracts_zstd_entries_byte_for_byte_however_the_body_is_cut_into_pieces) {
+  const auto entries = zstd_entries();
+  const auto zip = make_zip(entries);
+  for (std::size_t chunk : {std::size_t(1), std::size_t(7), std::size_t(4096), std::size_t(65536), zip.size()}) {
+    collector sink;
+    diagnostics diag;
+    ASSERT_FALSE(read_zip(zip, chunk, sink, diag)) << "chunk " << chunk << ": " << diag.message;
+    ASSERT_EQ(sink.entries.size(), entries.size());
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      EXPECT_EQ(sink.entries[i].name, entries[i].name);
+      EXPECT_EQ(sink.entries[i].data, entries[i].data) << entries[i].name;
+      EXPECT_EQ(sink.entries[i].mode & 0777, entries[i].mode) << entries[i].name;
+      EXPECT_TRUE(sink.entries[i].ended);
+    }
+  }
+}
+
+TEST(zip_stream, a_zstd_entry_cut_short_or_damaged_at_any_byte_is_refused_naming_it) {
+  spec_entry e{"pkg/mod.py", std::string(3000, 'm') + random_bytes(400, 10)};
+  e.zstd = true;
+  e.zstd_frames = 2;
+  const auto zip = make_zip({e, {"after.txt", "after"}});
+  diagnostics diag;
+  auto opened = open_zip(zip, diag);
+  ASSERT_TRUE(opened) << diag.message;
+  const auto& entry = opened->entries[0];
+  ASSERT_EQ(entry.method, 93);
+  const auto start = entry.local_offset + 30 + entry.name.size();
+  for (std::uint64_t at = start; at < start + entry.compressed; ++at) {
+    auto damaged = zip;
+    damaged[at] = static_cast<char>(damaged[at] ^ 0x5a);
+    collector sink;
+    diagnostics d;
+    ASSERT_EQ(read_zip(damaged, 4096, sink, d), make_error_code(errc::bad_zip)) << "byte " << at << " damaged, and read";
+    EXPECT_NE(d.message.find("'pkg/mod.py'"), std::string::npos) << d.message;
+  }
+  // A directory that ends the entry early leaves its last frame unfinished.
+  for (std::uint64_t cut = 1; cut < entry.compressed; ++cut) {
+    auto entries = opened->entries;
+    entries[0].compressed = cut;
+    zip_stream stream(entries, opened->tail.directory_offset);
+    collector sink;
+    diagnostics d;
+    auto fed = stream.feed(std::string_view(zip).substr(0, opened->tail.directory_offset), sink, d);
+    ASSERT_FALSE(fed) << "an entry cut to " << cut << " bytes was read";
+    EXPECT_EQ(fed.error(), make_error_code(errc::bad_zip));
+    EXPECT_NE(d.message.find("'pkg/mod.py'"), std::string::npos) << d.message;
+  }
+}
+
+TEST(zip_stream, a_corrupt_zstd_frame_is_refused_as_one_naming_the_entry) {
+  spec_entry e{"pkg/data.bin", std::string(10000, 'z')};
+  e.zstd = true;
+  auto zip = make_zip({e});
+  diagnostics diag;
+  auto opened = open_zip(zip, diag);
+  ASSERT_TRUE(opened) << diag.message;
+  const auto start = opened->entries[0].local_offset + 30 + opened->entries[0].name.size();
+  zip[start] = 'X';  // the frame's magic number
+  collector sink;
+  diagnostics d;
+  ASSERT_EQ(read_zip(zip, 4096, sink, d), make_error_code(errc::bad_zip));
+  EXPECT_NE(d.message.find("entry 'pkg/data.bin' does not decompress as zstd"), std::string::npos) << d.message;
+}
+
+TEST(zip_stream, a_zstd_entry_decompressing_past_its_size_stops_at_the_first_byte_too_many) {
+  spec_entry e{"bomb.txt", std::string(1 << 20, 'z')};
+  e.zstd = true;
+  const auto zip = make_zip({e});
+  diagnostics diag;
+  auto opened = open_zip(zip, diag);
+  ASSERT_TRUE(opened) << diag.message;
+  auto entries = opened->entries;
+  entries[0].size = 1000;
+  zip_stream stream(entries, opened->tail.directory_offset);
+  collector sink;
+  auto fed = stream.feed(std::string_view(zip).substr(0, opened->tail.directory_offset), sink, diag);
+  ASSERT_FALSE(fed);
+  EXPECT_NE(diag.message.find("more than its 1000 bytes"), std::string::npos) << diag.message;
+  ASSERT_EQ(sink.entries.size(), 1u);
+  EXPECT_LE(sink.entries[0].data.size(), 1000u);
+}
+
 TEST(zip_stream, a_receiver_failing_at_any_call_stops_the_stream_with_its_error) {
   const auto zip = make_zip(ordinary_entries());
   collector full;

@@ -23,6 +23,8 @@ struct spec_entry {
   bool symlink = false;
   bool deflate = true;
   bool zip64 = false;
+  bool zstd = false;     // method 93, in `zstd_frames` frames
+  int zstd_frames = 1;
 };
 
 inline std::string hex(std::string_view bytes) {
@@ -39,7 +41,8 @@ inline std::string make_zip(const std::vector<spec_entry>& entries, const std::s
   boost::json::array spec;
   for (const auto& e : entries)
     spec.push_back(boost::json::object{{"name_hex", hex(e.name)}, {"data", hex(e.data)}, {"hex", true}, {"mode", e.mode},
-                                       {"symlink", e.symlink}, {"deflate", e.deflate}, {"zip64", e.zip64}});
+                                       {"symlink", e.symlink}, {"deflate", e.deflate}, {"zip64", e.zip64},
+                                       {"zstd", e.zstd}, {"zstd_frames", e.zstd_frames}});
   ferry::test::temp_dir dir;
   const auto out = dir / "out.zip";
   const auto spec_file = dir.write("spec.json", boost::json::serialize(spec));

@@ -224,6 +224,33 @@ TEST_F(fixture, nodes_count_is_checked_alike_from_every_source) {
   EXPECT_EQ(diag.message, "flag --nodes: nodes.count: 0 is out of range (1 to 1000)");
 }
 
+TEST_F(fixture, the_layer_codec_and_its_zstd_level_are_checked_naming_the_file_and_line) {
+  diagnostics diag;
+  auto c = load(options(), diag);
+  ASSERT_TRUE(c) << diag.message;
+  EXPECT_EQ(c->values.packaging.codec, "zstd");
+  EXPECT_EQ(c->values.packaging.zstd_level, 3);
+
+  dir.write("project/ferry.toml", "[packaging]\ncodec = \"deflate\"\nzstd_level = 19\n");
+  c = load(options(), diag);
+  ASSERT_TRUE(c) << diag.message;
+  EXPECT_EQ(c->values.packaging.codec, "deflate");
+  EXPECT_EQ(c->values.packaging.zstd_level, 19);
+
+  dir.write("project/ferry.toml", "[packaging]\nzstd_level = 20\n");
+  c = load(options(), diag);
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error(), make_error_code(errc::bad_value));
+  EXPECT_EQ(diag.message,
+            (dir / "project/ferry.toml").string() + ":2:14: packaging.zstd_level: 20 is out of range (1 to 19)");
+  dir.write("project/ferry.toml", "[packaging]\ncodec = \"gzip\"\n");
+  c = load(options(), diag);
+  ASSERT_FALSE(c);
+  EXPECT_EQ(diag.message, (dir / "project/ferry.toml").string() +
+                              ":2:9: packaging.codec: 'gzip' is not one of: zstd, deflate");
+  dir.write("project/ferry.toml", "");
+}
+
 TEST_F(fixture, deadlines_must_be_positive_where_zero_means_nothing) {
   diagnostics diag;
   for (const auto* key : {"FERRY_NET_CONNECT_TIMEOUT", "FERRY_SSH_CONNECT_TIMEOUT", "FERRY_NODES_READY_TIMEOUT",

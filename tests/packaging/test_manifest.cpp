@@ -65,8 +65,8 @@ struct sample {
       for (const auto& s : l.shards) digests[s.id] = digest_for(s);
     }
   }
-  std::string content() const { return manifest_content_json(python, roots, layers, "pre/fix"); }
-  std::string body() const { return manifest_json(python, roots, layers, "pre/fix", digests); }
+  std::string content() const { return manifest_content_json(python, roots, layers, "pre/fix", zip_codec::zstd); }
+  std::string body() const { return manifest_json(python, roots, layers, "pre/fix", zip_codec::zstd, digests); }
 };
 
 TEST(manifest, the_body_is_the_content_text_with_each_shards_digest_and_the_key_names_the_content) {
@@ -117,7 +117,7 @@ TEST(manifest, parse_manifest_reads_back_every_field_in_stored_order) {
       const auto& ws = want.shards[j];
       const auto& gs = got.shards[j];
       EXPECT_EQ(gs.id, net::to_hex(ws.id));
-      EXPECT_EQ(gs.key, shard_key("pre/fix", ws));
+      EXPECT_EQ(gs.key, shard_key("pre/fix", ws, zip_codec::zstd));
       EXPECT_EQ(gs.files, ws.count);
       EXPECT_EQ(gs.bytes, ws.bytes);
       EXPECT_EQ(gs.sha256, net::to_hex(digest_for(ws).sha256));
@@ -220,20 +220,50 @@ class zip_digests : public ::testing::Test {
 
 TEST_F(zip_digests, a_digest_counts_only_for_the_object_recorded) {
   auto cache = zip_digest_cache::load(file());
-  cache.insert(shard_a, zip_a, "\"etag-a\"");
-  EXPECT_EQ(cache.find(shard_a, "\"etag-a\"", 100), zip_a);
-  EXPECT_EQ(cache.find(shard_a, "etag-a", 100), zip_a) << "quoted or not, the same ETag";
-  EXPECT_FALSE(cache.find(shard_a, "\"etag-other\"", 100)) << "another object under the same key";
-  EXPECT_FALSE(cache.find(shard_a, "\"etag-a\"", 101)) << "another size";
-  EXPECT_EQ(cache.find(shard_a, "", 100), zip_a) << "without an ETag from storage, the size decides";
-  EXPECT_FALSE(cache.find(shard_b, "\"etag-a\"", 100));
+  cache.insert(shard_a, zip_codec::deflate, zip_a, "\"etag-a\"");
+  EXPECT_EQ(cache.find(shard_a, zip_codec::deflate, "\"etag-a\"", 100), zip_a);
+  EXPECT_EQ(cache.find(shard_a, zip_codec::deflate, "etag-a", 100), zip_a) << "quoted or not, the same ETag";
+  EXPECT_FALSE(cache.find(shard_a, zip_codec::deflate, "\"etag-other\"", 100)) << "another object under the same key";
+  EXPECT_FALSE(cache.find(shard_a, zip_codec::deflate, "\"etag-a\"", 101)) << "another size";
+  EXPECT_EQ(cache.find(shard_a, zip_codec::deflate, "", 100), zip_a) << "without an ETag from storage, the size decides";
+  EXPECT_FALSE(cache.find(shard_b, zip_codec::deflate, "\"etag-a\"", 100));
+}
+
+TEST_F(zip_digests, the_two_codecs_zips_of_one_shard_are_never_taken_for_each_other) {
+  zip_digest zstd_a{net::sha256("zstd zip a"), 100};  // the same size: only the codec tells them apart
+  {
+    auto cache = zip_digest_cache::load(file());
+    cache.insert(shard_a, zip_codec::deflate, zip_a, "");
+    EXPECT_FALSE(cache.find(shard_a, zip_codec::zstd, "", 100)) << "the deflate zip's digest is not the zstd one's";
+    cache.insert(shard_a, zip_codec::zstd, zstd_a, "");
+    EXPECT_EQ(cache.find(shard_a, zip_codec::deflate, "", 100), zip_a) << "recording one codec's keeps the other's";
+    diagnostics diag;
+    ASSERT_TRUE(cache.save(diag)) << diag.message;
+  }
+  std::string warning;
+  auto loaded = zip_digest_cache::load(file(), &warning);
+  EXPECT_EQ(warning, "");
+  EXPECT_EQ(loaded.size(), 2u);
+  EXPECT_EQ(loaded.find(shard_a, zip_codec::deflate, "", 100), zip_a);
+  EXPECT_EQ(loaded.find(shard_a, zip_codec::zstd, "", 100), zstd_a);
+}
+
+TEST(shard_keys, the_key_names_the_codec_and_the_id_does_not_depend_on_it) {
+  shard s;
+  s.id = net::sha256("entries");
+  const auto hex = net::to_hex(s.id);
+  EXPECT_EQ(shard_key("p", s, zip_codec::deflate), "p/layers/" + hex + ".zip") << "as stores made before zstd hold it";
+  EXPECT_EQ(shard_key("p/", s, zip_codec::zstd), "p/layers/" + hex + ".zstd.zip");
+  EXPECT_EQ(codec_of_key(shard_key("p", s, zip_codec::zstd)), zip_codec::zstd);
+  EXPECT_EQ(codec_of_key(shard_key("p", s, zip_codec::deflate)), zip_codec::deflate);
+  EXPECT_EQ(codec_of_key("p/layers/" + hex + ".zip.sha256"), std::nullopt);
 }
 
 TEST_F(zip_digests, saved_and_loaded_back_without_leaving_temporary_files) {
   {
     auto cache = zip_digest_cache::load(file());
-    cache.insert(shard_a, zip_a, "\"etag-a\"");
-    cache.insert(shard_b, zip_b, "");
+    cache.insert(shard_a, zip_codec::deflate, zip_a, "\"etag-a\"");
+    cache.insert(shard_b, zip_codec::deflate, zip_b, "");
     diagnostics diag;
     ASSERT_TRUE(cache.save(diag)) << diag.message;
   }
@@ -241,9 +271,9 @@ TEST_F(zip_digests, saved_and_loaded_back_without_leaving_temporary_files) {
   auto cache = zip_digest_cache::load(file(), &warning);
   EXPECT_EQ(warning, "");
   EXPECT_EQ(cache.size(), 2u);
-  EXPECT_EQ(cache.find(shard_a, "\"etag-a\"", 100), zip_a);
-  EXPECT_EQ(cache.find(shard_b, "\"anything\"", 200), std::nullopt) << "no ETag recorded: one from storage differs";
-  EXPECT_EQ(cache.find(shard_b, "", 200), zip_b);
+  EXPECT_EQ(cache.find(shard_a, zip_codec::deflate, "\"etag-a\"", 100), zip_a);
+  EXPECT_EQ(cache.find(shard_b, zip_codec::deflate, "\"anything\"", 200), std::nullopt) << "no ETag recorded: one from storage differs";
+  EXPECT_EQ(cache.find(shard_b, zip_codec::deflate, "", 200), zip_b);
   std::size_t files = 0;
   for (const auto& e : fs::directory_iterator(file().parent_path())) files += e.is_regular_file() ? 1 : 0;
   EXPECT_EQ(files, 1u) << "only the cache file itself";
@@ -263,7 +293,7 @@ TEST_F(zip_digests, a_damaged_file_is_ignored_with_a_warning_and_rewritten) {
 
 TEST_F(zip_digests, a_cache_without_a_file_is_never_saved) {
   zip_digest_cache cache;
-  cache.insert(shard_a, zip_a, "e");
+  cache.insert(shard_a, zip_codec::deflate, zip_a, "e");
   diagnostics diag;
   EXPECT_TRUE(cache.save(diag));
   EXPECT_FALSE(fs::exists(file()));

@@ -160,7 +160,7 @@ TEST_F(pack_storage, every_shard_in_the_manifest_carries_the_sha256_of_its_store
   const auto stored = fetch(report.manifest_key);
   ASSERT_TRUE(stored);
   EXPECT_EQ(test::read_file(*stored), report.manifest_text);
-  const auto content = manifest_content_json(python_, roots_, report.scan.layers, prefix_);
+  const auto content = manifest_content_json(python_, roots_, report.scan.layers, prefix_, zip_options{}.codec);
   EXPECT_EQ(report.manifest_key, manifest_key(prefix_, content)) << "the key names the content text";
 }
 
@@ -306,7 +306,7 @@ TEST_F(pack_storage, a_stored_manifest_without_digests_counts_as_absent_and_is_r
   const auto cold = pack(digests);
   // What an older ferry stored under the same key: the content text alone.
   const auto old = scratch_ / "old.json";
-  std::ofstream(old) << manifest_content_json(python_, roots_, cold.scan.layers, prefix_);
+  std::ofstream(old) << manifest_content_json(python_, roots_, cold.scan.layers, prefix_, zip_options{}.codec);
   ASSERT_EQ(moto_->aws({"s3", "cp", old.string(), "s3://packs/" + cold.manifest_key}).exit_code, 0);
   const auto again = pack(digests);
   EXPECT_FALSE(again.manifest_present);
@@ -389,7 +389,7 @@ TEST_F(pack_storage, a_dry_run_stores_nothing_and_gives_the_content_text) {
   zip_digest_cache digests;
   const auto dry = pack(digests, true);
   EXPECT_FALSE(dry.manifest_present);
-  EXPECT_EQ(dry.manifest_text, manifest_content_json(python_, roots_, dry.scan.layers, prefix_));
+  EXPECT_EQ(dry.manifest_text, manifest_content_json(python_, roots_, dry.scan.layers, prefix_, zip_options{}.codec));
   EXPECT_TRUE(dry.digests.empty());
   EXPECT_FALSE(fetch(dry.manifest_key));
 }
