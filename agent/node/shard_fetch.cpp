@@ -128,8 +128,11 @@ class shard_reader {
     if (!entries) return entries.error();
     // Every size counts, a directory's too, and the sum saturates: a Zip64 size near 2^64 must not wrap
     // it into something small.
-    std::uint64_t files = 0, content = 0;
+    // The zstd dictionary is not one of the shard's files: the manifest does not count it.
+    std::uint64_t files = 0, content = 0, listed = 0;
     for (const auto& e : *entries) {
+      if (e.dictionary) continue;
+      ++listed;
       files += e.is_directory() ? 0 : 1;
       content = e.size > UINT64_MAX - content ? UINT64_MAX : content + e.size;
     }
@@ -142,7 +145,7 @@ class shard_reader {
       return fail(errc::over_manifest, diag,
                   fmt::format("{} expands to {} bytes, over the cap of {} (agent.max_shard_content)", layer_, content,
                               ctx_.limits.max_shard_content));
-    entries_ = entries->size();
+    entries_ = listed;
     stream_.emplace(std::move(*entries), tail_.directory_offset);
     return {};
   }

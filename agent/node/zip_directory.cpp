@@ -3,6 +3,7 @@
 #include "agent/node/entry_name.hpp"
 #include "agent/node/error.hpp"
 #include "agent/node/zip_bytes.hpp"
+#include "agent/node/zstd_entry.hpp"
 
 #include <fmt/format.h>
 
@@ -64,6 +65,23 @@ result<void> read_zip64_extra(std::string_view extra, zip_entry& e, bool size_ma
   }
   if (size_max || compressed_max || offset_max)
     return damaged(diag, fmt::format("entry '{}' lacks the Zip64 field its sizes call for", printable_name(e.name)));
+  return {};
+}
+
+// ferry's mark on an entry, checked where it is read: a dictionary must be stored, small, and first.
+result<void> read_mark(std::string_view extra, std::uint64_t index, zip_entry& e, diagnostics& diag) {
+  const auto mark = read_ferry_mark(extra);
+  if (mark == ferry_mark::none) return {};
+  const auto name = printable_name(e.name);
+  if (mark == ferry_mark::unknown)
+    return damaged(diag, fmt::format("entry '{}' carries a ferry extra field (0x7a66) this node does not know", name));
+  if (index != 0) return damaged(diag, fmt::format("the zstd dictionary '{}' is not the zip's first entry", name));
+  if (e.method != 0)
+    return damaged(diag, fmt::format("the zstd dictionary '{}' is compressed (method {}); it is stored", name, e.method));
+  if (e.size > zstd_dictionary_limit)
+    return damaged(diag, fmt::format("the zstd dictionary '{}' is {} bytes, over the {} a node loads", name, e.size,
+                                     zstd_dictionary_limit));
+  e.dictionary = true;
   return {};
 }
 
@@ -144,12 +162,20 @@ result<std::vector<zip_entry>> parse_directory(std::string_view directory, const
       return damaged(diag, fmt::format("entry '{}' uses compression method {}", printable_name(e.name), e.method));
     if (e.method == 0 && e.compressed != e.size)
       return damaged(diag, fmt::format("stored entry '{}' has two sizes", printable_name(e.name)));
+    if (auto r = read_mark(directory.substr(at + directory_header_size + name_length, extra_length), i, e, diag); !r)
+      return r.error();
     entries.push_back(std::move(e));
     at = end;
   }
   if (at != directory.size()) return damaged(diag, "the central directory holds more than its entries");
   std::stable_sort(entries.begin(), entries.end(),
                    [](const zip_entry& a, const zip_entry& b) { return a.local_offset < b.local_offset; });
+  // First in the directory, and first in the body too: every frame after it may need it.
+  for (std::size_t i = 1; i < entries.size(); ++i) {
+    if (entries[i].dictionary)
+      return damaged(diag, fmt::format("the zstd dictionary '{}' is not the zip's first entry",
+                                       printable_name(entries[i].name)));
+  }
   for (std::size_t i = 0; i < entries.size(); ++i) {
     const auto& e = entries[i];
     const auto limit = i + 1 < entries.size() ? entries[i + 1].local_offset : tail.directory_offset;

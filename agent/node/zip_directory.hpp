@@ -7,6 +7,9 @@
 //
 // Zip64 is read (an entry or an archive over 4 GiB); encryption, multi-disk archives and methods other
 // than stored (0), deflate (8) and zstd (93, APPNOTE 6.3.7) are refused as damaged: ferry never writes them.
+//
+// A zstd shard may begin with its dictionary: an entry marked by ferry's extra field 0x7a66 ("fz") = 0x01,
+// stored, at most 1 MiB, the first entry and the only one so marked. The mark alone says so, never the name.
 #include "tracing/diagnostics.hpp"
 
 #include <cstdint>
@@ -24,6 +27,7 @@ struct zip_entry {
   std::uint32_t crc32 = 0;
   std::uint16_t method = 0;        // 0 stored, 8 deflate, 93 zstd
   std::uint32_t mode = 0;          // st_mode from a Unix "version made by"; 0 when the zip did not say
+  bool dictionary = false;         // the shard's zstd dictionary (ferry's extra field), not a file
 
   bool is_directory() const;
   bool is_symlink() const;
@@ -43,7 +47,7 @@ inline constexpr std::uint64_t tail_span = 22 + 65535 + 20 + 56;
 result<zip_tail> parse_tail(std::string_view tail, std::uint64_t zip_size, diagnostics& diag);
 
 // Reads the central directory (its bytes exactly) into entries sorted by local offset, each checked to
-// lie before the directory and not to overlap the next.
+// lie before the directory and not to overlap the next, and a dictionary entry to be the first.
 result<std::vector<zip_entry>> parse_directory(std::string_view directory, const zip_tail& tail, diagnostics& diag);
 
 }  // namespace ferry::agent::node

@@ -6,7 +6,6 @@
 
 #include <fmt/format.h>
 #include <zlib.h>
-#include <zstd.h>
 
 #include <algorithm>
 
@@ -23,8 +22,6 @@ void zip_stream::inflater_deleter::operator()(z_stream_s* z) const {
   inflateEnd(z);
   delete z;
 }
-
-void zip_stream::zstd_deleter::operator()(ZSTD_DCtx_s* z) const { ZSTD_freeDCtx(z); }
 
 zip_stream::zip_stream(std::vector<zip_entry> entries, std::uint64_t body_end)
     : entries_(std::move(entries)), body_end_(body_end), out_(out_chunk) {}
@@ -93,11 +90,20 @@ result<void> zip_stream::on_header(entry_sink& sink, diagnostics& diag) {
     return damaged(diag, fmt::format("entry '{}' is named otherwise in its local header", printable_name(e.name)));
   if (read_u16(header_, 8) != e.method)
     return damaged(diag, fmt::format("entry '{}' has another method in its local header", printable_name(e.name)));
+  const auto extra = std::string_view(header_).substr(local_header_size + name_length);
+  if ((read_ferry_mark(extra) == ferry_mark::dictionary) != e.dictionary)
+    return damaged(diag, fmt::format("entry '{}' is marked as the zstd dictionary in only one of its headers",
+                                     printable_name(e.name)));
   const auto data_start = e.local_offset + header_want_;
   const auto limit = index_ + 1 < entries_.size() ? entries_[index_ + 1].local_offset : body_end_;
   if (data_start > limit || limit - data_start < e.compressed)
     return damaged(diag, fmt::format("entry '{}' runs into the next one", printable_name(e.name)));
-  if (auto r = sink.begin(e, diag); !r) return r;
+  if (e.dictionary) {
+    dictionary_bytes_.clear();
+    dictionary_bytes_.reserve(static_cast<std::size_t>(e.size));  // at most 1 MiB (zip_directory)
+  } else if (auto r = sink.begin(e, diag); !r) {
+    return r;
+  }
   compressed_left_ = e.compressed;
   produced_ = 0;
   crc_ = static_cast<std::uint32_t>(crc32(0, nullptr, 0));
@@ -114,15 +120,8 @@ result<void> zip_stream::on_header(entry_sink& sink, diagnostics& diag) {
       inflateReset(inflater_.get());
     }
   } else if (e.method == 93) {
-    // A streaming context: its memory is bounded by the frame's window, which zstd caps at 128 MiB by
-    // default (ZSTD_d_windowLogMax), however large the entry.
-    if (!zstd_) {
-      zstd_.reset(ZSTD_createDCtx());
-      if (!zstd_) throw std::bad_alloc();
-    } else {
-      ZSTD_DCtx_reset(zstd_.get(), ZSTD_reset_session_only);
-    }
-    zstd_frame_ended_ = false;
+    if (!zstd_) zstd_ = std::make_unique<zstd_entry>();
+    zstd_->begin(e.name, e.size, dictionary_ ? &*dictionary_ : nullptr);
   }
   state_ = state::data;
   return {};
@@ -135,6 +134,10 @@ result<void> zip_stream::emit(std::string_view out, entry_sink& sink, diagnostic
   produced_ += out.size();
   crc_ = static_cast<std::uint32_t>(
       crc32_z(crc_, reinterpret_cast<const unsigned char*>(out.data()), out.size()));
+  if (e.dictionary) {
+    dictionary_bytes_.append(out);
+    return {};
+  }
   return sink.data(out, diag);
 }
 
@@ -150,27 +153,10 @@ result<std::size_t> zip_stream::on_data(std::string_view bytes, entry_sink& sink
 }
 
 result<std::size_t> zip_stream::on_zstd(std::string_view bytes, entry_sink& sink, diagnostics& diag) {
-  const auto& e = entries_[index_];
-  ZSTD_inBuffer in{bytes.data(), bytes.size(), 0};
-  for (;;) {
-    ZSTD_outBuffer out{out_.data(), out_.size(), 0};
-    const auto in_before = in.pos;
-    const std::size_t rc = ZSTD_decompressStream(zstd_.get(), &out, &in);
-    if (ZSTD_isError(rc))
-      return damaged(diag, fmt::format("entry '{}' does not decompress as zstd: {}", printable_name(e.name),
-                                       ZSTD_getErrorName(rc)));
-    // No progress: it wants more input (and after a frame's end would answer as if one had begun).
-    if (out.pos == 0 && in.pos == in_before) break;
-    if (out.pos > 0) {
-      if (auto r = emit({static_cast<const char*>(out.dst), out.pos}, sink, diag); !r) return r.error();
-    }
-    // 0: a frame has just ended; more input would begin another.
-    zstd_frame_ended_ = rc == 0;
-    // A full output buffer may hide more output; otherwise zstd has taken all the input it was given.
-    if (out.pos < out.size && in.pos == in.size) break;
-  }
-  compressed_left_ -= in.pos;
-  return in.pos;
+  const auto out = [&](std::string_view made) { return emit(made, sink, diag); };
+  if (auto r = zstd_->feed(bytes, out_, out, diag); !r) return r.error();
+  compressed_left_ -= bytes.size();
+  return bytes.size();
 }
 
 result<std::size_t> zip_stream::on_inflate(std::string_view bytes, entry_sink& sink, diagnostics& diag) {
@@ -211,16 +197,30 @@ result<void> zip_stream::end_entry(entry_sink& sink, diagnostics& diag) {
   const auto& e = entries_[index_];
   if (e.method == 8 && !inflate_ended_)
     return damaged(diag, fmt::format("entry '{}' ends before its deflate stream does", printable_name(e.name)));
-  if (e.method == 93 && !zstd_frame_ended_)
-    return damaged(diag, fmt::format("entry '{}' ends inside a zstd frame", printable_name(e.name)));
+  if (e.method == 93) {
+    if (auto r = zstd_->finish(diag); !r) return r;
+  }
   if (produced_ != e.size)
     return damaged(diag, fmt::format("entry '{}' holds {} bytes, not the {} its directory says", printable_name(e.name), produced_,
                                      e.size));
   if (crc_ != e.crc32) return damaged(diag, fmt::format("entry '{}' fails its CRC-32 check", printable_name(e.name)));
-  if (auto r = sink.end(diag); !r) return r;
+  if (e.dictionary) {
+    if (auto r = end_dictionary(diag); !r) return r;
+  } else if (auto r = sink.end(diag); !r) {
+    return r;
+  }
   ++done_;
   ++index_;
   state_ = state::seek;
+  return {};
+}
+
+result<void> zip_stream::end_dictionary(diagnostics& diag) {
+  auto loaded = zstd_dictionary::load(dictionary_bytes_, entries_[index_].name, diag);
+  if (!loaded) return loaded.error();
+  dictionary_.emplace(std::move(*loaded));
+  // The DDict holds its own copy.
+  std::string().swap(dictionary_bytes_);
   return {};
 }
 

@@ -3,17 +3,22 @@
 // directory) in pieces of any size, and hands each entry's uncompressed content to an entry_sink. The
 // entries come from the central directory (zip_directory.hpp), read first, so every size is known before
 // its content arrives: a local header must name the same file, stored bytes end where the directory says,
-// deflate (8) and zstd (93) are decompressed as streams in bounded memory, inflated output may not pass the entry's size (a zip bomb stops at the first byte too many), and each
-// entry's CRC-32 and size are checked at its end.
+// deflate (8) and zstd (93, zstd_entry.hpp) are decompressed as streams in bounded memory, inflated output
+// may not pass the entry's size (a zip bomb stops at the first byte too many), and each entry's CRC-32 and
+// size are checked at its end.
+//
+// A zstd shard's dictionary entry (zip_directory.hpp) is read like any stored entry, checked, and loaded
+// for the frames after it; it is never handed to the sink: it is not one of the shard's files.
 #include "agent/node/zip_directory.hpp"
+#include "agent/node/zstd_entry.hpp"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 struct z_stream_s;
-struct ZSTD_DCtx_s;
 
 namespace ferry::agent::node {
 
@@ -47,14 +52,12 @@ class zip_stream {
   struct inflater_deleter {
     void operator()(z_stream_s* z) const;
   };
-  struct zstd_deleter {
-    void operator()(ZSTD_DCtx_s* z) const;
-  };
 
   result<void> on_header(entry_sink& sink, diagnostics& diag);
   result<std::size_t> on_data(std::string_view bytes, entry_sink& sink, diagnostics& diag);
   result<std::size_t> on_inflate(std::string_view bytes, entry_sink& sink, diagnostics& diag);
   result<std::size_t> on_zstd(std::string_view bytes, entry_sink& sink, diagnostics& diag);
+  result<void> end_dictionary(diagnostics& diag);
   result<void> emit(std::string_view out, entry_sink& sink, diagnostics& diag);
   result<void> end_entry(entry_sink& sink, diagnostics& diag);
   error_code damaged(diagnostics& diag, std::string text) const;
@@ -71,9 +74,10 @@ class zip_stream {
   std::uint64_t produced_ = 0;
   std::uint32_t crc_ = 0;
   bool inflate_ended_ = false;
-  bool zstd_frame_ended_ = false;  // the last zstd frame read is complete (an entry may hold several)
   std::unique_ptr<z_stream_s, inflater_deleter> inflater_;
-  std::unique_ptr<ZSTD_DCtx_s, zstd_deleter> zstd_;
+  std::unique_ptr<zstd_entry> zstd_;  // made at the first zstd entry
+  std::string dictionary_bytes_;      // the dictionary entry, while it is read
+  std::optional<zstd_dictionary> dictionary_;
   std::vector<unsigned char> out_;
 };
 

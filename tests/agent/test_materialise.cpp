@@ -23,6 +23,7 @@
 #include "tracing/action_types.hpp"
 
 #include "../net/ssh_harness.hpp"
+#include "zip_fixture.hpp"
 
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -49,6 +50,7 @@ namespace {
 namespace fs = std::filesystem;
 namespace json = boost::json;
 using namespace std::chrono_literals;
+namespace test_zip = node::test_zip;
 
 std::shared_ptr<const node_program> the_program() {
   static const auto program = [] {
@@ -682,6 +684,41 @@ TEST_F(materialise_node, a_shard_whose_entries_are_not_the_packed_ones_is_refuse
     EXPECT_TRUE(leftovers().empty()) << fmt::format("{}", fmt::join(leftovers(), " "));
   }
   EXPECT_EQ(count_status(action_types::node::attempt, "failed"), 2u);  // one attempt each
+}
+
+// A zstd shard (docs/packing.md) whose first entry is its dictionary: the manifest counts the files without
+// it, the shard id is the files' alone, and no file of the layer is the dictionary. Small modules compressed
+// with it, and a large file in frames with its seek table, which makes the shard come in ranges.
+TEST_F(materialise_node, a_zstd_shard_with_its_dictionary_is_made_of_its_files_alone) {
+  test_zip::spec_entry dictionary{".ferry-zstd-dictionary", test_zip::train_dictionary(1), 0444};
+  dictionary.deflate = false;
+  dictionary.dictionary = true;
+  std::vector<test_zip::spec_entry> entries = {dictionary};
+  for (int i = 0; i < 5; ++i) {
+    test_zip::spec_entry e{"pkg/m" + std::to_string(i) + ".py", test_zip::sample_module(1, i)};
+    e.zstd = true;
+    e.zstd_dict = true;
+    entries.push_back(std::move(e));
+  }
+  test_zip::spec_entry large{"pkg/large.so", random_bytes(1 << 20, 41) + std::string(5 << 20, 'L')};
+  large.zstd = true;
+  entries.push_back(large);
+  const auto zip = test_zip::make_zip(entries);
+  ASSERT_GT(zip.size(), 1u << 20);
+  std::uint64_t content = 0;
+  for (std::size_t i = 1; i < entries.size(); ++i) content += entries[i].data.size();
+  layer_source l;
+  l.name = "zstd";
+  l.shards.push_back(store(prefix_ + "/zstd-0.zstd.zip", zip, entries.size() - 1, content));
+  l.shards.back().id = test_zip::shard_id(entries);
+  l.id = net::hex_sha256(prefix_ + l.shards.back().sha256);
+  diagnostics diag;
+  auto r = materialise_now(plan_of({l}), diag);
+  ASSERT_TRUE(r) << diag.message;
+  for (std::size_t i = 1; i < entries.size(); ++i)
+    EXPECT_EQ(test::read_file(layer_dir(l) / entries[i].name), entries[i].data) << entries[i].name;
+  EXPECT_FALSE(fs::exists(layer_dir(l) / ".ferry-zstd-dictionary"));
+  EXPECT_TRUE(fs::exists(marker(l)));
 }
 
 TEST_F(materialise_node, a_missing_object_fails_the_download_naming_the_layer) {

@@ -23,8 +23,12 @@ struct spec_entry {
   bool symlink = false;
   bool deflate = true;
   bool zip64 = false;
-  bool zstd = false;     // method 93, in `zstd_frames` frames
-  int zstd_frames = 1;
+  bool zstd = false;                    // method 93, a frame per `zstd_frame` bytes (the format's 4 MiB)
+  std::uint64_t zstd_frame = 4 << 20;
+  std::string zstd_table = "auto";      // after several frames; "none", "truncated", "wrong", "always"
+  bool zstd_dict = false;               // with the zip's dictionary entry (the last before this one)
+  std::string zstd_dict_bytes;          // with this dictionary instead
+  bool dictionary = false;              // the shard's zstd dictionary: `data` holds it
 };
 
 inline std::string hex(std::string_view bytes) {
@@ -42,7 +46,9 @@ inline std::string make_zip(const std::vector<spec_entry>& entries, const std::s
   for (const auto& e : entries)
     spec.push_back(boost::json::object{{"name_hex", hex(e.name)}, {"data", hex(e.data)}, {"hex", true}, {"mode", e.mode},
                                        {"symlink", e.symlink}, {"deflate", e.deflate}, {"zip64", e.zip64},
-                                       {"zstd", e.zstd}, {"zstd_frames", e.zstd_frames}});
+                                       {"zstd", e.zstd}, {"zstd_frame", e.zstd_frame}, {"zstd_table", e.zstd_table},
+                                       {"zstd_dict", e.zstd_dict}, {"zstd_dict_hex", hex(e.zstd_dict_bytes)},
+                                       {"dictionary", e.dictionary}});
   ferry::test::temp_dir dir;
   const auto out = dir / "out.zip";
   const auto spec_file = dir.write("spec.json", boost::json::serialize(spec));
@@ -54,11 +60,41 @@ inline std::string make_zip(const std::vector<spec_entry>& entries, const std::s
   return ferry::test::read_file(out);
 }
 
+// A small Python module, one of a family: modules of one `family` share their words, as the files of a
+// site-packages shard do, so a dictionary trained on some of them compresses the others.
+inline std::string sample_module(unsigned family, int i) {
+  const char* words[] = {"request", "session", "response", "headers", "encoding", "timeout", "adapter", "cookie"};
+  std::string out = "# Module " + std::to_string(i) + " of family " + std::to_string(family) + "\n";
+  out += "from __future__ import annotations\n\nimport os\nimport sys\n\n";
+  for (int f = 0; f < 12; ++f) {
+    const auto* w = words[(family * 3 + i + f) % 8];
+    out += "def " + std::string(w) + "_" + std::to_string(family) + "_" + std::to_string(f) + "(self, value=None):\n";
+    out += "    \"\"\"Return the " + std::string(w) + " of family " + std::to_string(family) + ".\"\"\"\n";
+    out += "    if value is None:\n        return self._" + std::string(w) + "\n";
+    out += "    return value * " + std::to_string(i * 7 + f) + "\n\n";
+  }
+  return out;
+}
+
+// A zstd dictionary trained by the zstd command on 200 modules of `family`: two families give two
+// dictionaries, with two ids.
+inline std::string train_dictionary(unsigned family) {
+  ferry::test::temp_dir dir;
+  const auto out = dir / "dict";
+  std::vector<std::string> argv = {"zstd", "-q", "--train", "--maxdict=16384", "-o", out.string()};
+  for (int i = 0; i < 200; ++i)
+    argv.push_back(dir.write("m" + std::to_string(i) + ".py", sample_module(family, 1000 + i)).string());
+  auto r = ferry::test::run(argv);
+  if (r.exit_code != 0) throw std::runtime_error("zstd --train: " + r.err);
+  return ferry::test::read_file(out);
+}
+
 // The id a workstation gives a shard of `entries` (packaging/layer.hpp), which the node program checks what
 // it inflates against: the zip must hold them in this order (by path), as ferry's writer does.
 inline std::string shard_id(const std::vector<spec_entry>& entries) {
   std::vector<packaging::file_entry> files;
   for (const auto& e : entries) {
+    if (e.dictionary) continue;  // not one of the shard's files
     packaging::file_entry f;
     f.path = e.name;
     f.type = e.symlink ? packaging::file_entry::kind::symlink : packaging::file_entry::kind::regular;
