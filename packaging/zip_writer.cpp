@@ -243,7 +243,14 @@ result<void> zip_writer::begin_regular(const file_entry& entry, diagnostics& dia
                 fmt::format("{}: cannot open {}: {}", entry.path, entry.source, errno_text(e)), diag);
   }
   if (auto same = check_unchanged(fd.get(), entry, diag); !same) return same;
-  if (entry.key.size > read_chunk) ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
+  if (entry.content_size() > read_chunk) {
+    ::posix_fadvise(fd.get(), static_cast<off_t>(entry.piece_offset), static_cast<off_t>(entry.piece_length),
+                    POSIX_FADV_SEQUENTIAL);
+  }
+  if (entry.is_piece() && ::lseek(fd.get(), static_cast<off_t>(entry.piece_offset), SEEK_SET) < 0) {
+    return fail(errc::unreadable_file,
+                fmt::format("{}: cannot seek in {}: {}", entry.path, entry.source, errno_text(errno)), diag);
+  }
   if (auto header = write_header(entry, diag); !header) return header;
   current_fd_ = fd.release();
   current_read_ = 0;
@@ -282,9 +289,14 @@ result<bool> zip_writer::copy_some(const file_entry& entry, std::uint64_t output
   } guard{current_fd_};
   const auto out_at_start = bytes_out_;
   // Read to end of file rather than to key.size: a file that grew is noticed here, before its extra
-  // bytes reach the zip (libarchive would silently cut them off at the size in the header).
+  // bytes reach the zip (libarchive would silently cut them off at the size in the header). A piece
+  // reads exactly its bytes; the fstat at its end notices a file that changed.
+  const auto want = entry.content_size();
   for (;;) {
-    const auto n = ::read(current_fd_, buffer_.data(), buffer_.size());
+    const auto room = entry.is_piece() ? std::min<std::uint64_t>(buffer_.size(), want - current_read_)
+                                       : buffer_.size();
+    if (room == 0) break;
+    const auto n = ::read(current_fd_, buffer_.data(), static_cast<std::size_t>(room));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       return as_error(fail(errc::unreadable_file,
@@ -301,15 +313,15 @@ result<bool> zip_writer::copy_some(const file_entry& entry, std::uint64_t output
     if (::archive_write_data(archive_.get(), buffer_.data(), static_cast<std::size_t>(n)) != n) {
       return as_error(archive_failure(&entry, diag));
     }
-    if (bytes_out_ - out_at_start >= output_budget && current_read_ < entry.key.size) {
+    if (bytes_out_ - out_at_start >= output_budget && current_read_ < want) {
       guard.keep = true;
       return false;
     }
   }
-  if (current_read_ != entry.key.size) {
+  if (current_read_ != want) {
     return as_error(fail(errc::file_changed,
                 fmt::format("{}: {} shrank from {} to {} bytes while being zipped", entry.path,
-                            entry.source, entry.key.size, current_read_), diag));
+                            entry.source, entry.key.size, entry.piece_offset + current_read_), diag));
   }
   // Catches rewrites that kept the size but not the mtime, and growth after the last read.
   if (auto same = check_unchanged(current_fd_, entry, diag); !same) return as_error(same);
@@ -328,10 +340,10 @@ result<void> zip_writer::write_header(const file_entry& entry, diagnostics& diag
   if (entry.type == file_entry::kind::symlink) {
     ::archive_entry_copy_symlink(e, entry.link_target.c_str());
   } else {
-    ::archive_entry_set_size(e, static_cast<la_int64_t>(entry.key.size));
+    ::archive_entry_set_size(e, static_cast<la_int64_t>(entry.content_size()));
     if (options_.level > 0) {
       // Empty files are stored too: deflate would turn 0 bytes into 2.
-      const bool store = entry.key.size == 0 || already_compressed(entry.path);
+      const bool store = entry.content_size() == 0 || already_compressed(entry.path);
       const int set = store ? ::archive_write_zip_set_compression_store(a)
                             : ::archive_write_zip_set_compression_deflate(a);
       if (set != ARCHIVE_OK) return archive_failure(&entry, diag);
