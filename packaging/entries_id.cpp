@@ -22,6 +22,20 @@ void entries_id_stream::add(std::string_view path, std::uint32_t mode, const net
   hash_.update(line_);
 }
 
+void entries_id_stream::add_piece(std::string_view path, std::uint32_t mode, std::uint64_t offset,
+                                  std::uint64_t length, const net::sha256_digest& content) {
+  line_.clear();
+  line_.append(path);
+  line_.push_back('\0');
+  fmt::format_to(std::back_inserter(line_), "{:o}", mode);
+  line_.push_back('\0');
+  fmt::format_to(std::back_inserter(line_), "{}+{}", offset, length);
+  line_.push_back('\0');
+  net::append_hex(line_, content);
+  line_.push_back('\n');
+  hash_.update(line_);
+}
+
 net::sha256_digest entries_id_stream::finish() { return hash_.finish(); }
 
 }  // namespace ferry::packaging

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace ferry::packaging {
 
@@ -37,7 +38,19 @@ struct file_entry {
   // For symlinks kept as symlinks: the target as stored in the link.
   std::string link_target;
   file_key key;  // size is the content size (for symlinks: the target's length)
-  sha256_digest digest{};  // SHA-256 of the content (for symlinks: of the target string)
+  // SHA-256 of the content (for symlinks: of the target string); for a file cut into pieces (layer.hpp), the
+  // root of its pieces' digests (piece_root), so every piece can be checked on its own.
+  sha256_digest digest{};
+  // A file cut into pieces: each piece's SHA-256, in order. Empty for every other file.
+  std::vector<sha256_digest> piece_digests;
+  // Set on the entries of a piece shard only (layer::pieces): this entry is bytes
+  // [piece_offset, piece_offset + piece_length) of the file, and `digest` is that piece's.
+  std::uint64_t piece_offset = 0;
+  std::uint64_t piece_length = 0;
+
+  bool is_piece() const { return piece_length != 0; }
+  // What goes into the zip entry: the piece, or the whole file.
+  std::uint64_t content_size() const { return is_piece() ? piece_length : key.size; }
 
   // The zip and layer-id mode: S_IFREG or S_IFLNK with the permission bits.
   std::uint32_t mode() const { return (type == kind::symlink ? 0120000u : 0100000u) | permissions; }

@@ -14,6 +14,10 @@ namespace ferry::packaging {
 // thread hashing thousands of small files allocates nothing per file.
 result<sha256_digest> hash_entry(const file_entry& entry, net::sha256_stream& hasher, std::span<char> buffer,
                                  diagnostics& diag);
+// Bytes [offset, offset + length) of a regular file (a piece of it: layer.hpp), with the same check that
+// the file is still the one the walker saw.
+result<sha256_digest> hash_range(const file_entry& entry, std::uint64_t offset, std::uint64_t length,
+                                 net::sha256_stream& hasher, std::span<char> buffer, diagnostics& diag);
 
 // Opens a file for reading without updating its access time where the kernel allows it (it refuses
 // O_NOATIME for files of other users). Returns -1 with errno set on failure.

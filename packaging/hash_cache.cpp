@@ -13,7 +13,10 @@
 namespace ferry::packaging {
 namespace {
 
-constexpr char magic[8] = {'F', 'E', 'R', 'R', 'Y', 'H', 'C', '1'};
+// Version 2: a file over the piece size has the root of its pieces' digests as its digest, and the pieces
+// beside it. A version-1 cache (whole-file digests) is not read, so no old digest of a large file passes for
+// a root.
+constexpr char magic[8] = {'F', 'E', 'R', 'R', 'Y', 'H', 'C', '2'};
 
 struct file_header {
   char magic[8];
@@ -21,7 +24,8 @@ struct file_header {
 };
 
 bool key_less(const hash_cache::record& a, const hash_cache::record& b) {
-  return a.device != b.device ? a.device < b.device : a.inode < b.inode;
+  if (a.device != b.device) return a.device < b.device;
+  return a.inode != b.inode ? a.inode < b.inode : a.part < b.part;
 }
 
 std::uint32_t today(std::chrono::system_clock::time_point now = std::chrono::system_clock::now()) {
@@ -99,17 +103,18 @@ hash_cache& hash_cache::operator=(hash_cache&& other) noexcept {
   return *this;
 }
 
-const hash_cache::record* hash_cache::locate(const file_key& key) const {
+const hash_cache::record* hash_cache::locate(const file_key& key, std::uint32_t part) const {
   record probe{};
   probe.device = key.device;
   probe.inode = key.inode;
+  probe.part = part;
   const auto it = std::lower_bound(table_.begin(), table_.end(), probe, key_less);
-  if (it == table_.end() || it->device != key.device || it->inode != key.inode) return nullptr;
+  if (it == table_.end() || it->device != key.device || it->inode != key.inode || it->part != part) return nullptr;
   return &*it;
 }
 
-std::optional<sha256_digest> hash_cache::find(const file_key& key) const {
-  const record* found = locate(key);
+std::optional<sha256_digest> hash_cache::find(const file_key& key, std::uint32_t part) const {
+  const record* found = locate(key, part);
   if (found && found->size == key.size && found->mtime_ns == key.mtime_ns) {
     used_[static_cast<std::size_t>(found - table_.data())].store(1, std::memory_order_relaxed);
     hits_.fetch_add(1, std::memory_order_relaxed);
@@ -118,9 +123,9 @@ std::optional<sha256_digest> hash_cache::find(const file_key& key) const {
   return std::nullopt;
 }
 
-void hash_cache::insert(const file_key& key, const sha256_digest& digest, bool racy) {
+void hash_cache::insert(const file_key& key, const sha256_digest& digest, bool racy, std::uint32_t part) {
   if (racy) return;
-  record r{key.device, key.inode, key.size, key.mtime_ns, digest, 0, 0};
+  record r{key.device, key.inode, key.size, key.mtime_ns, digest, 0, part};
   std::lock_guard lock(mutex_);
   added_.push_back(r);
 }
@@ -154,9 +159,13 @@ result<void> hash_cache::save(diagnostics& diag) {
     merged.push_back(r);
   }
   if (!changed) return {};
-  // New entries replace old ones for the same inode (the file was rewritten): keep the last of each key.
+  // New entries replace old ones for the same inode and part (the file was rewritten): keep the last of each
+  // key. The pieces of a file that has since shrunk stay until unused for `retention`; their size and mtime
+  // no longer match, so they are never found.
   std::stable_sort(merged.begin(), merged.end(), key_less);
-  auto last_of_each = [](const record& a, const record& b) { return a.device == b.device && a.inode == b.inode; };
+  auto last_of_each = [](const record& a, const record& b) {
+    return a.device == b.device && a.inode == b.inode && a.part == b.part;
+  };
   std::vector<record> unique;
   unique.reserve(merged.size());
   for (std::size_t i = 0; i < merged.size(); ++i) {

@@ -29,11 +29,12 @@ class hash_cache {
   // save), with the reason in `warning`: a cache is never trusted over the files it describes.
   static hash_cache load(const std::filesystem::path& file, std::string* warning = nullptr);
 
-  // Thread-safe with each other and with insert().
-  std::optional<sha256_digest> find(const file_key& key) const;
+  // Thread-safe with each other and with insert(). `part` 0 is the file's digest; a file cut into pieces
+  // (layer.hpp) has its pieces' digests as parts 1, 2, ... beside it.
+  std::optional<sha256_digest> find(const file_key& key, std::uint32_t part = 0) const;
   // `racy`: the file changed so recently that another write within the same mtime tick could go unseen
   // (git's "racily clean" problem); such hashes are used for this run but not persisted.
-  void insert(const file_key& key, const sha256_digest& digest, bool racy);
+  void insert(const file_key& key, const sha256_digest& digest, bool racy, std::uint32_t part = 0);
 
   // Writes the merged table atomically (temporary file, fsync-free rename: a lost cache costs only a
   // re-hash). Does nothing when nothing changed.
@@ -56,15 +57,15 @@ class hash_cache {
     std::int64_t mtime_ns;
     sha256_digest digest;
     std::uint32_t last_used_day;  // days since the epoch
-    std::uint32_t reserved;
+    std::uint32_t part;           // 0: the file; k: its k-th piece
   };
   static_assert(sizeof(record) == 72);
 
  private:
-  const record* locate(const file_key& key) const;
+  const record* locate(const file_key& key, std::uint32_t part) const;
 
   std::filesystem::path file_;
-  std::vector<record> table_;  // sorted by (device, inode)
+  std::vector<record> table_;  // sorted by (device, inode, part)
   // Index of table_ entries looked up this run whose day stamp must move forward on save; a byte per
   // entry, written by concurrent find()s without a lock (each writes only its own byte).
   std::unique_ptr<std::atomic<std::uint8_t>[]> used_;

@@ -64,6 +64,22 @@ walk_options walk_options_for(const root_spec& root, const scan_options& options
   return w;
 }
 
+// A regular file's digest from the cache; a file cut into pieces (layer.hpp) only with all of its pieces'.
+void digest_from_cache(file_entry& f, const hash_cache& cache) {
+  auto digest = cache.find(f.key);
+  if (!digest) return;
+  const auto pieces = piece_count(f.key.size);
+  std::vector<sha256_digest> found;
+  found.reserve(pieces);
+  for (std::uint32_t k = 1; k <= pieces; ++k) {
+    auto piece = cache.find(f.key, k);
+    if (!piece) return;
+    found.push_back(*piece);
+  }
+  f.digest = *digest;
+  f.piece_digests = std::move(found);
+}
+
 // Runs on the pool: walks, then fills digests from the cache, and reads RECORD files.
 void run_walk_job(walk_job& job, const scan_options& options, const hash_cache& cache, scan_progress* progress,
                   first_error& failure) {
@@ -82,7 +98,7 @@ void run_walk_job(walk_job& job, const scan_options& options, const hash_cache& 
     if (f.type == file_entry::kind::symlink) {
       f.digest = net::sha256(f.link_target);  // a link's content is its target: nothing to read
     } else {
-      if (auto digest = cache.find(f.key)) f.digest = *digest;
+      digest_from_cache(f, cache);
       // What each distribution owns: a wheel's RECORD, or an egg's top-level names (Debian's packages and
       // older installs have no RECORD).
       const bool owns = f.path.ends_with(".dist-info/RECORD") || f.path.ends_with(".egg-info/top_level.txt");
@@ -175,6 +191,56 @@ std::vector<layer> group_layers(std::vector<walk_job>& jobs, std::span<const roo
   return layers;
 }
 
+// One unit of hashing: a whole file, or one piece of a file over piece_size (so the pieces of one large
+// file are hashed on every thread at once).
+struct hash_item {
+  file_entry* file = nullptr;
+  std::uint32_t piece = 0;  // 1-based; 0: the whole file
+  std::size_t cut = 0;      // for a piece: index into the cut files' counters
+};
+
+// The pieces of a cut file still being hashed; the thread that hashes the last one sets the root.
+struct cut_files {
+  std::unique_ptr<std::atomic<std::uint64_t>[]> left;
+};
+
+void record_digest(const hash_item& item, const sha256_digest& digest, cut_files& cuts, hash_cache& cache) {
+  auto& f = *item.file;
+  const bool racy = is_racy(f.key.mtime_ns);
+  if (item.piece == 0) {
+    f.digest = digest;
+    if (f.type == file_entry::kind::regular) cache.insert(f.key, f.digest, racy);
+    return;
+  }
+  f.piece_digests[item.piece - 1] = digest;
+  cache.insert(f.key, digest, racy, item.piece);
+  // acq_rel: the last one sees every other thread's piece digest.
+  if (cuts.left[item.cut].fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    f.digest = piece_root(f.piece_digests);
+    cache.insert(f.key, f.digest, racy);
+  }
+}
+
+std::vector<hash_item> hash_items(std::span<file_entry* const> missing, cut_files& cuts) {
+  std::vector<hash_item> items;
+  std::size_t cut_count = 0;
+  for (auto* f : missing) cut_count += f->type == file_entry::kind::regular && piece_count(f->key.size) > 0;
+  cuts.left = std::make_unique<std::atomic<std::uint64_t>[]>(cut_count);
+  std::size_t cut = 0;
+  for (auto* f : missing) {
+    const auto pieces = f->type == file_entry::kind::regular ? piece_count(f->key.size) : 0;
+    if (pieces == 0) {
+      items.push_back({f, 0, 0});
+      continue;
+    }
+    f->piece_digests.assign(pieces, sha256_digest{});
+    cuts.left[cut].store(pieces);
+    for (std::uint32_t k = 1; k <= pieces; ++k) items.push_back({f, k, cut});
+    ++cut;
+  }
+  return items;
+}
+
 // Hashes the files of one layer that the cache did not know, spread over the pool.
 asio::awaitable<result<void>> hash_layer(tracing::action& parent, net::cpu_pool& pool, layer& l,
                                          const scan_options& options, hash_cache& cache, scan_progress* progress,
@@ -190,6 +256,8 @@ asio::awaitable<result<void>> hash_layer(tracing::action& parent, net::cpu_pool&
   auto act = parent.child(action_types::packaging::hash,
                           {{"layer", l.name}, {"files", l.files.size()}, {"to_hash", missing.size()},
                            {"to_hash_bytes", missing_bytes}});
+  cut_files cuts;
+  const auto items = hash_items(missing, cuts);
   auto failure = std::make_shared<first_error>();
   // Small layers are one job; a big one is split so every thread helps.
   const std::size_t threads = missing_bytes > (8u << 20) ? options.threads : 1;
@@ -200,21 +268,24 @@ asio::awaitable<result<void>> hash_layer(tracing::action& parent, net::cpu_pool&
     return [&, failure, buffer, hasher](std::size_t i) {
       if (failure->failed) return;
       diagnostics d;
-      auto& f = *missing[i];
-      auto digest = hash_entry(f, *hasher, *buffer, d);
+      const auto& item = items[i];
+      auto& f = *item.file;
+      const auto offset = item.piece == 0 ? 0 : (item.piece - 1) * piece_size;
+      const auto length = item.piece == 0 ? f.key.size : std::min(piece_size, f.key.size - offset);
+      auto digest = item.piece == 0 ? hash_entry(f, *hasher, *buffer, d)
+                                    : hash_range(f, offset, length, *hasher, *buffer, d);
       if (!digest) {
         failure->set(digest.error(), d);
         return;
       }
-      f.digest = *digest;
-      if (f.type == file_entry::kind::regular) cache.insert(f.key, f.digest, is_racy(f.key.mtime_ns));
+      record_digest(item, *digest, cuts, cache);
       if (progress) {
-        progress->files_hashed += 1;
-        progress->bytes_hashed += f.key.size;
+        progress->files_hashed += item.piece <= 1 ? 1 : 0;
+        progress->bytes_hashed += length;
       }
     };
   };
-  co_await for_each_on_pool(pool, missing.size(), threads, std::move(make_worker));
+  co_await for_each_on_pool(pool, items.size(), threads, std::move(make_worker));
   if (co_await net::cancelled()) {
     act.fail(asio::error::operation_aborted, "cancelled");
     co_return error_code(asio::error::operation_aborted);

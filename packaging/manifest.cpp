@@ -51,6 +51,10 @@ std::string manifest_text(const python_info& python, std::span<const root_spec> 
     for (const auto& s : l.shards) {
       json::object shard{{"id", net::to_hex(s.id)}, {"key", shard_key(prefix, s, codec)}, {"files", s.count},
                          {"bytes", s.bytes}};
+      if (s.piece) {
+        const auto& piece = l.files_of(s).front();
+        shard["piece"] = json::object{{"path", piece.path}, {"offset", piece.piece_offset}, {"file_size", piece.key.size}};
+      }
       if (digests) {
         const auto& d = digests->at(s.id);
         shard["sha256"] = net::to_hex(d.sha256);

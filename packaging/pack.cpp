@@ -92,8 +92,14 @@ class shipping {
     shipped_layer out{i, &l, {}};
     for (const auto& s : l.shards) {
       const auto& d = digests_.at(s.id);
-      out.shards.push_back(
-          {shard_key(prefix_, s, codec_), net::to_hex(d.sha256), d.zip_bytes, s.count, s.bytes, net::to_hex(s.id)});
+      shipped_shard shipped{shard_key(prefix_, s, codec_), net::to_hex(d.sha256), d.zip_bytes, s.count, s.bytes,
+                            net::to_hex(s.id)};
+      if (s.piece) {
+        const auto& piece = l.files_of(s).front();
+        shipped.piece_offset = piece.piece_offset;
+        shipped.file_size = piece.key.size;
+      }
+      out.shards.push_back(std::move(shipped));
     }
     progress_->on_layer_shipped(out);
   }

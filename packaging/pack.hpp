@@ -48,6 +48,10 @@ struct shipped_shard {
   std::uint64_t files = 0;
   std::uint64_t bytes = 0;  // of the files' content
   std::string id;  // the shard's id from this scan, lowercase hex: what a node checks the entries against
+  // A piece shard (layer.hpp): its one entry is bytes [piece_offset, piece_offset + bytes) of a file of
+  // file_size bytes. file_size 0: an ordinary shard.
+  std::uint64_t piece_offset = 0;
+  std::uint64_t file_size = 0;
 };
 struct shipped_layer {
   std::size_t index = 0;  // among the scan's layers, the manifest's order

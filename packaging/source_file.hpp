@@ -2,7 +2,9 @@
 // One regular file read into a zip, whatever compresses it. The zip must hold exactly the content the
 // entry's digest was taken from, so the file is checked against entry.key when it is opened and again
 // after its last byte: fstat must show the same inode, size and mtime_ns, and reading must end at exactly
-// the hashed size (a file that grew is noticed before its extra bytes reach the zip). Every failure names
+// the hashed size (a file that grew is noticed before its extra bytes reach the zip). A piece of a large
+// file (file_entry::is_piece) is read from its offset for exactly its length, the fstat at its end noticing
+// a file that changed. Every failure names
 // the entry and its source path: errc::unreadable_file when the file cannot be opened, stat or read (or
 // is no longer a regular file), errc::file_changed when it vanished or changed since it was hashed.
 #include "packaging/file_entry.hpp"
@@ -25,7 +27,7 @@ class source_file {
   result<std::string_view> read_some(std::span<char> buffer, diagnostics& diag);
 
   std::uint64_t bytes_read() const { return read_; }
-  std::uint64_t size() const { return entry_->key.size; }  // as hashed
+  std::uint64_t size() const { return entry_->content_size(); }  // as hashed: the piece, or the whole file
 
  private:
   source_file(const file_entry& entry, unique_fd fd) : entry_(&entry), fd_(std::move(fd)) {}

@@ -154,10 +154,10 @@ result<void> zip_deflate_backend::write_header(const file_entry& entry, diagnost
   if (entry.type == file_entry::kind::symlink) {
     ::archive_entry_copy_symlink(e, entry.link_target.c_str());
   } else {
-    ::archive_entry_set_size(e, static_cast<la_int64_t>(entry.key.size));
+    ::archive_entry_set_size(e, static_cast<la_int64_t>(entry.content_size()));
     if (level_ > 0) {
       // Empty files are stored too: deflate would turn 0 bytes into 2.
-      const bool store = entry.key.size == 0 || already_compressed(entry.path);
+      const bool store = entry.content_size() == 0 || already_compressed(entry.path);
       const int set = store ? ::archive_write_zip_set_compression_store(a)
                             : ::archive_write_zip_set_compression_deflate(a);
       if (set != ARCHIVE_OK) return archive_failure(&entry, diag);

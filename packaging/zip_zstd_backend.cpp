@@ -97,7 +97,7 @@ void zip_zstd_backend::add_known(zip_records::entry e, std::string_view content)
 
 result<void> zip_zstd_backend::begin_file(const file_entry& entry, diagnostics& diag) {
   start();
-  const auto size = entry.key.size;
+  const auto size = entry.content_size();
   const bool stored = size == 0 || already_compressed(entry.path);
   zip_records::entry e;
   e.name = entry.path;

@@ -29,8 +29,10 @@ layer_source source_of(const packaging::shipped_layer& l, const net::s3_client& 
   layer_source source;
   source.id = net::to_hex(l.packed->id);
   source.name = l.packed->name;
-  for (const auto& s : l.shards)
-    source.shards.push_back({s3.presign_get(bucket, s.key), s.sha256, s.zip_bytes, s.files, s.bytes, s.id, s.key});
+  for (const auto& s : l.shards) {
+    source.shards.push_back({s3.presign_get(bucket, s.key), s.sha256, s.zip_bytes, s.files, s.bytes, s.id, s.key,
+                             s.piece_offset, s.file_size});
+  }
   return source;
 }
 

@@ -7,17 +7,23 @@ result<void> id_check::begin(const zip_entry& entry, diagnostics& diag) {
   name_ = entry.name;
   mode_ = entry.mode;
   content_.reset();
+  length_ = 0;
   return {};
 }
 
 result<void> id_check::data(std::string_view bytes, diagnostics& diag) {
   content_.update(bytes);
+  length_ += bytes.size();
   return next_.data(bytes, diag);
 }
 
 result<void> id_check::end(diagnostics& diag) {
   if (auto r = next_.end(diag); !r) return r;
-  id_.add(name_, mode_, content_.finish());
+  if (piece_offset_) {
+    id_.add_piece(name_, mode_, *piece_offset_, length_, content_.finish());
+  } else {
+    id_.add(name_, mode_, content_.finish());
+  }
   return {};
 }
 

@@ -9,6 +9,8 @@
 #include "net/digest.hpp"
 #include "packaging/entries_id.hpp"
 
+#include <cstdint>
+#include <optional>
 #include <string>
 
 namespace ferry::agent::node {
@@ -16,6 +18,8 @@ namespace ferry::agent::node {
 class id_check final : public entry_sink {
  public:
   explicit id_check(entry_sink& next) : next_(next) {}
+  // A piece shard's one entry is bytes from `piece_offset` on of its file: its id line says so.
+  id_check(entry_sink& next, std::optional<std::uint64_t> piece_offset) : next_(next), piece_offset_(piece_offset) {}
 
   result<void> begin(const zip_entry& entry, diagnostics& diag) override;
   result<void> data(std::string_view bytes, diagnostics& diag) override;
@@ -30,6 +34,8 @@ class id_check final : public entry_sink {
   net::sha256_stream content_;
   std::string name_;
   std::uint32_t mode_ = 0;
+  std::optional<std::uint64_t> piece_offset_;
+  std::uint64_t length_ = 0;  // of the entry so far
 };
 
 }  // namespace ferry::agent::node

@@ -135,8 +135,10 @@ result<void> layer_writer::begin(const zip_entry& entry, diagnostics& diag) {
   }
   if (!S_ISREG(entry.mode) && entry.mode != 0 && (entry.mode & S_IFMT) != 0)
     return hostile(entry.name, "is neither a file, a directory nor a symlink", diag);
+  if (piece_offset_) return open_piece(entry, diag);
   // Created with its final mode, which the kernel narrows by the umask; the descriptor writes whatever
   // the mode says.
+  at_ = 0;
   file_ = packaging::unique_fd(
       ::openat(parent_, leaf_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, file_mode(entry)));
   if (file_.get() < 0) {
@@ -147,6 +149,20 @@ result<void> layer_writer::begin(const zip_entry& entry, diagnostics& diag) {
   return {};
 }
 
+result<void> layer_writer::open_piece(const zip_entry& entry, diagnostics& diag) {
+  file_ = packaging::unique_fd(
+      ::openat(parent_, leaf_.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, file_mode(entry)));
+  if (file_.get() < 0) {
+    if (errno == ELOOP) return hostile(entry.name, "is a piece of a file whose name a symlink holds", diag);
+    return io_failure(errno, "opening", entry.name, diag);
+  }
+  struct stat st {};
+  if (::fstat(file_.get(), &st) != 0) return io_failure(errno, "checking", entry.name, diag);
+  if (!S_ISREG(st.st_mode)) return hostile(entry.name, "is a piece of something not a file", diag);
+  at_ = *piece_offset_;
+  return {};
+}
+
 result<void> layer_writer::data(std::string_view bytes, diagnostics& diag) {
   if (!entry_ || parent_ < 0) return {};  // a directory's content: nothing
   if (entry_->is_symlink()) {
@@ -154,12 +170,13 @@ result<void> layer_writer::data(std::string_view bytes, diagnostics& diag) {
     return {};
   }
   while (!bytes.empty()) {
-    const auto n = ::write(file_.get(), bytes.data(), bytes.size());
+    const auto n = ::pwrite(file_.get(), bytes.data(), bytes.size(), static_cast<off_t>(at_));
     if (n < 0) {
       if (errno == EINTR) continue;
       return io_failure(errno, "writing", entry_->name, diag);
     }
     bytes.remove_prefix(static_cast<std::size_t>(n));
+    at_ += static_cast<std::uint64_t>(n);
     bytes_written_ += static_cast<std::uint64_t>(n);
   }
   return {};

@@ -9,6 +9,7 @@
 #include "agent/node/zip_stream.hpp"
 #include "packaging/unique_fd.hpp"
 
+#include <optional>
 #include <string>
 #include <sys/types.h>
 #include <vector>
@@ -23,6 +24,11 @@ class layer_writer final : public entry_sink {
   // `root` is the layer's (temporary) directory, open; `root_path` and `layer` name it in messages;
   // `layer_bytes` is what the whole layer holds, for the message of a full disk.
   layer_writer(int root, std::string root_path, std::string layer, std::uint64_t layer_bytes);
+
+  // This writer's shard is a piece of a large file (plan.hpp): its one regular entry goes at `offset` of
+  // the file, which the layer's other pieces share (so the file is opened, not created exclusively, and
+  // undo() leaves it: a piece fetched again writes the same bytes at the same place).
+  void write_as_piece(std::uint64_t offset) { piece_offset_ = offset; }
 
   result<void> begin(const zip_entry& entry, diagnostics& diag) override;
   result<void> data(std::string_view bytes, diagnostics& diag) override;
@@ -39,6 +45,7 @@ class layer_writer final : public entry_sink {
 
  private:
   // Opens (creating what is missing) the directories `dirs` below the root; the descriptor of the last.
+  result<void> open_piece(const zip_entry& entry, diagnostics& diag);
   result<int> open_dirs(const std::vector<std::string_view>& dirs, std::string_view name, diagnostics& diag);
   error_code io_failure(int err, std::string_view doing, std::string_view name, diagnostics& diag);
   error_code hostile(std::string_view name, std::string_view why, diagnostics& diag);
@@ -53,6 +60,8 @@ class layer_writer final : public entry_sink {
   std::string leaf_;
   packaging::unique_fd file_;
   std::string link_target_;
+  std::optional<std::uint64_t> piece_offset_;
+  std::uint64_t at_ = 0;  // where the next byte of the entry goes in its file
   std::uint64_t bytes_written_ = 0;
   std::uint64_t files_written_ = 0;
   // What undo() removes, as '/'-joined paths below the root, in the order they were made.

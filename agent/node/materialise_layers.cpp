@@ -223,6 +223,7 @@ asio::awaitable<result<std::uint64_t>> attempt_layer(tracing::action& act, share
   for (std::size_t i = 0; i < layer.shards.size(); ++i) {
     if (progress.done[i]) continue;
     writers[i] = std::make_unique<layer_writer>(root.get(), temp, layer.name, total);
+    if (layer.shards[i].is_piece()) writers[i]->write_as_piece(layer.shards[i].piece_offset);
     work.push_back(fetch_one(act, s, layer, i, peer, *writers[i], diags[i], errors[i], progress.downloaded));
   }
   co_await net::run_all(std::move(work));

@@ -30,9 +30,31 @@ result<void> check_layer(const layer_source& layer, diagnostics& diag) {
     if (s.url.empty() || !one_line(s.url))
       return bad(diag, fmt::format("shard {} of layer {} has an empty URL or one with a line break", i + 1,
                                    layer.name));
+    // A piece is one entry of `content` bytes inside its file: the writer trusts these bounds.
+    if (s.is_piece() && (s.files != 1 || s.content == 0 || s.piece_offset > s.file_size ||
+                         s.content > s.file_size - s.piece_offset))
+      return bad(diag, fmt::format("shard {} of layer {} is a piece of {} bytes at {} of a file of {} bytes with {} "
+                                   "files: not a piece of that file",
+                                   i + 1, layer.name, s.content, s.piece_offset, s.file_size, s.files));
   }
   return {};
 }
+
+namespace {
+
+result<void> read_piece(const json::object& shard, std::string_view where, shard_source& s, diagnostics& diag) {
+  const auto* po = object_of(shard.at("piece"));
+  if (!po) return bad(diag, fmt::format("the plan's {}.piece is not an object", where));
+  const auto piece_where = fmt::format("{}.piece", where);
+  reader pr{*po, piece_where, diag, {}};
+  s.piece_offset = pr.number("offset");
+  s.file_size = pr.number("file_size");
+  if (pr.ec) return pr.ec;
+  if (s.file_size == 0) return bad(diag, fmt::format("the plan's {}.piece has a file_size of 0", where));
+  return {};
+}
+
+}  // namespace
 
 result<void> check_plan(const environment_plan& plan, diagnostics& diag) {
   for (const auto& layer : plan.layers)
@@ -94,9 +116,12 @@ std::string header_line(const plan_header& h) {
 
 std::string layer_line(std::size_t index, const layer_source& l) {
   json::array shards;
-  for (const auto& s : l.shards)
-    shards.push_back(json::object{{"url", s.url}, {"sha256", s.sha256}, {"bytes", s.bytes}, {"files", s.files},
-                                  {"content", s.content}, {"id", s.id}, {"key", s.key}});
+  for (const auto& s : l.shards) {
+    json::object o{{"url", s.url}, {"sha256", s.sha256}, {"bytes", s.bytes}, {"files", s.files},
+                   {"content", s.content}, {"id", s.id}, {"key", s.key}};
+    if (s.is_piece()) o["piece"] = json::object{{"offset", s.piece_offset}, {"file_size", s.file_size}};
+    shards.push_back(std::move(o));
+  }
   return json::serialize(
       json::object{{"layer", json::object{{"index", index}, {"id", l.id}, {"name", l.name}, {"shards", std::move(shards)}}}});
 }
@@ -199,6 +224,9 @@ result<placed_layer> read_layer(const json::object& lo, diagnostics& diag) {
     s.id = sr.text("id");
     if (so->contains("key")) s.key = sr.text("key");
     if (sr.ec) return sr.ec;
+    if (so->contains("piece")) {
+      if (auto r = read_piece(*so, where, s, diag); !r) return r.error();
+    }
     for (auto& c : s.sha256) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     for (auto& c : s.id) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     layer.shards.push_back(std::move(s));

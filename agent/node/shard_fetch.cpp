@@ -30,7 +30,7 @@ class shard_reader {
   shard_reader(tracing::action& act, fetch_context& ctx, const shard_source& shard, std::string_view layer,
                layer_writer& writer, url_parts url, std::string_view token)
       : act_(act), ctx_(ctx), shard_(shard), layer_(layer), url_(std::move(url)), token_(token),
-        tee_(ctx.serve_dir, shard.sha256), checked_(writer) {}
+        tee_(ctx.serve_dir, shard.sha256), checked_(writer, shard.is_piece() ? std::optional(shard.piece_offset) : std::nullopt) {}
 
   asio::awaitable<result<shard_outcome>> run(diagnostics& diag) {
     if (shard_.bytes < 22) co_return fail(errc::bad_zip, diag, fmt::format("{} is {} bytes: too short for a zip", layer_, shard_.bytes));
@@ -136,6 +136,12 @@ class shard_reader {
       files += e.is_directory() ? 0 : 1;
       content = e.size > UINT64_MAX - content ? UINT64_MAX : content + e.size;
     }
+    // A piece is one file's bytes, exactly as many as the plan says: the writer puts them at its offset.
+    if (shard_.is_piece() && (entries->size() != 1 || entries->front().is_directory() ||
+                              entries->front().is_symlink() || entries->front().size != shard_.content))
+      return fail(errc::over_manifest, diag,
+                  fmt::format("{} is a piece of {} bytes of one file; its zip holds {} entries of {} bytes", layer_,
+                              shard_.content, entries->size(), content));
     const bool said = shard_.files != 0 || shard_.content != 0;
     if (said && (files > shard_.files || content > shard_.content))
       return fail(errc::over_manifest, diag,

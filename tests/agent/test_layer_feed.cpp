@@ -136,5 +136,34 @@ TEST_F(layer_feed_test, a_lazy_reader_ends_with_work_done_once_the_feed_is_told)
   EXPECT_TRUE(o.ended);
 }
 
+TEST(plan_piece, a_piece_shard_travels_on_its_layer_line_and_bounds_outside_its_file_are_refused) {
+  node::layer_source l{std::string(64, 'a'), "torchlike", {}};
+  node::shard_source s;
+  s.url = "http://storage/x";
+  s.sha256 = std::string(64, 'b');
+  s.id = std::string(64, 'c');
+  s.bytes = 10;
+  s.files = 1;
+  s.content = 1000;
+  s.piece_offset = 2000;
+  s.file_size = 3000;
+  l.shards.push_back(s);
+  diagnostics diag;
+  auto parsed = node::parse_plan_line(node::layer_line(0, l), diag);
+  ASSERT_TRUE(parsed) << diag.message;
+  const auto& back = std::get<node::placed_layer>(*parsed).layer.shards.at(0);
+  EXPECT_TRUE(back.is_piece());
+  EXPECT_EQ(back.piece_offset, 2000u);
+  EXPECT_EQ(back.file_size, 3000u);
+
+  l.shards[0].piece_offset = 2001;  // its 1000 bytes would end past the file's 3000
+  auto past = node::parse_plan_line(node::layer_line(0, l), diag);
+  ASSERT_FALSE(past);
+  EXPECT_NE(diag.message.find("not a piece of that file"), std::string::npos) << diag.message;
+  l.shards[0].piece_offset = 0;
+  l.shards[0].files = 2;
+  EXPECT_FALSE(node::parse_plan_line(node::layer_line(0, l), diag)) << "a piece is one file";
+}
+
 }  // namespace
 }  // namespace ferry::agent::layer_feed_tests

@@ -14,6 +14,7 @@
 #include "net/ssh_exec.hpp"
 #include "net/ssh_node_link.hpp"
 #include "net/s3_session.hpp"
+#include "packaging/entries_id.hpp"
 #include "packaging/layer.hpp"
 #include "support/eliot.hpp"
 #include "support/fault_proxy.hpp"
@@ -719,6 +720,62 @@ TEST_F(materialise_node, a_zstd_shard_with_its_dictionary_is_made_of_its_files_a
     EXPECT_EQ(test::read_file(layer_dir(l) / entries[i].name), entries[i].data) << entries[i].name;
   EXPECT_FALSE(fs::exists(layer_dir(l) / ".ferry-zstd-dictionary"));
   EXPECT_TRUE(fs::exists(marker(l)));
+// A layer holding `content` as "lib/big.so" cut into pieces at `cuts` (offsets after 0), and "lib/a.py"
+// in a shard of its own: the shards a workstation makes of a file over the piece size (packaging/layer.hpp).
+// `zip_of_piece(k)` says which piece's bytes the object of piece k holds (storage may swap them).
+layer_source pieced_layer(materialise_node& t, const std::string& name, const std::string& content,
+                          const std::vector<std::uint64_t>& cuts, const std::function<std::size_t(std::size_t)>& zip_of_piece);
+
+TEST_F(materialise_node, a_file_cut_into_pieces_is_written_piece_by_piece_at_each_offset) {
+  const auto content = random_bytes(700000, 41);
+  const auto l = pieced_layer(*this, "torchlike", content, {300000, 600000}, [](std::size_t k) { return k; });
+  ASSERT_EQ(l.shards.size(), 4u);
+  diagnostics diag;
+  auto r = materialise_now(plan_of({l}), diag);
+  ASSERT_TRUE(r) << diag.message;
+  EXPECT_EQ(test::read_file(layer_dir(l) / "lib" / "big.so"), content);
+  EXPECT_EQ(mode_of(layer_dir(l) / "lib" / "big.so"), 0755u);
+  EXPECT_EQ(test::read_file(layer_dir(l) / "lib" / "a.py"), "A = 1\n");
+  EXPECT_EQ(count_status(action_types::node::shard, "succeeded"), 4u);
+  EXPECT_TRUE(leftovers().empty()) << fmt::format("{}", fmt::join(leftovers(), " "));
+}
+
+TEST_F(materialise_node, a_piece_stored_in_another_pieces_place_is_refused_whatever_its_digest_says) {
+  const auto content = random_bytes(600000, 43);
+  // The objects of pieces 1 and 2 hold each other's zips, and the plan's digests were edited to match: only
+  // the offset in each piece's id tells them apart.
+  const auto l = pieced_layer(*this, "swapped", content, {300000}, [](std::size_t k) { return 1 - k; });
+  diagnostics diag;
+  auto r = materialise_now(plan_of({l}), diag);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), node::errc::not_packed) << diag.message;
+  EXPECT_NE(diag.message.find("does not match what this workstation packed"), std::string::npos) << diag.message;
+  EXPECT_FALSE(fs::exists(layer_dir(l)));
+  EXPECT_TRUE(leftovers().empty()) << fmt::format("{}", fmt::join(leftovers(), " "));
+}
+
+layer_source pieced_layer(materialise_node& t, const std::string& name, const std::string& content,
+                          const std::vector<std::uint64_t>& cuts, const std::function<std::size_t(std::size_t)>& zip_of_piece) {
+  std::vector<std::uint64_t> starts = {0};
+  starts.insert(starts.end(), cuts.begin(), cuts.end());
+  auto piece = [&](std::size_t k) {
+    const auto end = k + 1 < starts.size() ? starts[k + 1] : content.size();
+    return content.substr(starts[k], end - starts[k]);
+  };
+  layer_source l = t.layer(name, {{{"lib/a.py", "A = 1\n"}}});
+  for (std::size_t k = 0; k < starts.size(); ++k) {
+    const auto bytes = piece(k);
+    const auto stored = piece(zip_of_piece(k));
+    auto s = t.store(fmt::format("{}/{}-piece-{}.zip", t.prefix_, name, k),
+                     t.zip_of({{"lib/big.so", stored, fs::perms(0755)}}), 1, bytes.size());
+    s.piece_offset = starts[k];
+    s.file_size = content.size();
+    packaging::entries_id_stream id;
+    id.add_piece("lib/big.so", 0100755, starts[k], bytes.size(), net::sha256(bytes));
+    s.id = net::to_hex(id.finish());
+    l.shards.push_back(std::move(s));
+  }
+  return l;
 }
 
 TEST_F(materialise_node, a_missing_object_fails_the_download_naming_the_layer) {

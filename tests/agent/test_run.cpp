@@ -5,6 +5,7 @@
 #include "support/venv_closure.hpp"
 #include "support/eliot.hpp"
 #include "net/digest.hpp"
+#include "packaging/layer.hpp"
 #include "support/moto.hpp"
 #include "support/process.hpp"
 #include "support/quoted.hpp"
@@ -146,6 +147,28 @@ TEST_F(run_cli, run_ships_the_project_and_a_second_run_moves_nothing) {
   const auto env_var = run_ferry({"run", "--env", "GREETING=hi there", "--", "sh", "-c", "echo \"$GREETING\""}, o);
   EXPECT_EQ(env_var.out, "hi there\n") << env_var.err;
   EXPECT_EQ(run_ferry({"run", "--env", "1BAD=x", "--", "true"}, o).exit_code, 2);
+}
+
+// A file over the piece size (a CUDA library, a model) goes as a shard per piece, each written at its offset
+// on the node: the node has the same bytes, and the next run finds every piece in the hash cache and storage.
+TEST_F(run_cli, a_file_over_the_piece_size_arrives_whole_from_its_pieces) {
+  auto o = env();
+  std::string model(2 * packaging::piece_size + 4321, '\0');
+  for (std::size_t i = 0; i < model.size(); i += 509) model[i] = static_cast<char>('a' + (i / 4096) % 26);
+  write_file(project() / "model.bin", model);
+  const auto trace1 = home_ / "pieces1.jsonl";
+  const auto first = run_ferry({"--trace", trace1.string(), "run", "--", "sha256sum", "model.bin"}, o);
+  ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
+  EXPECT_EQ(first.out, net::hex_sha256(model) + "  model.bin\n");
+  // The workspace's small files, the venv's package, and three pieces.
+  EXPECT_GE(count(started_types(trace1), action_types::node::shard), 5u);
+
+  const auto trace2 = home_ / "pieces2.jsonl";
+  const auto second = run_ferry({"--trace", trace2.string(), "run", "--", "sha256sum", "model.bin"}, o);
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_EQ(second.out, first.out);
+  EXPECT_EQ(s3_writes(trace2), 0u);
+  EXPECT_EQ(count(started_types(trace2), action_types::node::shard), 0u);
 }
 
 // Output of several nodes mixes; the run ends with a line per node that failed, to find them by.

@@ -2,6 +2,7 @@
 #include "packaging/error.hpp"
 #include "packaging/file_hash.hpp"
 #include "packaging/hash_cache.hpp"
+#include "packaging/entries_id.hpp"
 #include "packaging/layer_scan.hpp"
 #include "support/temp_dir.hpp"
 #include "support/trace_root.hpp"
@@ -347,6 +348,67 @@ TEST(layer_scan, big_layers_are_cut_into_shards_in_path_order) {
     next += sh.count;
   }
   EXPECT_EQ(l.id, entries_id(l.files));
+}
+
+// Bytes that differ from piece to piece, so a piece put at another offset would show.
+std::string pieced_content(std::uint64_t size) {
+  std::string out(size, '\0');
+  for (std::uint64_t i = 0; i < size; i += 4096) out[i] = static_cast<char>('A' + (i / piece_size) % 26);
+  for (std::uint64_t i = 1; i < size; i += 7919) out[i] = static_cast<char>(i % 251);
+  return out;
+}
+
+TEST(layer_scan, a_file_over_the_piece_size_is_a_shard_per_piece_hashed_once_and_cached) {
+  temp_dir ws, cache_dir;
+  const auto big = pieced_content(2 * piece_size + 12345);
+  ws.write("a.py", "alpha");
+  ws.write("lib/big.so", big);
+  ws.write("z.py", "zeta");
+  age_tree(ws.path());
+  scanner s;
+  auto cache = hash_cache::load(cache_dir / "hashes");
+  auto r = s.scan_workspace(ws.path(), cache);
+  ASSERT_TRUE(r) << s.diag.message;
+  const auto& l = r->layers[0];
+  ASSERT_EQ(l.files.size(), 3u);
+  const auto& file = l.files[1];
+  ASSERT_EQ(file.path, "lib/big.so");
+  ASSERT_EQ(file.piece_digests.size(), 3u);
+  std::vector<sha256_digest> expected;
+  for (std::uint64_t k = 0; k < 3; ++k) expected.push_back(net::sha256(std::string_view(big).substr(k * piece_size, piece_size)));
+  EXPECT_EQ(file.piece_digests, expected);
+  EXPECT_EQ(file.digest, piece_root(expected));
+  EXPECT_NE(file.digest, net::sha256(big)) << "a cut file's digest is its pieces' root";
+
+  // a.py, then a shard per piece, then z.py: the files after the cut go on in a shard of their own.
+  ASSERT_EQ(l.shards.size(), 5u);
+  EXPECT_FALSE(l.shards[0].piece);
+  EXPECT_EQ(l.files_of(l.shards[0]).front().path, "a.py");
+  for (std::size_t k = 0; k < 3; ++k) {
+    const auto& sh = l.shards[1 + k];
+    ASSERT_TRUE(sh.piece);
+    const auto& piece = l.files_of(sh).front();
+    EXPECT_EQ(piece.path, "lib/big.so");
+    EXPECT_EQ(piece.piece_offset, k * piece_size);
+    EXPECT_EQ(piece.piece_length, k < 2 ? piece_size : 12345u);
+    EXPECT_EQ(sh.bytes, piece.piece_length);
+    EXPECT_EQ(piece.digest, expected[k]);
+    entries_id_stream id;
+    id.add_piece("lib/big.so", piece.mode(), piece.piece_offset, piece.piece_length, expected[k]);
+    EXPECT_EQ(sh.id, id.finish()) << "the offset is part of a piece's id";
+  }
+  EXPECT_EQ(l.files_of(l.shards[4]).front().path, "z.py");
+  EXPECT_EQ(l.id, entries_id(l.files));
+  EXPECT_EQ(l.bytes, big.size() + 9);
+
+  ASSERT_TRUE(cache.save(s.diag)) << s.diag.message;
+  auto warm_cache = hash_cache::load(cache_dir / "hashes");
+  EXPECT_EQ(warm_cache.size(), 3u + 3u) << "three files and three pieces";
+  auto warm = s.scan_workspace(ws.path(), warm_cache);
+  ASSERT_TRUE(warm) << s.diag.message;
+  EXPECT_EQ(warm->hashed_files, 0u);
+  EXPECT_EQ(warm->layers[0].files[1].piece_digests, expected);
+  EXPECT_EQ(warm->layers[0].id, l.id);
 }
 
 TEST(layer_scan, a_file_rewritten_after_the_walk_is_an_error_not_a_wrong_hash) {

@@ -7,6 +7,8 @@
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
 
+#include <fmt/format.h>
+
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -579,6 +581,29 @@ TEST(zip_writer, a_file_rewritten_with_another_size_is_file_changed) {
   EXPECT_EQ(f->code, make_error_code(errc::file_changed));
   EXPECT_NE(f->message.find("grown.py"), std::string::npos) << f->message;
   EXPECT_NE(f->message.find("size"), std::string::npos) << f->message;
+}
+
+TEST(zip_writer, a_piece_is_its_bytes_of_the_file_under_the_files_name) {
+  temp_dir tree, out;
+  std::string content;
+  for (int i = 0; i < 40000; ++i) content += fmt::format("{:08}\n", i);
+  tree.write("lib/big.so", content);
+  auto piece = entry_for(tree.path(), "lib/big.so");
+  piece.piece_offset = 100001;
+  piece.piece_length = 123456;
+  const auto zip = save(out, "piece.zip", zip_of({piece}));
+  expect_unzip_accepts(zip);
+  const auto infos = python_view(zip);
+  ASSERT_EQ(infos.size(), 1u);
+  EXPECT_EQ(infos[0].name, "lib/big.so");
+  EXPECT_EQ(infos[0].size, 123456u);
+  EXPECT_EQ(infos[0].sha256, net::hex_sha256(content.substr(100001, 123456)));
+
+  // A piece notices a file rewritten since it was hashed, like a whole file.
+  tree.write("lib/big.so", content + "more");
+  const auto f = add_fails(piece);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->code, make_error_code(errc::file_changed));
 }
 
 TEST(zip_writer, a_file_rewritten_with_the_same_size_but_a_new_mtime_is_file_changed) {
