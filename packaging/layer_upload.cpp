@@ -3,6 +3,7 @@
 #include "net/cancellation.hpp"
 #include "net/digest.hpp"
 #include "net/s3_transfer.hpp"
+#include "packaging/zstd_dictionary.hpp"
 
 #include <memory>
 #include <optional>
@@ -57,11 +58,15 @@ class part_maker {
 
  private:
   // The writer, made on the pool with the first part. A zstd shard carries its own dictionary (each shard
-  // is fetched and read on its own); this is where it is trained, CPU work before the first byte:
-  //   if (options_.codec == zip_codec::zstd) options_.dictionary = train_dictionary(files_, diag)
-  // (packaging/zstd_dictionary.hpp; an empty string: no dictionary). Until then zstd shards go without one.
-  result<void> start(diagnostics& /*diag*/) {
+  // is fetched and read on its own), trained here from its small files: CPU work before the first byte
+  // (a few milliseconds: packaging/zstd_dictionary.hpp; an empty string: too few small files for one).
+  result<void> start(diagnostics& diag) {
     options_.dictionary.clear();
+    if (options_.codec == zip_codec::zstd) {
+      auto trained = train_dictionary(files_, diag);
+      if (!trained) return trained.error();
+      options_.dictionary = std::move(*trained);
+    }
     writer_.emplace(options_, [this](std::string_view bytes) { buffer_.insert(buffer_.end(), bytes.begin(), bytes.end()); });
     return {};
   }

@@ -17,6 +17,7 @@
 //   - Zip64 records (zip_records.hpp) where sizes or offsets may pass 0xFFFFFFFF.
 // Memory: the compressor's state for one frame, one output block and the central directory.
 #include "packaging/zip_backend.hpp"
+#include "packaging/zstd_dictionary.hpp"
 #include "packaging/zip_records.hpp"
 
 #include <memory>
@@ -34,9 +35,6 @@ struct zip_options;
 class zip_zstd_backend final : public zip_backend {
  public:
   static constexpr std::uint64_t frame_size = 4 << 20;
-  // Files under this size use the shard's dictionary: the trainer samples the same files
-  // (packaging/zstd_dictionary.hpp, dictionary_file_limit).
-  static constexpr std::uint64_t dictionary_file_limit = 16 << 10;
   static constexpr std::string_view dictionary_name = ".ferry-zstd-dictionary";
   static constexpr std::size_t output_block = 128 << 10;  // gathered before the sink sees it
 

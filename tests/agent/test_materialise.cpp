@@ -720,6 +720,8 @@ TEST_F(materialise_node, a_zstd_shard_with_its_dictionary_is_made_of_its_files_a
     EXPECT_EQ(test::read_file(layer_dir(l) / entries[i].name), entries[i].data) << entries[i].name;
   EXPECT_FALSE(fs::exists(layer_dir(l) / ".ferry-zstd-dictionary"));
   EXPECT_TRUE(fs::exists(marker(l)));
+}
+
 // A layer holding `content` as "lib/big.so" cut into pieces at `cuts` (offsets after 0), and "lib/a.py"
 // in a shard of its own: the shards a workstation makes of a file over the piece size (packaging/layer.hpp).
 // `zip_of_piece(k)` says which piece's bytes the object of piece k holds (storage may swap them).

@@ -3,6 +3,8 @@
 // the zstd command on an entry's raw data, libzstd with the shard's dictionary. Zip64 records are checked by
 // the node program's directory parser with offsets and sizes past 4 GiB, without writing 4 GiB.
 #include "agent/node/zip_stream.hpp"
+#include "packaging/layer.hpp"
+#include "packaging/layer_upload.hpp"
 #include "packaging/zip_records.hpp"
 #include "packaging/zip_writer.hpp"
 #include "packaging/zip_zstd_backend.hpp"
@@ -12,6 +14,9 @@
 #include "support/temp_dir.hpp"
 #include "zip_fixture.hpp"
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <zstd.h>
@@ -353,7 +358,7 @@ TEST_F(zstd_writer, a_dictionary_is_the_first_entry_marked_and_small_files_name_
     if (e.type != file_entry::kind::regular || e.key.size == 0 || e.path.ends_with(".whl")) continue;
     SCOPED_TRACE(e.path);
     const auto raw = raw_data(zip, e.path);
-    const bool small = e.key.size < zip_zstd_backend::dictionary_file_limit;
+    const bool small = e.key.size < packaging::dictionary_file_limit;
     EXPECT_EQ(ZSTD_getDictID_fromFrame(raw.data(), raw.size()), small ? dict_id : 0u);
     if (!small) continue;
     std::string content(e.key.size, '\0');
@@ -363,6 +368,45 @@ TEST_F(zstd_writer, a_dictionary_is_the_first_entry_marked_and_small_files_name_
     EXPECT_EQ(content, test::read_file(e.source));
   }
   ZSTD_freeDCtx(dctx);
+}
+
+// What `ferry pack` stores: the shard's zip made by the upload's part maker, which trains the shard's
+// dictionary from its small files before the first byte. The node program reads it back whole, and leaves
+// the dictionary out of the files.
+TEST(zstd_shard, a_zipped_shard_carries_the_dictionary_trained_on_its_small_files) {
+  temp_dir tree;
+  for (int i = 0; i < 120; ++i)
+    tree.write("pkg/m" + std::to_string(1000 + i) + ".py", "import os\nfrom pkg import core\n" + compressible(3000, 300 + i));
+  tree.write("pkg/big.bin", compressible(5 << 20, 7));
+  packaging::layer l;
+  l.files = entries_of(tree.path());
+  for (auto& f : l.files) f.digest = net::sha256(test::read_file(f.source));
+  packaging::seal_layer(l, 1ull << 30);
+  ASSERT_EQ(l.shards.size(), 1u);
+  const auto options = zstd_options();  // named: the coroutine keeps a reference to it
+  auto zip_now = [&] {
+    boost::asio::io_context io;
+    net::cpu_pool pool(2);
+    std::string zip;
+    diagnostics diag;
+    auto done = boost::asio::co_spawn(
+        io, packaging::zip_shard(pool, l, l.shards[0], options, 1 << 20,
+                                 [&](std::vector<char>&& part) { zip.append(part.data(), part.size()); }, diag),
+        boost::asio::use_future);
+    io.run();
+    EXPECT_TRUE(done.get()) << diag.message;
+    return zip;
+  };
+  const auto zip = zip_now();
+  EXPECT_EQ(zip, zip_now()) << "the dictionary is trained deterministically";
+  diagnostics diag;
+  auto opened = test_zip::open_zip(zip, diag);
+  ASSERT_TRUE(opened) << diag.message;
+  EXPECT_EQ(opened->entries.front().name, ".ferry-zstd-dictionary");
+  EXPECT_EQ(opened->entries.size(), l.files.size() + 1);
+  const auto read = node_read(zip);
+  EXPECT_EQ(read.files.size(), l.files.size()) << "the dictionary is no file of the layer";
+  for (const auto& f : l.files) EXPECT_EQ(read.files.at(f.path).data, test::read_file(f.source)) << f.path;
 }
 
 // Counts what the node program extracts, without keeping it.
