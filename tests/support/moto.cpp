@@ -126,7 +126,7 @@ std::vector<std::string> moto_command(const moto_options& o, std::uint16_t port)
   return args;
 }
 
-// Starts moto_server in a process group of its own: the pyenv shim forks on its way to Python, so the
+// Starts moto_server in a process group of its own, with only stdin, stdout and stderr open: the pyenv shim forks on its way to Python, so the
 // server is not always the child itself, and killing the group reaches it either way.
 pid_t spawn_moto(const moto_options& o, std::uint16_t port, const std::filesystem::path& log) {
   posix_spawn_file_actions_t actions;
@@ -134,6 +134,9 @@ pid_t spawn_moto(const moto_options& o, std::uint16_t port, const std::filesyste
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
   posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  // Nothing else of ours: a server left behind by a killed test or bench must not hold its descriptors,
+  // the local nodes' flock(1) lock above all, which would stall every later run that waits for it.
+  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   sigset_t defaults, none;
