@@ -93,7 +93,7 @@ def identifier(rng):
 
 def snippet(rng):
     name = identifier(rng)
-    args = ", ".join(identifier(rng) for _ in range(rng.randrange(1, 5)))
+    args = ", ".join(dict.fromkeys(identifier(rng) for _ in range(rng.randrange(1, 5))))  # no name twice
     body = []
     for _ in range(rng.randrange(2, 9)):
         kind = rng.randrange(4)
@@ -123,11 +123,13 @@ def write_modules(root, rng, record):
             target = rng.randrange(1000, 20000)
             parts = [header]
             size = len(header)
-            while size < target:
+            while True:  # whole functions only, so that every module compiles
                 s = snippets[rng.randrange(len(snippets))]
+                if size + len(s) > target and len(parts) > 1:
+                    break
                 parts.append(s)
                 size += len(s)
-            files += write_text(os.path.join(sub, f"m{m:03d}.py"), "".join(parts)[:target], record)
+            files += write_text(os.path.join(sub, f"m{m:03d}.py"), "".join(parts), record)
     return files
 
 
