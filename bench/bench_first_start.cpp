@@ -15,7 +15,8 @@
 //           packaging.codec runs deflate without the line, and says so; a refused zstd is skipped.
 //   rsync   `rsync -a` over ssh to every node at once, each into a directory of its own, then the same command.
 // From ferry's trace of each run: the pack's rate (MB of input per second of the pack step), each node's
-// rate (MB of layers written per second, from its first shard's start to its last shard's end), the bytes
+// rate (MB of layers written per second, from its first shard's start to its last shard's end, and over the
+// time some shard of it was in flight, which leaves out its waits for the pack), the bytes
 // uploaded (the manifest step's uploaded_bytes) and the zipped size of every layer. For a and b, the bytes
 // `rsync -az --stats` sends to one node ("Total bytes sent").
 // With FERRY_BENCH_UPLINK_MBIT=M the workstation sits behind an uplink of M Mbit/s (the test proxy's rate,
@@ -190,7 +191,8 @@ struct trace_figures {
   double input_bytes = 0;       // the walk's bytes: the environment as ferry packs it
   double uploaded_bytes = 0;    // the manifest step's uploaded_bytes
   std::map<std::string, std::pair<double, double>> layers;  // name -> (bytes, zipped bytes), summed over shards
-  std::vector<double> node_rates;  // MB written per second, one per node
+  std::vector<double> node_rates;  // MB written per second, one per node: from its first shard to its last
+  std::vector<double> node_busy_rates;  // the same over the time some shard of it was in flight (no waits)
   double pack_rate() const { return pack_seconds > 0 ? mb(input_bytes) / pack_seconds : 0; }
 };
 
@@ -211,6 +213,7 @@ trace_figures read_figures(const fs::path& trace) {
   trace_figures t;
   struct node_span {
     double first = 1e300, last = 0;
+    std::vector<std::pair<double, double>> shards;  // each shard's start and end
     std::vector<std::string> layers;  // fetched
   };
   std::map<std::size_t, node_span> nodes;  // by trace file: one per node program
@@ -231,6 +234,7 @@ trace_figures read_figures(const fs::path& trace) {
         auto& s = nodes[a.start->file];
         s.first = std::min(s.first, *a.start_time());
         s.last = std::max(s.last, *a.end_time());
+        s.shards.emplace_back(*a.start_time(), *a.end_time());
       } else if (const auto* cached = a.field("cached"); type == at::node::layer && cached && cached->is_bool() &&
                                                            !cached->as_bool()) {
         nodes[a.start->file].layers.push_back(text(a.field("name")));
@@ -242,6 +246,15 @@ trace_figures read_figures(const fs::path& trace) {
     for (const auto& name : s.layers)
       if (auto it = t.layers.find(name); it != t.layers.end()) written += it->second.first;
     if (s.last > s.first) t.node_rates.push_back(mb(written) / (s.last - s.first));
+    auto shards = s.shards;
+    std::sort(shards.begin(), shards.end());
+    double busy = 0, end = -1e300;
+    for (const auto& [b, e] : shards) {
+      if (e <= end) continue;
+      busy += e - std::max(b, end);
+      end = e;
+    }
+    if (busy > 0) t.node_busy_rates.push_back(mb(written) / busy);
   }
   return t;
 }
@@ -309,9 +322,13 @@ std::string goal_of(const environment& e, int nodes, bool uplink) {
 }
 
 std::string rates(const trace_figures& t) {
-  std::string nodes;
-  for (double r : t.node_rates) nodes += fmt::format("{}{:.0f}", nodes.empty() ? "" : ", ", r);
-  return fmt::format("pack {:.0f} MB/s of {:.0f} MB in; nodes {} MB/s written", t.pack_rate(), mb(t.input_bytes), nodes);
+  auto list = [](const std::vector<double>& rates) {
+    std::string out;
+    for (double r : rates) out += fmt::format("{}{:.0f}", out.empty() ? "" : ", ", r);
+    return out;
+  };
+  return fmt::format("pack {:.0f} MB/s of {:.0f} MB in; nodes {} MB/s written (first shard to last), {} while fetching",
+                     t.pack_rate(), mb(t.input_bytes), list(t.node_rates), list(t.node_busy_rates));
 }
 
 // Every layer for c, else the totals and the largest 10 (by bytes): its bytes and zipped bytes per codec.
