@@ -1,7 +1,7 @@
 // The very first start (issue 35): fresh local nodes, an empty storage prefix, empty layer caches and a cold
 // hash cache, side by side with rsync over ssh in the same run, on three environments, each a workspace beside
 // a venv of /usr/bin/python3 (Python 3.11, as the nodes' python3):
-//   a  this machine's own site-packages (the interpreter's, without __pycache__), as bench_cold ships it;
+//   a  this machine's own site-packages (the interpreter's, without __pycache__ and the sandbox's .pth);
 //      `python3 main.py` imports boto3, botocore and yaml;
 //   b  Debian's /usr/lib/python3/dist-packages copied in the same way; main.py imports yaml, jinja2,
 //      cryptography and dask;
@@ -100,6 +100,9 @@ struct environment {
 // What the peers copy and ferry ships alike: no __pycache__, no .pyc.
 const char* excludes = "--exclude __pycache__ --exclude '*.pyc'";
 
+// The sandbox's own .pth (and its CA) is this machine's set-up, not a package.
+const char* sandbox = "--exclude '_sandboxing*'";
+
 environment make_environment(world& w, const std::string& key) {
   environment e{key, "", w.dir / ("env-" + key), {2}};
   fs::create_directories(e.project / "app");
@@ -109,12 +112,11 @@ environment make_environment(world& w, const std::string& key) {
   std::string main;
   if (key == "a") {
     e.title = "this machine's site-packages";
-    shell(fmt::format("rsync -a {} {}/ {}/", excludes, quote(site_packages_of("python3")), quote(site)));
+    shell(fmt::format("rsync -a {} {} {}/ {}/", excludes, sandbox, quote(site_packages_of("python3")), quote(site)));
     main = "import app, boto3, botocore, yaml\nprint(app.VALUE, boto3.__version__)\n";
   } else if (key == "b") {
     e.title = "Debian's /usr/lib/python3/dist-packages";
-    // The sandbox's own .pth is this machine's set-up, not Debian's packages.
-    shell(fmt::format("rsync -a {} --exclude '_sandboxing*' /usr/lib/python3/dist-packages/ {}/", excludes, quote(site)));
+    shell(fmt::format("rsync -a {} {} /usr/lib/python3/dist-packages/ {}/", excludes, sandbox, quote(site)));
     main = "import app, yaml, jinja2, cryptography.fernet, dask\nprint(app.VALUE, yaml.__version__)\n";
   } else if (key == "c") {
     e.title = "a synthetic torch-like environment (bench/make_torch_like_env.py)";
