@@ -282,7 +282,8 @@ ferry_result ferry_first_start(world& w, const environment& e, const codec& c, i
   r.line = first_line(err.substr(err.rfind("ready in")));
   r.figures = read_figures(trace);
   if (!w.keep_traces.empty()) {
-    const auto name = fmt::format("{}-{}-{}nodes-{}", e.key, c.name, nodes, w.trace_count);
+    const auto name = fmt::format("{}-{}-{}nodes{}-{}-{}", e.key, c.name, nodes, w.link.rate > 0 ? "-uplink" : "",
+                                  ::getpid(), w.trace_count);
     for (const auto& f : fs::directory_iterator(w.dir)) {
       const auto file = f.path().filename().string();
       if (file.starts_with(trace.stem().string() + ".") || file == trace.filename().string())
