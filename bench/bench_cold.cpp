@@ -15,9 +15,9 @@
 // proxy's rate, one link shared by every connection): ferry's and the aws CLI's S3 endpoint and each
 // node's ssh port for rsync go through it, while the nodes reach storage directly, as in one cloud region.
 // Then only cold starts are run, against `rsync -a` and `rsync -az` (goals: at most 0.3x and 0.6x).
+#include "bench/bench_peers.hpp"
 #include "bench/bench_support.hpp"
 #include "bench/bench_world.hpp"
-#include "support/fault_proxy.hpp"
 
 #include <fmt/format.h>
 
@@ -31,43 +31,18 @@
 #include <string>
 
 namespace fs = std::filesystem;
+using ferry::bench::all_of;
 using ferry::bench::first_line;
+using ferry::bench::node_address;
+using ferry::bench::seconds_of;
+using ferry::bench::uplink;
 using ferry::bench::field;
 using ferry::bench::output_of;
 using ferry::bench::quote;
 using ferry::bench::shell;
+using ferry::bench::site_packages_of;
 
 namespace {
-
-double seconds_of(const std::function<void()>& f) {
-  const auto start = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-struct node_address {
-  std::string host;
-  std::string port;
-};
-
-// The workstation's uplink: a proxy per peer it talks to, all sharing one link of `rate` bytes/s.
-struct uplink {
-  std::uint64_t rate = 0;  // 0: no uplink, everything direct
-  std::vector<std::unique_ptr<ferry::test::fault_proxy>> proxies;
-
-  // Where to connect to reach host:port over the uplink.
-  node_address through(const std::string& host, const std::string& port) {
-    if (rate == 0) return {host, port};
-    auto p = std::make_unique<ferry::test::fault_proxy>(host, static_cast<std::uint16_t>(std::stoi(port)));
-    if (proxies.empty())
-      p->set_rate(rate);
-    else
-      p->share_link_with(*proxies.front());
-    node_address out{"127.0.0.1", std::to_string(p->port())};
-    proxies.push_back(std::move(p));
-    return out;
-  }
-};
 
 struct world : ferry::bench::node_world {
   fs::path project = dir / "project";
@@ -78,41 +53,17 @@ struct world : ferry::bench::node_world {
 
   explicit world(std::string binary) : node_world("cold", std::move(binary)) {
     fs::create_directories(project);
-    ssh = fmt::format("ssh -i {} -o IdentitiesOnly=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
-                      "-o LogLevel=ERROR -o KexAlgorithms=curve25519-sha256 -o BatchMode=yes",
-                      quote(dir / "XDG_CONFIG_HOME" / "ferry" / "id_ed25519"));
+    ssh = ferry::bench::ssh_with_key(dir / "XDG_CONFIG_HOME");
   }
   std::string in_project(const std::string& command) const { return fmt::format("cd {} && {}", quote(project), command); }
   void fresh_storage() { ::setenv("FERRY_STORAGE_URL", fmt::format("s3://bench/cold{}", ++prefix).c_str(), 1); }
-  void cold_hash_cache() const {
-    for (const char* f : {"hashes.bin", "zip-digests", "discovery.json"}) fs::remove(dir / "XDG_CACHE_HOME" / "ferry" / f);
-  }
+  void cold_hash_cache() const { ferry::bench::cold_hash_cache(dir); }
   // Two fresh nodes: nothing in their caches.
-  std::vector<node_address> fresh_nodes() const {
-    std::system(fmt::format("{} -q nodes down --all > /dev/null 2>&1", quote(ferry)).c_str());
-    shell(fmt::format("{} -q nodes up 2 > /dev/null", quote(ferry)));
-    const auto registry = output_of(fmt::format("{} nodes ls", quote(ferry)));
-    std::vector<node_address> out;
-    const std::regex address("(10\\.200\\.[0-9.]+):([0-9]+)");
-    for (std::sregex_iterator it(registry.begin(), registry.end(), address), end; it != end; ++it)
-      out.push_back({(*it)[1].str(), (*it)[2].str()});
-    if (out.size() != 2) throw std::runtime_error("expected 2 nodes:\n" + registry);
-    return out;
-  }
+  std::vector<node_address> fresh_nodes() const { return ferry::bench::fresh_local_nodes(ferry, 2); }
   // moto behind the uplink for the workstation (ferry and the aws CLI), directly for the nodes.
-  void storage_behind_uplink() {
-    node_endpoint = endpoint;
-    if (link.rate == 0) return;
-    const auto colon = endpoint.rfind(':');
-    const auto at = link.through("10.200.0.1", endpoint.substr(colon + 1));
-    ::setenv("AWS_ENDPOINT_URL", fmt::format("http://{}:{}", at.host, at.port).c_str(), 1);
-    ::setenv("FERRY_STORAGE_NODE_ENDPOINT", node_endpoint.c_str(), 1);
-  }
+  void storage_behind_uplink() { node_endpoint = ferry::bench::storage_behind_uplink(link, endpoint); }
 };
 
-std::string site_packages_of(const std::string& python) {
-  return first_line(output_of(fmt::format("{} -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])'", python)));
-}
 
 void make_project(world& w) {
   fs::create_directories(w.project / "app");
@@ -125,34 +76,15 @@ void make_project(world& w) {
   shell(fmt::format("rsync -a --exclude __pycache__ --exclude '*.pyc' {}/ {}/", quote(source), quote(site)));
 }
 
-// Background jobs that each added their pid to $p, waited for one by one: any failure fails the line.
-std::string all_of(const std::string& jobs) {
-  return "p=; " + jobs + "for j in $p; do wait $j || exit 1; done";
-}
-
 // What the peers copy: the project as ferry ships it (no __pycache__, no .pyc).
 const char* excludes = "--exclude __pycache__ --exclude '*.pyc'";
 
-std::string remote_python(const world& w, const node_address& n, const std::string& dir) {
-  return fmt::format("{} -p {} root@{} 'cd {} && PYTHONPATH={}/.venv/lib/python3.11/site-packages python3 main.py' "
-                     "> /dev/null",
-                     w.ssh, n.port, n.host, dir, dir);
-}
 
 // `nodes` as the workstation reaches their ssh (over the uplink, when there is one).
 double rsync_round(const world& w, const std::vector<node_address>& nodes, const std::string& dir,
                    const char* flags = "-a") {
-  return seconds_of([&] {
-    // Local nodes share this filesystem: each gets a directory of its own.
-    std::string both;
-    for (std::size_t i = 0; i < nodes.size(); ++i) {
-      const auto& n = nodes[i];
-      const auto d = fmt::format("{}-{}", dir, i);
-      both += fmt::format("( rsync {} {} -e \"{} -p {}\" {}/ root@{}:{}/ && {} ) & p=\"$p $!\"; ", flags, excludes,
-                          w.ssh, n.port, quote(w.project), n.host, d, remote_python(w, n, d));
-    }
-    shell(all_of(both));
-  });
+  return ferry::bench::rsync_to_all(w.ssh, nodes, w.project, dir, fmt::format("{} {}", flags, excludes),
+                                    [&](const node_address& n, const std::string& d) { return ferry::bench::python_main_in(w.ssh, n, d); });
 }
 
 struct zip_times {
@@ -182,7 +114,7 @@ zip_times zip_round(const world& w, const std::vector<node_address>& nodes, int 
       shell(all_of(both));
     });
     for (std::size_t i = 0; i < nodes.size(); ++i)
-      shell(remote_python(w, nodes[i], fmt::format("{}-{}", dir, i)));
+      shell(ferry::bench::python_main_in(w.ssh, nodes[i], fmt::format("{}-{}", dir, i)));
   });
   shell(fmt::format("rm -rf {}-*", dir));
   return t;
@@ -203,12 +135,6 @@ ferry_times ferry_round(world& w) {
   return t;
 }
 
-std::vector<node_address> over_uplink(world& w, const std::vector<node_address>& nodes) {
-  std::vector<node_address> out;
-  for (const auto& n : nodes) out.push_back(w.link.through(n.host, n.port));
-  return out;
-}
-
 // Cold starts only, the workstation behind the uplink.
 int run_uplink(world& w, int rounds, double mbit) {
   double ferry_cold = 1e9, rsync_a = 1e9, rsync_az = 1e9, zip_total = 1e9;
@@ -222,7 +148,7 @@ int run_uplink(world& w, int rounds, double mbit) {
       ferry_cold = cold.total;
       cold_line = cold.line;
     }
-    const auto far = over_uplink(w, nodes);
+    const auto far = w.link.through(nodes);
     const auto dir = fmt::format("/tmp/ferry-bench-rsync-{}", r);
     rsync_a = std::min(rsync_a, rsync_round(w, far, dir, "-a"));
     shell(fmt::format("rm -rf {}-*", dir));

@@ -54,6 +54,7 @@ class node_world {
     const auto port = first_line(output_of(
         "python3 -c 'import socket; s = socket.socket(); s.bind((\"10.200.0.1\", 0)); print(s.getsockname()[1])'"));
     endpoint = fmt::format("http://10.200.0.1:{}", port);
+    std::fflush(nullptr);  // else the child's freopen writes what the parent had buffered a second time
     moto_ = ::fork();
     if (moto_ == 0) {
       ::setpgid(0, 0);
