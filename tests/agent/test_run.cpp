@@ -171,6 +171,51 @@ TEST_F(run_cli, a_file_over_the_piece_size_arrives_whole_from_its_pieces) {
   EXPECT_EQ(count(started_types(trace2), action_types::node::shard), 0u);
 }
 
+TEST_F(run_cli, a_zstd_store_and_a_deflate_store_give_a_fresh_node_the_same_files) {
+  // A file of several zstd frames (and its seek table), a symlink, an empty file, a name not in ASCII.
+  std::string big;
+  for (std::uint64_t i = 0; big.size() < (9u << 20) + 12345; ++i) big += fmt::format("line {} of a large module\n", i * 7919 % 100003);
+  write_file(project() / "app" / "big.txt", big);
+  write_file(project() / "app" / "empty.py", "");
+  write_file(project() / "app" / "d\xc3\xa9j\xc3\xa0.py", "X = 'non-ascii name'\n");
+  fs::create_symlink("big.txt", project() / "app" / "big-link.txt");
+  write_file(project() / "check.py",
+             "import hashlib, os, app, thirdparty\n"
+             "for root in (os.path.dirname(app.__file__), os.path.dirname(thirdparty.__file__)):\n"
+             "    for name in sorted(os.listdir(root)):\n"
+             "        p = os.path.join(root, name)\n"
+             "        if os.path.islink(p): print(name, '->', os.readlink(p))\n"
+             "        elif os.path.isfile(p): print(name, oct(os.stat(p).st_mode), hashlib.sha256(open(p, 'rb').read()).hexdigest())\n");
+  std::string expected;
+  {
+    const auto local = run({"python3", (project() / "check.py").string()},
+                           [&] { process_options o; o.cwd = project(); o.env["PYTHONPATH"] = project().string() + ":" + site_; o.env["PYTHONDONTWRITEBYTECODE"] = "1"; return o; }());
+    ASSERT_EQ(local.exit_code, 0) << local.err;
+    expected = local.out;
+  }
+  ASSERT_TRUE(contains(expected, "big-link.txt -> big.txt")) << expected;
+  ASSERT_TRUE(contains(expected, net::hex_sha256(big))) << expected;
+
+  std::map<std::string, std::string> seen;
+  for (const auto* codec : {"zstd", "deflate"}) {
+    SCOPED_TRACE(codec);
+    auto o = env();
+    o.env["FERRY_PACKAGING_CODEC"] = codec;
+    const auto trace = home_ / fmt::format("run-{}.jsonl", codec);
+    const auto r = run_ferry({"--trace", trace.string(), "run", "--", "python3", "check.py"}, o);
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_EQ(r.out, expected);
+    EXPECT_GE(count(started_types(trace), action_types::node::shard), 2u) << "a fresh node fetched the layers";
+    // The next codec's run gets a node with an empty layer cache, so it reads that codec's zips.
+    ASSERT_EQ(run_ferry({"nodes", "down", "--all"}, env()).exit_code, 0);
+  }
+  // Both stores are there, side by side under one prefix.
+  const auto listing = run({"aws", "s3", "ls", "--recursive", "s3://" + bucket() + "/p/layers/"}, moto_->process_env());
+  ASSERT_EQ(listing.exit_code, 0) << listing.err;
+  EXPECT_TRUE(contains(listing.out, ".zstd.zip\n")) << listing.out;
+  EXPECT_TRUE(std::regex_search(listing.out, std::regex("/[0-9a-f]{64}\\.zip\n"))) << listing.out;
+}
+
 // Output of several nodes mixes; the run ends with a line per node that failed, to find them by.
 TEST_F(run_cli, a_run_on_several_nodes_ends_with_a_line_per_failed_node) {
   const auto r = run_ferry({"run", "--nodes", "2", "--", "sh", "-c",
