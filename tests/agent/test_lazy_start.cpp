@@ -373,33 +373,10 @@ struct layer_uploads {
   std::vector<double> ends;
 };
 
-// Every whole line of a trace file that ferry may still be writing: a line not yet complete is left out.
-std::vector<json::object> lines_so_far(const fs::path& file) {
-  std::vector<json::object> out;
-  std::ifstream in(file);
-  for (std::string line; std::getline(in, line);) {
-    boost::system::error_code ec;
-    auto v = json::parse(line, ec);
-    if (!ec && v.is_object()) out.push_back(std::move(v.as_object()));
-  }
-  return out;
-}
-
-// The node program's lines beside `trace` (node_lines), while they may still be written.
-std::vector<json::object> node_lines_so_far(const fs::path& trace) {
-  std::vector<json::object> out;
-  for (const auto& e : fs::directory_iterator(trace.parent_path())) {
-    const auto name = e.path().filename().string();
-    if (!name.starts_with(trace.stem().string() + ".node-") || !name.ends_with(".jsonl")) continue;
-    for (auto& o : lines_so_far(e.path())) out.push_back(std::move(o));
-  }
-  return out;
-}
-
 layer_uploads uploads_of(const fs::path& trace, const std::string& name) {
   layer_uploads out;
   std::set<std::string> ours;  // the upload actions of this layer, by trace_action_key
-  for (const auto& o : lines_so_far(trace)) {
+  for (const auto& o : trace_file_lines(trace)) {
     if (trace_type(o) != action_types::packaging::upload) continue;
     const auto key = trace_action_key(o);
     if (trace_text(o, "action_status") == "started") {
@@ -479,7 +456,8 @@ TEST_F(streaming, a_layer_of_many_shards_reaches_the_node_shard_by_shard_while_t
 
   const auto stats = run_ferry({"trace", "stats", "--json", trace.string()}, env());
   ASSERT_EQ(stats.exit_code, 0) << stats.err;
-  const auto& job = json::parse(stats.out).at("jobs").as_array().at(0).as_object();
+  const auto doc = json::parse(stats.out);
+  const auto& job = doc.at("jobs").as_array().at(0).as_object();
   const auto& overlap = job.at("fetch_overlap").as_object();
   EXPECT_TRUE(overlap.at("measured").as_bool()) << stats.out;
   EXPECT_GE(overlap.at("fetches_before_pack_end").to_number<std::int64_t>(), 1) << stats.out;
@@ -487,45 +465,6 @@ TEST_F(streaming, a_layer_of_many_shards_reaches_the_node_shard_by_shard_while_t
   EXPECT_GE(overlap.at("upload_to_fetch").at("count").to_number<std::int64_t>(), 32) << stats.out;
   const auto text = run_ferry({"trace", "stats", trace.string()}, env());
   EXPECT_TRUE(contains(text.out, "node fetch started before the pack ended: ")) << text.out;
-}
-
-// The pack fails after some of a layer's shards were stored and fetched: the node stops, and keeps
-// nothing of the layer, neither in place nor half-written.
-TEST_F(streaming, a_pack_that_fails_midway_through_a_layer_leaves_nothing_of_it_on_the_node) {
-  big_package("bigpkg", 32);
-  auto& proxy = slow_storage(512 << 10);
-  const auto trace = home_ / "failed.jsonl";
-  auto o = slow_pack_env(proxy);
-  o.env["FERRY_NET_RETRY_MAX_ATTEMPTS"] = "2";
-  o.env["FERRY_NET_RETRY_BASE_DELAY"] = "10ms";
-  auto c = spawn_ferry({"--trace", trace.string(), "run", "--", "sh", "-c", "true"}, o);
-  // Once the node fetched a shard of a layer with many, storage goes away under the pack.
-  std::string id;
-  bool fetched = false;
-  for (int i = 0; i < 1200 && !fetched; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    if (id.empty()) id = uploads_of(trace, "bigpkg").id;
-    if (!id.empty()) {
-      for (const auto& l : node_lines_so_far(trace))
-        fetched = fetched || (trace_type(l) == action_types::node::shard && trace_text(l, "layer") == id &&
-                              trace_text(l, "action_status") == "succeeded");
-    }
-  }
-  ASSERT_TRUE(fetched) << "the node fetched no shard of bigpkg while the pack ran";
-  proxy_.reset();
-  const auto r = c->wait();
-  EXPECT_NE(r.exit_code, 0) << r.out << r.err;
-  const auto last = uploads_of(trace, "bigpkg");
-  EXPECT_LT(last.ends.size(), 32u) << "the pack stored the whole layer before it failed";
-  // The node's layer action failed, and its cache holds no directory of the layer's.
-  std::string cache_dir;
-  for (const auto& l : node_lines(trace)) {
-    if (trace_type(l) == action_types::node::cache) cache_dir = trace_text(l, "cache_dir");
-  }
-  ASSERT_FALSE(cache_dir.empty());
-  const auto listing = run_ferry({"exec", "--", "ls", "-a", cache_dir + "/layers"}, env());
-  ASSERT_EQ(listing.exit_code, 0) << listing.err;
-  EXPECT_FALSE(contains(listing.out, id)) << listing.out;
 }
 
 }  // namespace
