@@ -60,47 +60,60 @@ std::vector<shard_job> shard_jobs(const scan_result& scan, const std::string& pr
   return jobs;
 }
 
-// Tells the caller of each layer whose shards are all in storage (pack_progress::on_layer_shipped).
+// Tells the caller of each layer as its shards reach storage (pack_progress::on_layer_shipped at the first,
+// on_shard_shipped for each after it).
 class shipping {
  public:
   shipping(const scan_result& scan, std::string_view prefix, zip_codec codec, pack_progress* progress)
-      : scan_(scan), prefix_(prefix), codec_(codec), progress_(progress && progress->on_layer_shipped ? progress : nullptr) {
-    for (const auto& l : scan.layers) remaining_.push_back(l.shards.size());
-  }
+      : scan_(scan), prefix_(prefix), codec_(codec),
+        progress_(progress && progress->on_layer_shipped ? progress : nullptr), shipped_(scan.layers.size(), false) {}
 
   // Layers without shards are in storage from the start.
   void start() {
-    for (std::size_t i = 0; i < remaining_.size(); ++i)
-      if (remaining_[i] == 0) ship(i);
+    for (std::size_t i = 0; i < shipped_.size(); ++i)
+      if (scan_.layers[i].shards.empty()) ship(i);
   }
-  // A shard job is in storage with this digest: its layers may now be whole.
+  // A shard job is in storage with this digest: each of its layers is shipped now, or hears of the shard.
   void stored(const sha256_digest& shard_id, const std::vector<std::size_t>& layers, const zip_digest& digest) {
     digests_[shard_id] = digest;
-    for (auto i : layers)
-      if (--remaining_[i] == 0) ship(i);
+    for (auto i : layers) {
+      if (!shipped_[i]) {
+        ship(i);
+        continue;
+      }
+      if (!progress_ || !progress_->on_shard_shipped) continue;
+      const auto& shards = scan_.layers[i].shards;
+      for (std::size_t j = 0; j < shards.size(); ++j)
+        if (shards[j].id == shard_id) progress_->on_shard_shipped(i, j, shipped(scan_.layers[i], shards[j]));
+    }
   }
   // Everything is in storage (a manifest found): every layer at once.
   void all(const shard_digests& digests) {
     digests_ = digests;
-    for (std::size_t i = 0; i < remaining_.size(); ++i) ship(i);
+    for (std::size_t i = 0; i < shipped_.size(); ++i) ship(i);
   }
 
  private:
+  shipped_shard shipped(const layer& l, const shard& s) const {
+    shipped_shard out{shard_key(prefix_, s, codec_), {}, 0, s.count, s.bytes, net::to_hex(s.id)};
+    if (s.piece) {
+      const auto& piece = l.files_of(s).front();
+      out.piece_offset = piece.piece_offset;
+      out.file_size = piece.key.size;
+    }
+    if (const auto d = digests_.find(s.id); d != digests_.end()) {
+      out.sha256 = net::to_hex(d->second.sha256);
+      out.zip_bytes = d->second.zip_bytes;
+    }
+    return out;
+  }
+
   void ship(std::size_t i) {
+    shipped_[i] = true;
     if (!progress_) return;
     const auto& l = scan_.layers[i];
     shipped_layer out{i, &l, {}};
-    for (const auto& s : l.shards) {
-      const auto& d = digests_.at(s.id);
-      shipped_shard shipped{shard_key(prefix_, s, codec_), net::to_hex(d.sha256), d.zip_bytes, s.count, s.bytes,
-                            net::to_hex(s.id)};
-      if (s.piece) {
-        const auto& piece = l.files_of(s).front();
-        shipped.piece_offset = piece.piece_offset;
-        shipped.file_size = piece.key.size;
-      }
-      out.shards.push_back(std::move(shipped));
-    }
+    for (const auto& s : l.shards) out.shards.push_back(shipped(l, s));
     progress_->on_layer_shipped(out);
   }
 
@@ -108,7 +121,7 @@ class shipping {
   std::string_view prefix_;
   zip_codec codec_;
   pack_progress* progress_;
-  std::vector<std::size_t> remaining_;
+  std::vector<bool> shipped_;  // by layer: on_layer_shipped was called
   shard_digests digests_;
 };
 
@@ -150,9 +163,12 @@ asio::awaitable<result<void>> upload_one(upload_context& c, shard_job& job, diag
       co_return result<void>{};
     }
   }
+  // The layer's id and the shard's place in it match the node's shard actions (ferry:materialise:shard),
+  // so the trace tells how soon after its upload a node fetched a shard.
   auto act = c.parent.child(action_types::packaging::upload,
-                            {{"layer", job.owner->name}, {"key", job.key}, {"files", job.part->count},
-                             {"bytes", job.part->bytes}});
+                            {{"layer", job.owner->name}, {"layer_id", net::to_hex(job.owner->id)},
+                             {"shard", job.part - job.owner->shards.data() + 1}, {"key", job.key},
+                             {"files", job.part->count}, {"bytes", job.part->bytes}});
   auto done = co_await upload_shard(act, c.s3, c.pool, *job.owner, *job.part, c.settings.bucket, job.key,
                                     c.settings.zip, c.progress ? &c.progress->bytes_zipped : nullptr, diag);
   if (!done) {
@@ -192,18 +208,19 @@ asio::awaitable<result<void>> upload_missing(tracing::action& parent, net::s3_cl
   for (auto& j : jobs) {
     if (!j.present) todo.push_back(&j);
   }
-  // In the order of arrival (the workspace first, then what runs imported first), big shards first within
-  // a layer and among the layers no run imported: the longest compressions start early and small ones
-  // fill the gaps at the end.
+  // In the order of arrival (the workspace first, then what runs imported first, then the rest largest
+  // first), and within a layer in shard order: a node starts on a layer's first shard while the next ones
+  // are zipped, and puts the layer in place as soon after its last shard as it can.
   auto rank_of = [&](const shard_job* j) {
     std::size_t best = SIZE_MAX;
     for (auto i : j->reports) best = std::min(best, i < ranks.size() ? ranks[i] : SIZE_MAX);
     return best;
   };
+  auto place_of = [](const shard_job* j) { return j->part - j->owner->shards.data(); };  // in its layer
   std::stable_sort(todo.begin(), todo.end(), [&](auto* a, auto* b) {
     const auto ra = rank_of(a), rb = rank_of(b);
     if (ra != rb) return ra < rb;
-    return a->part->bytes > b->part->bytes;
+    return place_of(a) < place_of(b);
   });
   if (progress) {
     progress->shards_to_upload = todo.size();

@@ -14,6 +14,7 @@
 #include "packaging/zip_digest_cache.hpp"
 #include "packaging/zip_writer.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -40,10 +41,12 @@ struct pack_settings {
   std::string import_order_key;
 };
 
-// A layer whose every shard is in storage, its zip's digest known: what a node needs to fetch it.
+// A layer as its shards reach storage, each stored one's zip digest known: what a node needs to fetch it.
 struct shipped_shard {
   std::string key;
-  std::string sha256;  // of the zip, lowercase hex: as far as storage can be believed (a quick check only)
+  // of the zip, lowercase hex: as far as storage can be believed (a quick check only); empty while the
+  // shard is not in storage yet (then zip_bytes is 0 too)
+  std::string sha256;
   std::uint64_t zip_bytes = 0;
   std::uint64_t files = 0;
   std::uint64_t bytes = 0;  // of the files' content
@@ -52,11 +55,17 @@ struct shipped_shard {
   // file_size bytes. file_size 0: an ordinary shard.
   std::uint64_t piece_offset = 0;
   std::uint64_t file_size = 0;
+
+  bool stored() const { return !sha256.empty(); }
 };
 struct shipped_layer {
   std::size_t index = 0;  // among the scan's layers, the manifest's order
   const layer* packed = nullptr;
-  std::vector<shipped_shard> shards;
+  std::vector<shipped_shard> shards;  // every shard of the layer, in its order
+
+  bool whole() const {
+    return std::all_of(shards.begin(), shards.end(), [](const shipped_shard& s) { return s.stored(); });
+  }
 };
 
 struct pack_progress {
@@ -67,10 +76,15 @@ struct pack_progress {
   // thread only.
   void hurry(std::size_t layer_index) { hurried.push_back(layer_index); }
   std::vector<std::size_t> hurried;
-  // Called on the I/O thread the moment a layer is wholly in storage (its shards uploaded, or found there),
-  // once per layer, in no set order; every layer at once when the manifest was there already. Not in a
-  // dry run. Nodes can start on a layer before the pack ends.
+  // Called on the I/O thread the moment the first shard of a layer is in storage (uploaded, or found
+  // there), once per layer, in no set order; a layer without shards at the start; every layer whole at once
+  // when the manifest was there already. Its shards not yet stored have no digest: each of them comes
+  // through on_shard_shipped when it is stored. Not in a dry run. Nodes can start on a layer before the pack
+  // ends, and on its first shards before its last is zipped.
   std::function<void(const shipped_layer&)> on_layer_shipped;
+  // Called on the I/O thread when a shard of a layer already shipped (on_layer_shipped) is in storage:
+  // the layer's index, the shard's place in the layer, and the shard.
+  std::function<void(std::size_t layer_index, std::size_t shard_index, const shipped_shard&)> on_shard_shipped;
   scan_progress scan;
   std::atomic<std::uint64_t> shards_to_upload{0};
   std::atomic<std::uint64_t> shards_uploaded{0};

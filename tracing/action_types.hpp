@@ -269,6 +269,9 @@ inline constexpr std::string_view evicted = "ferry:materialise:evicted";  // mes
 // Message {layer, name}: the layer's plan line came and it joined the queue. Its start after another layer's
 // then reads as rank order (both were queued) or as arrival order (it came later).
 inline constexpr std::string_view queued = "ferry:materialise:queued";
+// Message {layer, shard}: a shard line came (agent/node/plan.hpp): a shard of a layer already queued is in
+// storage now, and may be fetched.
+inline constexpr std::string_view shard_line = "ferry:materialise:shard_line";
 // Lazy start (agent/node/import_gate.hpp). Message {workdir, hook_dir, python_path, socket}: the workspace is in place,
 // the command may start; ferry starts it on reading this.
 inline constexpr std::string_view may_start = "ferry:materialise:may_start";

@@ -39,6 +39,7 @@ class text_report {
     }
     pending();
     usage();
+    overlaps();
     critical_paths();
     return std::move(out_);
   }
@@ -91,6 +92,27 @@ class text_report {
     usage_row("all", s_.usage);
   }
 
+  // A layer reaches the nodes shard by shard as the pack stores it: how much of their fetching that
+  // overlapped with the pack, and how soon after its upload a shard was fetched.
+  void overlaps() {
+    bool any = false;
+    for (const auto& j : s_.jobs) any = any || j.overlap.measured();
+    if (!any) return;
+    out_ += "\nnode fetching during the pack (seconds)\n";
+    for (const auto& j : s_.jobs) {
+      const auto& o = j.overlap;
+      if (!o.measured()) continue;
+      out_ += fmt::format("{} {}: pack {:.3f} s; node fetch started before the pack ended: {:.3f} s of {:.3f} s "
+                          "({} of {} shard fetches)",
+                          j.action_type, j.task_uuid, o.pack.length(), o.fetching_in_pack, o.fetching,
+                          o.fetches_early, o.fetches);
+      if (o.upload_to_fetch.count > 0)
+        out_ += fmt::format("; from a shard's upload to its first fetch p50 {:.3f} max {:.3f} ({} shards)",
+                            o.upload_to_fetch.p50, o.upload_to_fetch.max, o.upload_to_fetch.count);
+      out_ += "\n";
+    }
+  }
+
   void critical_paths() {
     out_ += "\ncritical paths (each link: start from the job's start, length, share of the job)\n";
     for (const auto& j : s_.jobs) {
@@ -136,6 +158,17 @@ json::object usage_json(const utilisation& u) {
   return o;
 }
 
+json::object overlap_json(const fetch_overlap& o) {
+  json::object out{{"measured", o.measured()}, {"fetches", o.fetches}, {"fetches_before_pack_end", o.fetches_early},
+                   {"fetching_seconds", o.fetching}, {"fetching_before_pack_end_seconds", o.fetching_in_pack},
+                   {"upload_to_fetch", percentiles_json(o.upload_to_fetch)}};
+  if (o.packed) {
+    out["pack_start"] = o.pack.begin;
+    out["pack_end"] = o.pack.end;
+  }
+  return out;
+}
+
 json::array path_json(const critical_path& p) {
   json::array out;
   for (const auto& l : p.links)
@@ -155,7 +188,8 @@ json::object job_json(const job_stats& j) {
           {"duration", j.time.length()}, {"tasks", j.tasks}, {"failed_tasks", j.failed_tasks},
           {"cancelled_tasks", j.cancelled_tasks},
           {"incomplete_tasks", j.incomplete_tasks}, {"pending", pending_json(j.pending_summary)},
-          {"utilisation", usage_json(j.usage)}, {"nodes", std::move(nodes)}, {"critical_path", path_json(j.path)}};
+          {"utilisation", usage_json(j.usage)}, {"nodes", std::move(nodes)}, {"critical_path", path_json(j.path)},
+          {"fetch_overlap", overlap_json(j.overlap)}};
 }
 
 }  // namespace

@@ -40,6 +40,7 @@ class job_scanner {
       job_.usage.add(job_.nodes.back());
     }
     job_.pending_summary = summarise_pending(job_.pending);
+    job_.overlap = overlap_.finish();
   }
 
  private:
@@ -51,6 +52,7 @@ class job_scanner {
 
   void action(const tree_node& n, const interval& time) {
     const auto type = n.type();
+    overlap_.action(n, time);
     if (conventions_.is_task(type)) task(n, time);
     if (conventions_.is_node_release(type)) release(n, time);
   }
@@ -81,6 +83,7 @@ class job_scanner {
   const trace_conventions& conventions_;
   job_stats& job_;
   std::map<std::string, node_observations> nodes_;
+  fetch_overlap_scanner overlap_;
 };
 
 class stats_builder {

@@ -1,10 +1,12 @@
 #pragma once
 // `ferry trace stats`: where the time went, across any number of runs and maps. Per action type: counts,
 // failures and duration percentiles. Per job (a run or a map, see trace_conventions.hpp): how long its
-// tasks waited to start, how much of the node time it provisioned ran tasks, and its critical path. Then
+// tasks waited to start, how much of the node time it provisioned ran tasks, how much of its nodes' fetching
+// overlapped its pack, and its critical path. Then
 // the same summed per job type and over everything. Callable from tests of real runs, which check that the
 // numbers add up: a job's critical path totals its duration, and busy never exceeds provisioned.
 #include "tracing/critical_path.hpp"
+#include "tracing/fetch_overlap.hpp"
 #include "tracing/percentiles.hpp"
 #include "tracing/trace_conventions.hpp"
 #include "tracing/utilisation.hpp"
@@ -48,6 +50,7 @@ struct job_stats {
   std::vector<node_usage> nodes;  // by node id
   utilisation usage;
   critical_path path;
+  fetch_overlap overlap;  // how much of the nodes' fetching overlapped the job's pack
 };
 
 // Jobs of one action type, summed.

@@ -30,10 +30,17 @@ layer_source source_of(const packaging::shipped_layer& l, const net::s3_client& 
   source.id = net::to_hex(l.packed->id);
   source.name = l.packed->name;
   for (const auto& s : l.shards) {
-    source.shards.push_back({s3.presign_get(bucket, s.key), s.sha256, s.zip_bytes, s.files, s.bytes, s.id, s.key,
-                             s.piece_offset, s.file_size});
+    // A shard not in storage yet gets its URL in its own line, when it is (shard_of).
+    source.shards.push_back({s.stored() ? s3.presign_get(bucket, s.key) : std::string(), s.sha256, s.zip_bytes,
+                             s.files, s.bytes, s.id, s.key, s.piece_offset, s.file_size});
   }
   return source;
+}
+
+// A shard of a layer sent before, now in storage: its line for the nodes.
+node::plan_shard shard_of(const packaging::layer& l, std::size_t index, const packaging::shipped_shard& s,
+                          const net::s3_client& s3, const std::string& bucket) {
+  return {net::to_hex(l.id), index, s3.presign_get(bucket, s.key), s.sha256, s.zip_bytes};
 }
 
 // Which layer is the command's working directory: the first of the workspace root's, in manifest order.
@@ -158,13 +165,20 @@ result<void> job::open(std::string_view provider, diagnostics& diag) {
 asio::awaitable<void> job::pack_step(diagnostics& diag) {
   co_await net::accept_cancellation();
   auto act = act_.child(action_types::packaging::pack);
-  // Each layer goes to the nodes the moment it is in storage. (open() made sure there is a storage.url.)
+  // Each layer goes to the nodes the moment its first shard is in storage, and each later shard of it the
+  // moment that one is. (open() made sure there is a storage.url.)
   const std::string& bucket = ctx_.config.storage.url.value().bucket;
   packaging::pack_progress progress;
+  const packaging::scan_result* scanned = nullptr;
   progress.on_layer_shipped = [this, &bucket](const packaging::shipped_layer& l) {
     feed_.add(l.index, source_of(l, *storage_->s3, bucket));
   };
-  progress.on_scanned = [this](const packaging::scan_result& scan, const std::vector<std::size_t>& ranks) {
+  progress.on_shard_shipped = [this, &bucket, &scanned](std::size_t layer, std::size_t shard,
+                                                        const packaging::shipped_shard& s) {
+    feed_.add_shard(shard_of(scanned->layers.at(layer), shard, s, *storage_->s3, bucket));
+  };
+  progress.on_scanned = [this, &scanned](const packaging::scan_result& scan, const std::vector<std::size_t>& ranks) {
+    scanned = &scan;
     for (std::size_t i = 0; i < scan.layers.size(); ++i) layer_index_[net::to_hex(scan.layers[i].id)] = i;
     if (lazy_) feed_.catalogue(catalogue_of(scan, ranks, workspace_index(scan)));
   };

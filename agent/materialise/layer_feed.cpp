@@ -128,6 +128,12 @@ void layer_feed::add(std::size_t index, const node::layer_source& layer) {
   wake();
 }
 
+void layer_feed::add_shard(const node::plan_shard& shard) {
+  if (closed_) return;
+  lines_.push_back(node::shard_line(shard) + "\n");
+  wake();
+}
+
 void layer_feed::end(std::size_t layers, std::optional<std::size_t> workspace) {
   if (closed_) return;
   lines_.push_back(node::end_line({layers, workspace}) + "\n");

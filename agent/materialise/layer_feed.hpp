@@ -1,6 +1,7 @@
 #pragma once
 // The layers of a job as they reach storage, for every node's node program at once: each layer becomes a
-// plan line (agent/node/plan.hpp) the moment the pack has it in storage, and each node reads the lines at
+// plan line (agent/node/plan.hpp) the moment the pack has its first shard in storage, each later shard of
+// it a shard line the moment it is stored, and each node reads the lines at
 // its own pace, waiting for more, until the end line (the pack is done) or the end of the feed without it
 // (the pack failed, and the node programs stop). So a node fetches the first layers while the pack still
 // zips the rest: a cold start costs about the longer of packing and fetching, not their sum.
@@ -30,8 +31,11 @@ class layer_feed {
   void site(const node::plan_site& site);
   // Every layer, before any is in storage (a lazy start's catalogue: plan.hpp).
   void catalogue(const node::plan_catalogue& catalogue);
-  // A layer is in storage: `index` is its place in sys.path order.
+  // A layer is in storage, or its first shards are (plan.hpp: the others come through add_shard): `index`
+  // is its place in sys.path order.
   void add(std::size_t index, const node::layer_source& layer);
+  // A shard of a layer added before is in storage now.
+  void add_shard(const node::plan_shard& shard);
   // Every layer is in: `layers` of them.
   void end(std::size_t layers, std::optional<std::size_t> workspace);
   // No more layers will come, and no end: readers see the input stop short.

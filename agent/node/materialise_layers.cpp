@@ -68,11 +68,12 @@ struct shared_state {
   // A constructor, not braces: GCC 12 destroys a temporary twice when a coroutine aggregate-initialises
   // from it.
   shared_state(fetch_context& c, const layer_cache& lc, asio::any_io_executor io)
-      : ctx(c), cache(lc), slots(io, static_cast<std::size_t>(std::max(1, c.limits.parallelism))) {}
+      : ctx(c), cache(lc), slots(io, static_cast<std::size_t>(std::max(1, c.limits.parallelism))), shards_came(io) {}
 
   fetch_context& ctx;
   const layer_cache& cache;
   slots_channel slots;  // shards downloading at once
+  net::notifier shards_came;  // a shard line came, or the plan stops: a shard waiting for its line looks again
   bool stop = false;  // a layer failed for good: start nothing new
   std::string peer;   // a peer line's server (fan-out): first attempts fetch there
   std::string token;  // the header's peer_token
@@ -140,6 +141,20 @@ asio::awaitable<void> fetch_one(tracing::action& act, shared_state& s, const lay
                                 const std::string& peer, layer_writer& writer, diagnostics& d, error_code& out,
                                 std::uint64_t& total_downloaded) {
   co_await net::accept_cancellation();
+  // A shard still on its way to storage waits for its line (plan_shard) before it takes a slot: the slots
+  // go to shards that can be fetched now.
+  while (!layer.shards[i].stored()) {
+    if (s.stop) {
+      out = asio::error::operation_aborted;
+      co_return;
+    }
+    error_code ec;
+    co_await s.shards_came.wait(ec);
+    if (co_await net::cancelled()) {
+      out = asio::error::operation_aborted;
+      co_return;
+    }
+  }
   auto taken = co_await slot::take(s.slots);
   if (!taken) {
     out = taken.error();
@@ -265,7 +280,8 @@ asio::awaitable<result<layer_result>> materialise_layer(tracing::action& parent,
   };
   auto cached = [&]() {
     s.cache.touch(layer.id);
-    for (const auto& shard : layer.shards) no_copy_of(s.ctx.serve_dir, shard.sha256);
+    for (const auto& shard : layer.shards)
+      if (shard.stored()) no_copy_of(s.ctx.serve_dir, shard.sha256);  // the rest when their lines come
     act.succeed({{"cached", true}});
     return layer_result{true, 0};
   };
@@ -319,6 +335,7 @@ struct arrivals {
     s.stop = true;
     queue.close();
     wake();
+    s.shards_came.notify();  // no shard line will come for a shard that waits for one
   }
 };
 
@@ -453,6 +470,22 @@ result<plan_progress::taken> take_line(tracing::action& act, plan_progress& plan
   return taken;
 }
 
+// A shard line was taken: the shard that waits for it may start. A layer this node has finished already
+// (it was in the cache) makes no copy of it for the node's children either.
+void shard_came(tracing::action& act, shared_state& s, const plan_progress& plan,
+                const std::optional<plan_shard>& shard) {
+  if (shard) {
+    act.log(action_types::node::shard_line, {{"layer", shard->layer}, {"shard", shard->index + 1}});
+    if (plan.has_finished(shard->layer)) no_copy_of(s.ctx.serve_dir, shard->sha256);
+  }
+  s.shards_came.notify();
+}
+
+std::optional<plan_shard> shard_of(const plan_line& line) {
+  const auto* shard = std::get_if<plan_shard>(&line);
+  return shard ? std::optional<plan_shard>(*shard) : std::nullopt;
+}
+
 // Reads the plan's lines until its end line, queueing each layer the first time its id comes.
 asio::awaitable<void> read_plan(tracing::action& act, line_source& next, arrivals& in, shared_state& s) {
   co_await net::accept_cancellation();
@@ -471,8 +504,10 @@ asio::awaitable<void> read_plan(tracing::action& act, line_source& next, arrival
     auto parsed = parse_plan_line(**line, diag);
     if (!parsed) co_return fail(parsed.error());
     if (took_peer(s, act, *parsed)) continue;
+    const auto shard = shard_of(*parsed);
     auto taken = take_line(act, in.plan, std::move(*parsed), diag);
     if (!taken) co_return in.stop(s);
+    if (*taken == plan_progress::taken::shard) shard_came(act, s, in.plan, shard);
     if (*taken != plan_progress::taken::queued && *taken != plan_progress::taken::ended) continue;
     const bool ended = *taken == plan_progress::taken::ended;
     if (!co_await wake_workers(in, ended)) co_return;  // closed: a layer failed, or cancelled
@@ -505,9 +540,15 @@ asio::awaitable<void> read_lazy_plan(line_source& next, arrivals& in, shared_sta
     if (took_peer(s, lazy.act, *parsed)) continue;
     if (std::holds_alternative<plan_work_done>(*parsed)) co_return lazy.finish(in, s);
     if (in.plan.stopping()) continue;  // the plan stopped short: the rest is not fetched
+    const auto shard = shard_of(*parsed);
     auto taken = take_line(lazy.act, in.plan, std::move(*parsed), diag);
     if (!taken) {
+      in.stop(s);  // a shard that waits for its line gives up
       lazy.stopped(describe(taken.error(), diag));
+      continue;
+    }
+    if (*taken == plan_progress::taken::shard) {
+      shard_came(lazy.act, s, in.plan, shard);
       continue;
     }
     if (*taken == plan_progress::taken::site) {

@@ -18,7 +18,11 @@ result<void> check_layer(const layer_source& layer, diagnostics& diag) {
     return bad(diag, fmt::format("layer {} has the id '{}', which is not hex", layer.name, layer.id));
   for (std::size_t i = 0; i < layer.shards.size(); ++i) {
     const auto& s = layer.shards[i];
-    if (s.sha256.size() != 64 || !is_hex(s.sha256))
+    if (!s.stored()) {
+      // On its way to storage: its shard line brings the URL and the digest.
+      if (!s.sha256.empty() || s.bytes != 0)
+        return bad(diag, fmt::format("shard {} of layer {} has no URL, yet a digest or a size", i + 1, layer.name));
+    } else if (s.sha256.size() != 64 || !is_hex(s.sha256))
       return bad(diag, fmt::format("shard {} of layer {} has the digest '{}', which is not a hex SHA-256", i + 1,
                                    layer.name, s.sha256));
     if (s.id.size() != 64 || !is_hex(s.id))
@@ -27,9 +31,8 @@ result<void> check_layer(const layer_source& layer, diagnostics& diag) {
                                    i + 1, layer.name, s.id));
     if (!one_line(s.key))
       return bad(diag, fmt::format("shard {} of layer {} has a key with a line break", i + 1, layer.name));
-    if (s.url.empty() || !one_line(s.url))
-      return bad(diag, fmt::format("shard {} of layer {} has an empty URL or one with a line break", i + 1,
-                                   layer.name));
+    if (!one_line(s.url))
+      return bad(diag, fmt::format("shard {} of layer {} has a URL with a line break", i + 1, layer.name));
     // A piece is one entry of `content` bytes inside its file: the writer trusts these bounds.
     if (s.is_piece() && (s.files != 1 || s.content == 0 || s.piece_offset > s.file_size ||
                          s.content > s.file_size - s.piece_offset))
@@ -57,8 +60,13 @@ result<void> read_piece(const json::object& shard, std::string_view where, shard
 }  // namespace
 
 result<void> check_plan(const environment_plan& plan, diagnostics& diag) {
-  for (const auto& layer : plan.layers)
+  for (const auto& layer : plan.layers) {
     if (auto r = check_layer(layer, diag); !r) return r;
+    // A whole plan has no shard lines to follow: every shard is in storage.
+    for (std::size_t i = 0; i < layer.shards.size(); ++i)
+      if (!layer.shards[i].stored())
+        return bad(diag, fmt::format("shard {} of layer {} has no URL", i + 1, layer.name));
+  }
   if (plan.workspace && *plan.workspace >= plan.layers.size())
     return bad(diag, fmt::format("the workspace is layer {} of a plan of {}", *plan.workspace + 1, plan.layers.size()));
   if (!one_line(plan.cache_dir))
@@ -117,13 +125,25 @@ std::string header_line(const plan_header& h) {
 std::string layer_line(std::size_t index, const layer_source& l) {
   json::array shards;
   for (const auto& s : l.shards) {
-    json::object o{{"url", s.url}, {"sha256", s.sha256}, {"bytes", s.bytes}, {"files", s.files},
-                   {"content", s.content}, {"id", s.id}, {"key", s.key}};
+    json::object o{{"files", s.files}, {"content", s.content}, {"id", s.id}, {"key", s.key}};
+    if (s.stored()) {  // a shard not yet in storage says neither: its shard line will
+      o["url"] = s.url;
+      o["sha256"] = s.sha256;
+      o["bytes"] = s.bytes;
+    }
     if (s.is_piece()) o["piece"] = json::object{{"offset", s.piece_offset}, {"file_size", s.file_size}};
     shards.push_back(std::move(o));
   }
   return json::serialize(
       json::object{{"layer", json::object{{"index", index}, {"id", l.id}, {"name", l.name}, {"shards", std::move(shards)}}}});
+}
+
+std::string shard_line(const plan_shard& s) {
+  return json::serialize(json::object{{"shard", json::object{{"layer", s.layer},
+                                                             {"index", s.index},
+                                                             {"url", s.url},
+                                                             {"sha256", s.sha256},
+                                                             {"bytes", s.bytes}}}});
 }
 
 std::uint64_t content_bytes(const layer_source& layer) {
@@ -216,9 +236,14 @@ result<placed_layer> read_layer(const json::object& lo, diagnostics& diag) {
     const auto where = fmt::format("layer {} shard {}", layer.name, j + 1);
     reader sr{*so, where, diag, {}};
     shard_source s;
-    s.url = sr.text("url");
-    s.sha256 = sr.text("sha256");
-    s.bytes = sr.number("bytes");
+    // Without a URL the shard is not in storage yet (its shard line follows): then no digest or size either.
+    if (so->contains("url") || so->contains("sha256") || so->contains("bytes")) {
+      s.url = sr.text("url");
+      s.sha256 = sr.text("sha256");
+      s.bytes = sr.number("bytes");
+      if (!sr.ec && s.url.empty())
+        return bad(diag, fmt::format("the plan's {} has an empty URL", where));
+    }
     s.files = sr.number_or("files", 0);
     s.content = sr.number_or("content", 0);
     s.id = sr.text("id");
@@ -232,6 +257,26 @@ result<placed_layer> read_layer(const json::object& lo, diagnostics& diag) {
     layer.shards.push_back(std::move(s));
   }
   if (auto r = check_layer(layer, diag); !r) return r.error();
+  return out;
+}
+
+result<plan_shard> read_shard(const json::object& so, diagnostics& diag) {
+  plan_shard out;
+  reader r{so, "shard", diag, {}};
+  out.layer = r.text("layer");
+  out.index = static_cast<std::size_t>(r.number("index"));
+  out.url = r.text("url");
+  out.sha256 = r.text("sha256");
+  out.bytes = r.number("bytes");
+  if (r.ec) return r.ec;
+  for (auto& c : out.sha256) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (!is_hex(out.layer) || out.layer.size() > 128)
+    return bad(diag, fmt::format("the plan's shard line names the layer '{}', which is not hex", out.layer));
+  const auto where = fmt::format("shard {} of layer {}", out.index + 1, out.layer.substr(0, 12));
+  if (out.sha256.size() != 64 || !is_hex(out.sha256))
+    return bad(diag, fmt::format("{} has the digest '{}', which is not a hex SHA-256", where, out.sha256));
+  if (out.url.empty() || !one_line(out.url))
+    return bad(diag, fmt::format("{} has an empty URL or one with a line break", where));
   return out;
 }
 
@@ -414,6 +459,11 @@ result<plan_line> parse_plan_line(std::string_view line, diagnostics& diag) {
     auto l = read_layer(*inner, diag);
     if (!l) return l.error();
     return plan_line(std::move(*l));
+  }
+  if (key == "shard") {
+    auto sh = read_shard(*inner, diag);
+    if (!sh) return sh.error();
+    return plan_line(std::move(*sh));
   }
   if (key == "end") {
     plan_end e;

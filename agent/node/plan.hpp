@@ -17,7 +17,9 @@
 namespace ferry::agent::node {
 
 struct shard_source {
-  std::string url;              // presigned GET, as the node reaches storage
+  // presigned GET, as the node reaches storage; empty while the shard is on its way to storage (a layer
+  // line sent at its first stored shard: the shard's own line brings it, with sha256 and bytes)
+  std::string url;
   // hex SHA-256 of the zip's bytes: as storage or a manifest read back from it says, so only a quick
   // check of the transfer, never proof of what the zip holds (that is `id`)
   std::string sha256;
@@ -35,6 +37,9 @@ struct shard_source {
   std::uint64_t file_size = 0;
 
   bool is_piece() const { return file_size != 0; }
+
+  // In storage, its URL and digest known: it can be fetched. Otherwise a shard line is still to come.
+  bool stored() const { return !url.empty(); }
 };
 
 struct layer_source {
@@ -58,9 +63,16 @@ struct node_limits {
   std::int64_t shutdown_grace_ms = 2'500;
 };
 
-// The plan as ferry sends it on stdin, JSON lines: a header, then one line per layer as soon as the layer
-// is in storage (in any order, each with its place in the plan), then an end line with the count and the
-// workspace. A node starts on each layer as its line arrives, so it need not wait for the whole pack.
+// The plan as ferry sends it on stdin, JSON lines: a header, then one line per layer as soon as the first
+// of its shards is in storage (in any order, each with its place in the plan), then an end line with the
+// count and the workspace. A node starts on each layer as its line arrives, so it need not wait for the
+// whole pack.
+//
+// A layer of several shards streams: its line names every shard (id, key, files, content), but only those
+// already in storage carry a URL, a sha256 and bytes; each of the others follows in a shard line the
+// moment it is stored (plan_shard), before the end line. The node fetches each shard as its line arrives,
+// and puts the layer in place only once every shard has arrived and passed its checks. A plan known whole
+// at once (a manifest found in storage, a warm run) has no shard lines: every layer line is complete.
 struct plan_header {
   std::string cache_dir;    // on the node; empty: ${XDG_CACHE_HOME:-$HOME/.cache}/ferry
   std::uint64_t cache_cap = 0;  // least recently used layers beyond it are evicted; 0: no cap
@@ -139,8 +151,20 @@ struct placed_layer {
   layer_source layer;
 };
 
-using plan_line =
-    std::variant<plan_header, placed_layer, plan_end, plan_catalogue, plan_work_done, plan_peer, plan_site>;
+// A shard of a layer whose line came already is now in storage: {"shard": {"layer": ID, "index": N,
+// "url": ..., "sha256": ..., "bytes": ...}}, `index` its place in the layer line's shards (from 0). A shard
+// line before its layer's line, or for a shard the layer does not have, is refused; one for a shard already
+// known is a repeat (a layer at two places in the plan) and changes nothing.
+struct plan_shard {
+  std::string layer;   // hex layer id
+  std::size_t index = 0;
+  std::string url;     // presigned GET
+  std::string sha256;  // of the zip, hex
+  std::uint64_t bytes = 0;
+};
+
+using plan_line = std::variant<plan_header, placed_layer, plan_end, plan_catalogue, plan_work_done, plan_peer,
+                               plan_site, plan_shard>;
 
 std::string header_line(const plan_header& header);
 std::string catalogue_line(const plan_catalogue& catalogue);
@@ -148,14 +172,15 @@ std::string site_line(const plan_site& site);
 std::string work_done_line();
 std::string peer_line(const plan_peer& peer);
 std::string layer_line(std::size_t index, const layer_source& layer);
+std::string shard_line(const plan_shard& shard);
 // What the layer's shards unpack to, in bytes.
 std::uint64_t content_bytes(const layer_source& layer);
 std::string end_line(const plan_end& end);
 // One line (without its newline); errc::bad_plan naming what is wrong.
 result<plan_line> parse_plan_line(std::string_view line, diagnostics& diag);
 
-// Checks what the node relies on: hex ids and digests, URLs without line breaks; errc::bad_plan naming
-// the layer otherwise.
+// Checks what the node relies on: hex ids and digests, URLs without line breaks, a shard not yet stored
+// with neither URL nor digest; errc::bad_plan naming the layer otherwise.
 result<void> check_layer(const layer_source& layer, diagnostics& diag);
 
 // A whole plan known at once: the same lines, all together.

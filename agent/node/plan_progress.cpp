@@ -36,12 +36,32 @@ result<plan_progress::taken> plan_progress::take(plan_line line, diagnostics& di
   }
   if (std::holds_alternative<plan_header>(line)) return refuse("the plan holds a second header");
   if (auto* end = std::get_if<plan_end>(&line)) {
+    // Every shard line comes before the end line: a shard still missing never will.
+    for (const auto& l : layers_)
+      for (std::size_t i = 0; i < l.shards.size(); ++i)
+        if (!l.shards[i].stored())
+          return refuse(fmt::format("the plan ended without shard {} of layer {}", i + 1, l.name));
     end_ = *end;
     return taken::ended;
   }
+  if (auto* shard = std::get_if<plan_shard>(&line)) return take_shard(*shard, diag);
   auto& placed = std::get<placed_layer>(line);
   places_[placed.index] = placed.layer.id;
-  if (!seen_.insert(placed.layer.id).second) return taken::repeated;
+  if (!seen_.insert(placed.layer.id).second) {
+    // The same layer at another place: its line may know shards stored since the first one came.
+    auto* known = find(placed.layer.id);
+    bool more = false;
+    for (std::size_t i = 0; known && i < known->shards.size() && i < placed.layer.shards.size(); ++i) {
+      auto& have = known->shards[i];
+      const auto& got = placed.layer.shards[i];
+      if (have.stored() || !got.stored() || have.id != got.id) continue;
+      have.url = got.url;
+      have.sha256 = got.sha256;
+      have.bytes = got.bytes;
+      more = true;
+    }
+    return more ? taken::shard : taken::repeated;
+  }
   layers_.push_back(std::move(placed.layer));
   std::uint64_t priority = content_bytes(layers_.back());
   if (catalogue_) {
@@ -53,6 +73,31 @@ result<plan_progress::taken> plan_progress::take(plan_line line, diagnostics& di
     priority = preferred - 1 - asked->second;
   waiting_.emplace(priority, layers_.size() - 1);
   return taken::queued;
+}
+
+layer_source* plan_progress::find(const std::string& id) {
+  for (auto& l : layers_)
+    if (l.id == id) return &l;
+  return nullptr;
+}
+
+result<plan_progress::taken> plan_progress::take_shard(const plan_shard& line, diagnostics& diag) {
+  auto refuse = [&](std::string text) {
+    diag.set(std::move(text));
+    reading_failed(make_error_code(errc::bad_plan), diag);
+    return result<taken>(boost::system::in_place_error, make_error_code(errc::bad_plan));
+  };
+  auto* layer = find(line.layer);
+  if (!layer) return refuse(fmt::format("the plan's shard line for layer {} comes before the layer's line", line.layer));
+  if (line.index >= layer->shards.size())
+    return refuse(fmt::format("the plan's shard line names shard {} of layer {}, which has {}", line.index + 1,
+                              layer->name, layer->shards.size()));
+  auto& shard = layer->shards[line.index];
+  if (shard.stored()) return taken::repeated;  // the layer is at two places in the plan, each said it
+  shard.url = line.url;
+  shard.sha256 = line.sha256;
+  shard.bytes = line.bytes;
+  return taken::shard;
 }
 
 void plan_progress::reading_failed(error_code ec, const diagnostics& diag) {

@@ -43,15 +43,22 @@ struct materialised {
 
 class plan_progress {
  public:
-  enum class taken { queued, repeated, ended, catalogue, work_done, site };
+  // shard: a shard of a layer already queued (or handed out) is now in storage; its layer_source, which
+  // the worker on it holds, has its URL and digest from now on.
+  enum class taken { queued, repeated, ended, catalogue, work_done, site, shard };
 
-  // A line that followed the header. errc::bad_plan for a second header or a line after the end (the
-  // plan then stops, as for reading_failed).
+  // A line that followed the header. errc::bad_plan for a second header, a line after the end, a shard
+  // line before its layer's or for a shard the layer has not, or an end line while a shard is still to
+  // come (the plan then stops, as for reading_failed).
   result<taken> take(plan_line line, diagnostics& diag);
   // Reading the plan failed (the input ended early, a malformed line, cancelled).
   void reading_failed(error_code ec, const diagnostics& diag);
 
-  // The next layer waiting, off the queue; none when none waits, the plan stops, or it is held.
+  // Whether the layer finished on this node (landed, was cached, or failed).
+  bool has_finished(const std::string& id) const { return finished_.contains(id); }
+
+  // The next layer waiting, off the queue; none when none waits, the plan stops, or it is held. It stays
+  // where it is: shard lines fill in its shards still on their way.
   const layer_source* next();
   // A layer waits that nobody asked for, while one an import asked for is still to come or on its way: it
   // is not handed out until that one has finished. The caller waits for a change (a layer finished, one
@@ -86,6 +93,9 @@ class plan_progress {
   materialised counts() const;
 
  private:
+  layer_source* find(const std::string& id);
+  result<taken> take_shard(const plan_shard& line, diagnostics& diag);
+
   struct outcome {
     std::string id;
     result<layer_result> got;

@@ -165,5 +165,30 @@ TEST(plan_piece, a_piece_shard_travels_on_its_layer_line_and_bounds_outside_its_
   EXPECT_FALSE(node::parse_plan_line(node::layer_line(0, l), diag)) << "a piece is one file";
 }
 
+// A layer's shards stored after its line go to every reader in shard lines, in the order they came, a
+// held node's too once it goes on; a reader waiting for the next shard wakes when it comes.
+TEST_F(layer_feed_test, shard_lines_follow_their_layer_to_every_reader_as_they_come) {
+  const node::plan_shard second{"aa", 1, "http://storage/2", std::string(64, 'b'), 7};
+  feed_.add(0, alpha);
+  feed_.fan_out("child", "", true);
+  auto& h = read("H1", "child");
+  auto& o = read("H2", "seed");
+  settle();
+  EXPECT_EQ(o.text, line("H2") + line(node::layer_line(0, alpha)));
+  feed_.add_shard(second);
+  settle();
+  EXPECT_EQ(o.text, line("H2") + line(node::layer_line(0, alpha)) + line(node::shard_line(second)));
+  EXPECT_FALSE(o.ended);
+  feed_.release("child");
+  feed_.end(1, std::nullopt);
+  settle();
+  const auto plan = line(node::layer_line(0, alpha)) + line(node::shard_line(second)) +
+                    line(node::end_line({1, std::nullopt}));
+  EXPECT_EQ(h.text, line("H1") + plan);
+  EXPECT_EQ(o.text, line("H2") + plan);
+  EXPECT_TRUE(h.ended);
+  EXPECT_TRUE(o.ended);
+}
+
 }  // namespace
 }  // namespace ferry::agent::layer_feed_tests

@@ -17,8 +17,12 @@
 #include <gtest/gtest.h>
 
 #include <unistd.h>
+#include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <map>
+#include <set>
+#include <thread>
 
 namespace ferry::test {
 namespace {
@@ -352,6 +356,115 @@ TEST_F(lazy_start, off_or_without_python_the_command_waits_for_every_layer) {
   for (const auto* trace : {"off.jsonl", "sh.jsonl"})
     for (const auto& line : node_lines(home_ / trace))
       EXPECT_NE(trace_type(line), action_types::node::may_start) << trace;
+}
+
+}  // namespace
+}  // namespace ferry::test
+
+namespace ferry::test {
+namespace {
+
+// ---- a layer of many shards streams to the nodes (agent/node/plan.hpp's shard lines) ----
+
+// What ferry's trace says of the uploads of one layer's shards (ferry:packaging:upload): the layer's id and
+// when each upload ended.
+struct layer_uploads {
+  std::string id;
+  std::vector<double> ends;
+};
+
+layer_uploads uploads_of(const fs::path& trace, const std::string& name) {
+  layer_uploads out;
+  std::set<std::string> ours;  // the upload actions of this layer, by trace_action_key
+  for (const auto& o : trace_file_lines(trace)) {
+    if (trace_type(o) != action_types::packaging::upload) continue;
+    const auto key = trace_action_key(o);
+    if (trace_text(o, "action_status") == "started") {
+      if (trace_text(o, "layer") != name) continue;
+      out.id = trace_text(o, "layer_id");
+      ours.insert(key);
+    } else if (ours.contains(key) && trace_text(o, "action_status") == "succeeded") {
+      out.ends.push_back(o.at("timestamp").as_double());
+    }
+  }
+  return out;
+}
+
+// When the nodes' first fetch of a shard of layer `id` started (ferry:materialise:shard); -1: none did.
+double first_fetch(const std::vector<json::object>& node, const std::string& id) {
+  double first = -1;
+  for (const auto& o : node) {
+    if (trace_type(o) != action_types::node::shard || trace_text(o, "action_status") != "started") continue;
+    if (trace_text(o, "layer") != id) continue;
+    const auto at = o.at("timestamp").as_double();
+    if (first < 0 || at < first) first = at;
+  }
+  return first;
+}
+
+class streaming : public lazy_start {
+ protected:
+  // A package of `parts` files of 128 KiB of random bytes, each a shard of its own with a shard size of
+  // 64 KiB: one layer of many shards.
+  void big_package(const std::string& name, int parts) {
+    site_package(name, 0);
+    for (int i = 0; i < parts; ++i)
+      write_file(site() / name / fmt::format("part{:02}.bin", i), random_bytes(128 << 10, static_cast<unsigned>(200 + i)));
+  }
+
+  // Uploads through the slow proxy; the nodes reach moto_server directly, at their own pace.
+  process_options slow_pack_env(const fault_proxy& proxy) const {
+    auto o = env_through(proxy.endpoint());
+    o.env["FERRY_PACKAGING_SHARD_SIZE"] = "64KiB";
+    o.env["FERRY_STORAGE_NODE_ENDPOINT"] = fmt::format("http://10.200.0.1:{}", moto_->port());
+    return o;
+  }
+};
+
+// Behind a slow uplink a layer of 32 shards takes seconds to store: the node starts fetching its first
+// shards before the pack has stored the last one, and puts the layer in place whole all the same.
+// `ferry trace stats` shows that overlap.
+TEST_F(streaming, a_layer_of_many_shards_reaches_the_node_shard_by_shard_while_the_pack_stores_it) {
+  big_package("bigpkg", 32);
+  write_file(project() / "main.py",
+             "import bigpkg, hashlib, os\n"
+             "d = os.path.dirname(bigpkg.__file__)\n"
+             "h = hashlib.sha256()\n"
+             "for n in sorted(os.listdir(d)):\n"
+             "    if n.endswith('.bin'): h.update(open(os.path.join(d, n), 'rb').read())\n"
+             "print(bigpkg.VALUE, h.hexdigest())\n");
+  const auto local = run({(project() / ".venv" / "bin" / "python").string(), "main.py"}, process_options{.cwd = project()});
+  ASSERT_EQ(local.exit_code, 0) << local.err;
+  auto& proxy = slow_storage(1 << 20);
+  const auto trace = home_ / "stream.jsonl";
+  // Through sh: the eager path, every layer in place before the command.
+  const auto r = run_ferry({"--trace", trace.string(), "run", "--", "sh", "-c", "python3 main.py"}, slow_pack_env(proxy));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.out, local.out);
+
+  const auto uploads = uploads_of(trace, "bigpkg");
+  ASSERT_FALSE(uploads.id.empty()) << "no upload of bigpkg's shards";
+  ASSERT_GE(uploads.ends.size(), 32u);
+  const auto last_stored = *std::max_element(uploads.ends.begin(), uploads.ends.end());
+  const auto node = node_lines(trace);
+  const auto first = first_fetch(node, uploads.id);
+  ASSERT_GE(first, 0) << "the node fetched no shard of bigpkg";
+  EXPECT_LT(first, last_stored) << "the node's first fetch of the layer waited for its last shard";
+  std::size_t shard_lines = 0;
+  for (const auto& o : node) shard_lines += trace_type(o) == action_types::node::shard_line ? 1 : 0;
+  EXPECT_GE(shard_lines, 1u) << "no shard line reached the node";
+
+  const auto stats = run_ferry({"trace", "stats", "--json", trace.string()}, env());
+  ASSERT_EQ(stats.exit_code, 0) << stats.err;
+  const auto doc = json::parse(stats.out);
+  const auto& job = doc.at("jobs").as_array().at(0).as_object();
+  const auto& overlap = job.at("fetch_overlap").as_object();
+  EXPECT_TRUE(overlap.at("measured").as_bool()) << stats.out;
+  EXPECT_GE(overlap.at("fetches_before_pack_end").to_number<std::int64_t>(), 1) << stats.out;
+  EXPECT_GT(overlap.at("fetching_before_pack_end_seconds").to_number<double>(), 0.0) << stats.out;
+  EXPECT_GE(overlap.at("upload_to_fetch").at("count").to_number<std::int64_t>(), 32) << stats.out;
+  const auto text = run_ferry({"trace", "stats", trace.string()}, env());
+  EXPECT_TRUE(contains(text.out, "node fetch started before the pack ended: ")) << text.out;
 }
 
 }  // namespace

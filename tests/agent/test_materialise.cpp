@@ -528,6 +528,113 @@ TEST_F(materialise_node, a_plan_that_stops_short_fails_and_leaves_nothing_half_m
   EXPECT_TRUE(leftovers().empty());
 }
 
+// The layer as ferry sends it at its first stored shard: the later shards without URL, digest or size
+// (agent/node/plan.hpp), each to come in a shard line.
+layer_source first_shard_only(const layer_source& whole) {
+  auto l = whole;
+  for (std::size_t i = 1; i < l.shards.size(); ++i) {
+    l.shards[i].url.clear();
+    l.shards[i].sha256.clear();
+    l.shards[i].bytes = 0;
+  }
+  return l;
+}
+
+// Whether a file named `name` is in a temporary directory of the layer: the node has inflated it there.
+bool in_temp(const fs::path& layers, const std::string& id, const std::string& name) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(layers, ec)) {
+    if (e.path().filename().string().starts_with(id + ".tmp.") && fs::exists(e.path() / name)) return true;
+  }
+  return false;
+}
+
+// Feeds `layer` with only its first shard stored and waits (up to a minute) until the node has inflated
+// `first_file` (of that shard) into the layer's temporary directory; then, with `rest`, feeds the other
+// shards' lines and ends the plan, else abandons it (the pack failed). True when the node had the first
+// shard before any other was fed.
+asio::awaitable<bool> feed_shard_by_shard(materialise_node& t, layer_feed& feed, const layer_source& layer,
+                                          std::string first_file, bool rest) {
+  co_await net::accept_cancellation();
+  feed.add(0, first_shard_only(layer));
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  bool early = false;
+  for (int i = 0; i < 3000 && !early; ++i) {
+    early = in_temp(t.cache() / "layers", layer.id, first_file) && !fs::exists(t.marker(layer));
+    timer.expires_after(20ms);
+    co_await timer.async_wait(asio::use_awaitable);
+  }
+  if (!rest) {
+    feed.abandon();
+    co_return early;
+  }
+  for (std::size_t i = 1; i < layer.shards.size(); ++i) {
+    const auto& s = layer.shards[i];
+    feed.add_shard({layer.id, i, s.url, s.sha256, s.bytes});
+  }
+  feed.end(1, 0);
+  co_return early;
+}
+
+// Materialises from a feed while `feeding` feeds it; the feeder's answer and the outcome.
+asio::awaitable<std::pair<bool, result<environment>>> fed_by(materialise_node& t, const materialise_options& opts,
+                                                            const layer_source& layer, std::string first_file,
+                                                            bool rest, diagnostics& d) {
+  layer_feed feed(co_await asio::this_coro::executor);
+  bool early = false;
+  result<environment> env = make_error_code(errc::materialise_failed);
+  std::vector<asio::awaitable<void>> both;
+  both.push_back([](materialise_node& tt, layer_feed& f, const materialise_options& op, result<environment>& out,
+                    diagnostics& dd) -> asio::awaitable<void> {
+    co_await net::accept_cancellation();
+    out = co_await tt.materialise_fed(f, op, dd);
+  }(t, feed, opts, env, d));
+  both.push_back([](materialise_node& tt, layer_feed& f, const layer_source& l, std::string name, bool go_on,
+                    bool& out) -> asio::awaitable<void> {
+    out = co_await feed_shard_by_shard(tt, f, l, std::move(name), go_on);
+  }(t, feed, layer, std::move(first_file), rest, early));
+  co_await net::run_all(std::move(both));
+  co_return std::pair<bool, result<environment>>{early, std::move(env)};
+}
+
+// A layer of three shards whose line came with only its first one stored: the node inflates that one
+// while the others are still to come, fetches each as its shard line arrives, and puts the layer in place
+// whole once all three passed.
+TEST_F(materialise_node, a_layer_fed_shard_by_shard_starts_on_its_first_shard_and_lands_once_all_passed) {
+  const auto big = layer("workspace", {{{"a.py", "A = 1\n"}}, {{"b.bin", random_bytes(200 << 10, 5)}},
+                                       {{"c/d.py", "D = 4\n"}}});
+  auto o = bare_options();
+  o.cache_dir = cache().string();
+  diagnostics diag;
+  auto [early, env] = run(fed_by(*this, o, big, "a.py", true, diag));
+  EXPECT_TRUE(early) << "the node did not start on the first shard before the others were stored";
+  ASSERT_TRUE(env) << diag.message;
+  EXPECT_EQ(env->workdir, layer_dir(big).string());
+  EXPECT_TRUE(fs::exists(marker(big)));
+  EXPECT_EQ(test::read_file(layer_dir(big) / "c" / "d.py"), "D = 4\n");
+  EXPECT_EQ(fs::file_size(layer_dir(big) / "b.bin"), 200u << 10);
+  EXPECT_EQ(count_status(action_types::node::shard, "succeeded"), 3u);
+  EXPECT_EQ(count_status(action_types::node::layer, "succeeded"), 1u);
+  EXPECT_TRUE(leftovers().empty());
+}
+
+// The pack fails after a layer's first shard was stored and inflated on the node: the plan stops short,
+// the shards still to come are not waited for, and nothing of the layer stays, in place or half-made.
+TEST_F(materialise_node, a_plan_that_stops_before_a_layers_last_shard_leaves_nothing_of_it) {
+  const auto big = layer("workspace", {{{"a.py", "A = 1\n"}}, {{"b.py", "B = 2\n"}}});
+  auto o = bare_options();
+  o.cache_dir = cache().string();
+  diagnostics diag;
+  auto [early, env] = run(fed_by(*this, o, big, "a.py", false, diag));
+  EXPECT_TRUE(early) << "the node did not start on the first shard";
+  ASSERT_FALSE(env);
+  EXPECT_EQ(env.error(), node::errc::bad_plan) << diag.message;
+  EXPECT_NE(diag.message.find("the plan ended before its end line"), std::string::npos) << diag.message;
+  EXPECT_FALSE(fs::exists(layer_dir(big)));
+  EXPECT_FALSE(fs::exists(marker(big)));
+  EXPECT_TRUE(leftovers().empty());
+}
+
 TEST_F(materialise_node, a_copy_of_the_program_that_does_not_match_its_digest_is_never_put_in_place) {
   auto o = bare_options();
   auto wrong = std::make_shared<node_program>(*the_program());

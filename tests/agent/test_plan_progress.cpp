@@ -7,6 +7,7 @@
 #include "agent/node/site_file.hpp"
 
 #include <boost/asio/error.hpp>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -419,6 +420,147 @@ TEST(plan_progress, a_lazy_plan_goes_on_past_a_failed_layer_and_reports_it_at_th
   const auto counts = plan.counts();
   EXPECT_EQ(counts.layers_fetched, 1u);
   EXPECT_EQ(counts.layers_cached, 1u);
+}
+
+}  // namespace
+}  // namespace ferry::agent::node
+
+namespace ferry::agent::node {
+namespace {
+
+// A layer of three shards of which only the first is in storage: its line, as ferry sends it at the first
+// stored shard (plan.hpp).
+layer_source streaming_layer() {
+  layer_source l;
+  l.id = "cc";
+  l.name = "torch";
+  for (char c : {'1', '2', '3'}) {
+    shard_source s;
+    s.files = 2;
+    s.content = 1000;
+    s.id = std::string(64, c);
+    s.key = std::string("p/layers/") + c + ".zip";
+    l.shards.push_back(s);
+  }
+  l.shards[0].url = "http://storage/1";
+  l.shards[0].sha256 = std::string(64, 'a');
+  l.shards[0].bytes = 400;
+  return l;
+}
+
+plan_shard shard_line_of(std::size_t index, char digest) {
+  return {"cc", index, fmt::format("http://storage/{}", index + 1), std::string(64, digest), 500};
+}
+
+// A layer line whose later shards are on their way reads back with them pending, and each shard line
+// reads back as written; then the queued layer, the one a worker holds, gets each shard as its line comes.
+TEST(plan_lines, a_layer_line_with_shards_to_come_and_its_shard_lines_read_back_as_written) {
+  diagnostics diag;
+  const auto line = layer_line(3, streaming_layer());
+  auto parsed = parse_plan_line(line, diag);
+  ASSERT_TRUE(parsed) << diag.message;
+  const auto& placed = std::get<placed_layer>(*parsed);
+  EXPECT_EQ(placed.index, 3u);
+  ASSERT_EQ(placed.layer.shards.size(), 3u);
+  EXPECT_TRUE(placed.layer.shards[0].stored());
+  EXPECT_FALSE(placed.layer.shards[1].stored());
+  EXPECT_EQ(placed.layer.shards[2].key, "p/layers/3.zip");
+  EXPECT_EQ(content_bytes(placed.layer), 3000u);
+  EXPECT_EQ(layer_line(3, placed.layer), line);
+
+  const auto text = shard_line(shard_line_of(1, 'D'));
+  auto shard = parse_plan_line(text, diag);
+  ASSERT_TRUE(shard) << diag.message;
+  const auto& s = std::get<plan_shard>(*shard);
+  EXPECT_EQ(s.layer, "cc");
+  EXPECT_EQ(s.index, 1u);
+  EXPECT_EQ(s.url, "http://storage/2");
+  EXPECT_EQ(s.sha256, std::string(64, 'd')) << "digests are read in lower case";
+  EXPECT_EQ(s.bytes, 500u);
+
+  plan_progress p;
+  ASSERT_TRUE(p.take(std::move(*parsed), diag));
+  const auto* held = p.next();
+  ASSERT_NE(held, nullptr);
+  EXPECT_FALSE(held->shards[1].stored());
+  auto taken = p.take(std::move(*shard), diag);
+  ASSERT_TRUE(taken) << diag.message;
+  EXPECT_EQ(*taken, plan_progress::taken::shard);
+  EXPECT_TRUE(held->shards[1].stored()) << "the worker's layer has the shard now";
+  EXPECT_EQ(held->shards[1].url, "http://storage/2");
+  EXPECT_FALSE(held->shards[2].stored());
+  // Told again (the layer is at two places in the plan): nothing changes.
+  EXPECT_EQ(*p.take(shard_line_of(1, 'e'), diag), plan_progress::taken::repeated);
+  EXPECT_EQ(held->shards[1].sha256, std::string(64, 'd'));
+  // The end line while shard 3 is still to come is refused: it never will.
+  auto early_end = p.take(plan_end{4, std::nullopt}, diag);
+  ASSERT_FALSE(early_end);
+  EXPECT_EQ(diag.message, "the plan ended without shard 3 of layer torch");
+  EXPECT_TRUE(p.stopping());
+}
+
+TEST(plan_progress, the_end_line_after_every_shard_line_ends_the_plan) {
+  diagnostics diag;
+  plan_progress p;
+  ASSERT_TRUE(p.take(placed_layer{0, streaming_layer()}, diag));
+  // A repeated layer line that knows shard 2 fills it in too.
+  auto again = streaming_layer();
+  again.shards[1].url = "http://storage/2";
+  again.shards[1].sha256 = std::string(64, 'f');
+  again.shards[1].bytes = 7;
+  EXPECT_EQ(*p.take(placed_layer{1, again}, diag), plan_progress::taken::shard);
+  EXPECT_EQ(*p.take(shard_line_of(2, 'a'), diag), plan_progress::taken::shard);
+  const auto* l = p.next();
+  ASSERT_NE(l, nullptr);
+  for (const auto& s : l->shards) EXPECT_TRUE(s.stored());
+  EXPECT_EQ(*p.take(plan_end{2, 0}, diag), plan_progress::taken::ended);
+  p.finished(*l, layer_result{false, 1400}, diag);
+  EXPECT_TRUE(p.environment(dir_of, diag)) << diag.message;
+}
+
+TEST(plan_lines, bad_shard_lines_and_layers_with_half_a_shard_are_refused) {
+  diagnostics diag;
+  const std::string a64(64, 'a');
+  auto refused = [&](const std::string& line, std::string_view says) {
+    diagnostics d;
+    auto parsed = parse_plan_line(line, d);
+    EXPECT_FALSE(parsed) << line;
+    if (!parsed) {
+      EXPECT_EQ(parsed.error(), errc::bad_plan);
+    }
+    EXPECT_NE(d.message.find(says), std::string::npos) << d.message;
+  };
+  refused(R"({"shard":{"layer":"cc","index":0,"url":"http://s/1","sha256":"xyz","bytes":1}})", "not a hex SHA-256");
+  refused(R"({"shard":{"layer":"not hex","index":0,"url":"http://s/1","sha256":")" + a64 + R"(","bytes":1}})",
+          "not hex");
+  refused(R"({"shard":{"layer":"cc","index":0,"url":"","sha256":")" + a64 + R"(","bytes":1}})", "empty URL");
+  refused(R"({"shard":{"layer":"cc","index":0,"url":"http://s/1\n","sha256":")" + a64 + R"(","bytes":1}})",
+          "line break");
+  refused(R"({"shard":{"layer":"cc","url":"http://s/1","sha256":")" + a64 + R"(","bytes":1}})", "lacks 'index'");
+  refused(R"({"shard":{"layer":"cc","index":-1,"url":"http://s/1","sha256":")" + a64 + R"(","bytes":1}})",
+          "not a count");
+  // A shard in a layer line with a digest but no URL, or a URL but no digest.
+  auto half = streaming_layer();
+  half.shards[1].sha256 = a64;
+  EXPECT_FALSE(check_layer(half, diag));
+  EXPECT_EQ(diag.message, "shard 2 of layer torch has no URL, yet a digest or a size");
+  refused(R"({"layer":{"index":0,"id":"cc","name":"x","shards":[{"url":"http://s/1","id":")" + a64 +
+              R"(","files":1,"content":1}]}})",
+          "lacks 'sha256'");
+  // A whole plan (every layer at once) has no shard lines to come.
+  environment_plan whole;
+  whole.layers.push_back(streaming_layer());
+  EXPECT_FALSE(check_plan(whole, diag));
+  EXPECT_EQ(diag.message, "shard 2 of layer torch has no URL");
+
+  plan_progress p;  // a shard line before its layer's, or for a shard the layer has not
+  EXPECT_FALSE(p.take(shard_line_of(0, 'a'), diag));
+  EXPECT_EQ(diag.message, "the plan's shard line for layer cc comes before the layer's line");
+  EXPECT_TRUE(p.stopping());
+  plan_progress q;
+  ASSERT_TRUE(q.take(placed_layer{0, streaming_layer()}, diag));
+  EXPECT_FALSE(q.take(shard_line_of(3, 'a'), diag));
+  EXPECT_EQ(diag.message, "the plan's shard line names shard 4 of layer torch, which has 3");
 }
 
 }  // namespace

@@ -351,12 +351,21 @@ TEST_F(run_cli, a_job_of_many_nodes_hands_its_layers_on_and_storage_serves_each_
   o.env["FERRY_NODES_FANOUT_SEEDS"] = "1";
   o.env["FERRY_NODES_FANOUT_DEGREE"] = "2";  // a tree: node 1 feeds 2 and 3, node 2 feeds 4 and 5
   o.env["FERRY_NODES_FANOUT_HOLD"] = "60s";   // however busy the machine, children wait for their parents
+  // A package of 6 shards: its layer goes to the nodes at its first stored shard, the rest in shard lines,
+  // and each child fetches every one of them from its parent.
+  o.env["FERRY_PACKAGING_SHARD_SIZE"] = "64KiB";
+  for (int i = 0; i < 6; ++i) {
+    std::string bytes(96 << 10, '\0');
+    std::mt19937 random(static_cast<unsigned>(i));
+    for (auto& b : bytes) b = static_cast<char>(random());
+    write_file(fs::path(site_) / "thirdparty" / fmt::format("part{}.bin", i), bytes);
+  }
   const auto trace1 = home_ / "fan1.jsonl";
   const auto first = run_ferry({"--trace", trace1.string(), "run", "--", "sh", "-c", "python3 main.py"}, o);
   ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
   EXPECT_EQ(first.out.size(), 5 * std::string("node-1 | from-app from-venv []\n").size()) << first.out;
   const auto shards = fetches_by_shard(trace1);
-  EXPECT_GE(shards.size(), 2u);  // the workspace and the venv's package
+  EXPECT_GE(shards.size(), 7u);  // the workspace and the venv's package, in 6 shards or more
   for (const auto& [shard, sources] : shards) {
     EXPECT_EQ(sources.first, 1u) << shard << ": storage served it more than once";
     EXPECT_EQ(sources.second, 4u) << shard;

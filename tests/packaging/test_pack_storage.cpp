@@ -84,9 +84,10 @@ class pack_storage : public ::testing::Test {
   }
 
   pack_report pack(zip_digest_cache& digests, bool dry_run = false, pack_progress* progress = nullptr,
-                   std::chrono::seconds manifest_refresh = std::chrono::hours(24)) {
+                   std::chrono::seconds manifest_refresh = std::chrono::hours(24), std::size_t upload_concurrency = 4) {
     pack_settings p;
     p.manifest_refresh = manifest_refresh;
+    p.upload_concurrency = upload_concurrency;
     p.scan.threads = 2;
     p.scan.shard_size = 64 << 10;  // a.bin and b.bin in shards of their own
     p.bucket = "packs";
@@ -164,10 +165,12 @@ TEST_F(pack_storage, every_shard_in_the_manifest_carries_the_sha256_of_its_store
   EXPECT_EQ(report.manifest_key, manifest_key(prefix_, content)) << "the key names the content text";
 }
 
-// Each layer is told of once, as soon as all its shards are in storage, with what the manifest then says
-// of them: on a cold pack as the uploads end, on a warm one all at once, in a dry run never. Two roots with
-// the same files share their shards; an empty root is a layer too.
-TEST_F(pack_storage, each_layer_is_told_of_once_when_its_shards_are_stored) {
+// Each layer is told of once, as soon as its first shard is in storage, and each later shard of it once, as
+// soon as it is stored, so that together they say what the manifest then says: on a cold pack as the
+// uploads end (a layer of several shards first with one of them, the rest to come), on a warm one every
+// layer whole at once, in a dry run never. Two roots with the same files share their shards; an empty root
+// is a layer too.
+TEST_F(pack_storage, each_layer_is_told_of_at_its_first_stored_shard_and_each_later_shard_as_it_is_stored) {
   temp_dir twin_a, twin_b, empty;
   for (auto* t : {&twin_a, &twin_b}) {
     t->write("lib.py", "L = 1\n");
@@ -178,19 +181,42 @@ TEST_F(pack_storage, each_layer_is_told_of_once_when_its_shards_are_stored) {
   roots_.push_back({empty.path(), root_spec::kind::other, 3});
   for (const bool warm : {false, true}) {
     std::map<std::size_t, int> told;
-    std::vector<shipped_layer> shipped;
+    std::map<std::size_t, shipped_layer> shipped;
+    std::map<std::pair<std::size_t, std::size_t>, int> shards_told;
+    std::size_t multi_shard = 0;
     pack_progress progress;
     progress.on_layer_shipped = [&](const shipped_layer& l) {
       ++told[l.index];
-      shipped.push_back(l);
+      shipped[l.index] = l;
+      std::size_t stored = 0;
+      for (std::size_t i = 0; i < l.shards.size(); ++i) {
+        if (!l.shards[i].stored()) continue;
+        ++stored;
+        ++shards_told[{l.index, i}];
+      }
+      if (l.shards.size() > 1) {
+        ++multi_shard;
+        // Cold, a layer goes at its first stored shard, the others still on their way; warm, whole.
+        EXPECT_EQ(stored, warm ? l.shards.size() : 1u) << l.packed->name;
+      }
+    };
+    progress.on_shard_shipped = [&](std::size_t layer, std::size_t shard, const shipped_shard& s) {
+      ASSERT_TRUE(shipped.contains(layer)) << "a shard before its layer";
+      ASSERT_LT(shard, shipped[layer].shards.size());
+      EXPECT_FALSE(shipped[layer].shards[shard].stored()) << "told of twice";
+      EXPECT_TRUE(s.stored());
+      shipped[layer].shards[shard] = s;
+      ++shards_told[{layer, shard}];
     };
     zip_digest_cache digests;
     const auto report = pack(digests, false, &progress);
     EXPECT_EQ(report.manifest_present, warm);
+    EXPECT_GE(multi_shard, 2u) << "the workspace and each twin have several shards";
     const auto manifest = parsed(report.manifest_text);
     ASSERT_EQ(told.size(), manifest.layers.size()) << (warm ? "warm" : "cold");
     for (const auto& [index, times] : told) EXPECT_EQ(times, 1) << "layer " << index;
-    for (const auto& l : shipped) {
+    for (const auto& [where, times] : shards_told) EXPECT_EQ(times, 1) << "shard " << where.second;
+    for (const auto& [index, l] : shipped) {
       const auto& stored = manifest.layers.at(l.index);
       EXPECT_EQ(l.packed->name, stored.name);
       ASSERT_EQ(l.shards.size(), stored.shards.size()) << stored.name;
@@ -209,6 +235,26 @@ TEST_F(pack_storage, each_layer_is_told_of_once_when_its_shards_are_stored) {
   zip_digest_cache digests;
   pack(digests, true, &dry);
   EXPECT_EQ(in_dry_run, 0u);
+}
+
+// A layer's shards go to storage in their order, not the largest first: a node starts on the first while
+// the next is zipped. One upload at a time makes the order the pack's choice alone.
+TEST_F(pack_storage, a_layers_shards_are_stored_in_shard_order) {
+  std::vector<std::size_t> order;
+  std::size_t shards = 0;
+  pack_progress progress;
+  progress.on_layer_shipped = [&](const shipped_layer& l) {
+    shards = l.shards.size();
+    for (std::size_t i = 0; i < l.shards.size(); ++i)
+      if (l.shards[i].stored()) order.push_back(i);
+  };
+  progress.on_shard_shipped = [&](std::size_t, std::size_t shard, const shipped_shard&) { order.push_back(shard); };
+  zip_digest_cache digests;
+  pack(digests, false, &progress, std::chrono::hours(24), 1);
+  ASSERT_GE(shards, 3u) << "the workspace is cut into several shards";
+  std::vector<std::size_t> in_order(shards);
+  for (std::size_t i = 0; i < shards; ++i) in_order[i] = i;
+  EXPECT_EQ(order, in_order);
 }
 
 TEST_F(pack_storage, a_warm_pack_gets_the_stored_manifest_back_and_uploads_nothing) {

@@ -399,3 +399,61 @@ TEST(trace_stats, a_thousand_runs_add_up) {
 
 }  // namespace
 }  // namespace ferry::tracing
+
+namespace ferry::tracing {
+namespace {
+
+TEST(trace_stats, the_nodes_fetching_that_overlapped_the_pack_is_measured) {
+  // A run packs 4000 .. 4010; layer L's shard 1 is stored at 4003 and fetched by n1 4004 .. 4006 and n2
+  // 4005 .. 4007; shard 2 is stored at 4009 and fetched by n1 4009.5 .. 4012. A shard found in storage
+  // (layer K) has no upload. Fetching covers 4004 .. 4007 and 4009.5 .. 4012: 5.5 s, of which 3.5 s before
+  // the pack's end; 3 of 4 fetches started before it. Waits from upload to first fetch: 1 s and 0.5 s.
+  temp_dir dir;
+  const std::string shard1 = R"(,"layer_id":"aa","shard":1)", shard2 = R"(,"layer_id":"aa","shard":2)";
+  const auto text =
+      msg("1", 4000, action_types::run::job, "started") +
+      msg("2,1", 4000, action_types::packaging::pack, "started") +
+      msg("2,2,1", 4001, action_types::packaging::upload, "started", R"(,"layer":"L")" + shard1) +
+      msg("2,2,2", 4003, action_types::packaging::upload, "succeeded") +
+      msg("2,3,1", 4003, action_types::packaging::upload, "started", R"(,"layer":"L")" + shard2) +
+      msg("2,3,2", 4009, action_types::packaging::upload, "succeeded") +
+      msg("2,4", 4010, action_types::packaging::pack, "succeeded") +
+      msg("3,1", 4004, action_types::node::shard, "started", R"(,"node":"n1","layer":"aa","shard":1)") +
+      msg("3,2", 4006, action_types::node::shard, "succeeded") +
+      msg("4,1", 4005, action_types::node::shard, "started", R"(,"node":"n2","layer":"aa","shard":1)") +
+      msg("4,2", 4007, action_types::node::shard, "succeeded") +
+      msg("5,1", 4009.5, action_types::node::shard, "started", R"(,"node":"n1","layer":"aa","shard":2)") +
+      msg("5,2", 4012, action_types::node::shard, "succeeded") +
+      msg("6,1", 4010.5, action_types::node::shard, "started", R"(,"node":"n1","layer":"kk","shard":1)") +
+      msg("6,2", 4011, action_types::node::shard, "succeeded") +
+      msg("7", 4013, action_types::run::job, "succeeded");
+  const auto s = stats_of(read(dir, "overlap.jsonl", text));
+  ASSERT_EQ(s.jobs.size(), 1u);
+  const auto& o = s.jobs[0].overlap;
+  EXPECT_TRUE(o.measured());
+  EXPECT_EQ(o.pack.begin, 4000);
+  EXPECT_EQ(o.pack.end, 4010);
+  EXPECT_EQ(o.fetches, 4u);
+  EXPECT_EQ(o.fetches_early, 3u);
+  EXPECT_DOUBLE_EQ(o.fetching, 5.5);
+  EXPECT_DOUBLE_EQ(o.fetching_in_pack, 3.5);
+  EXPECT_EQ(o.upload_to_fetch.count, 2u);
+  EXPECT_DOUBLE_EQ(o.upload_to_fetch.p50, 0.5);
+  EXPECT_DOUBLE_EQ(o.upload_to_fetch.max, 1);
+  const auto report = render_stats(s);
+  EXPECT_NE(report.find("node fetch started before the pack ended: 3.500 s of 5.500 s (3 of 4 shard fetches)"),
+            std::string::npos)
+      << report;
+
+  // A job without a pack (a warm run with its manifest given) says nothing of it.
+  const auto warm = msg("1", 5000, action_types::run::job, "started") +
+                    msg("2,1", 5001, action_types::node::shard, "started", R"(,"layer":"aa","shard":1)") +
+                    msg("2,2", 5002, action_types::node::shard, "succeeded") +
+                    msg("3", 5003, action_types::run::job, "succeeded");
+  const auto w = stats_of(read(dir, "warm.jsonl", warm));
+  EXPECT_FALSE(w.jobs.at(0).overlap.measured());
+  EXPECT_EQ(render_stats(w).find("node fetch started"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ferry::tracing
