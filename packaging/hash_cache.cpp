@@ -1,6 +1,7 @@
 #include "packaging/hash_cache.hpp"
 
 #include "net/atomic_file.hpp"
+#include "packaging/layer.hpp"
 
 #include <fmt/format.h>
 
@@ -14,9 +15,10 @@ namespace ferry::packaging {
 namespace {
 
 // Version 2: a file over the piece size has the root of its pieces' digests as its digest, and the pieces
-// beside it. A version-1 cache (whole-file digests) is not read, so no old digest of a large file passes for
-// a root.
+// beside it. A version-1 cache (whole-file digests, the same layout) is read without its files over the
+// piece size, so no old digest of a large file passes for a root and every other file stays hashed.
 constexpr char magic[8] = {'F', 'E', 'R', 'R', 'Y', 'H', 'C', '2'};
+constexpr char magic_v1[8] = {'F', 'E', 'R', 'R', 'Y', 'H', 'C', '1'};
 
 struct file_header {
   char magic[8];
@@ -44,7 +46,7 @@ bool read_all(int fd, char* out, std::size_t size) {
 }
 
 // The table as stored, or the reason it cannot be used.
-result<std::vector<hash_cache::record>> read_table(const std::filesystem::path& file, std::string& why) {
+result<std::vector<hash_cache::record>> read_table(const std::filesystem::path& file, std::string& why, bool& old) {
   const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     if (errno != ENOENT) why = fmt::format("{}: {}", file.string(), std::strerror(errno));
@@ -52,8 +54,9 @@ result<std::vector<hash_cache::record>> read_table(const std::filesystem::path& 
   }
   file_header header{};
   std::vector<hash_cache::record> table;
-  bool ok = read_all(fd, reinterpret_cast<char*>(&header), sizeof header) &&
-            std::memcmp(header.magic, magic, sizeof magic) == 0 && header.count < (1u << 26);
+  bool ok = read_all(fd, reinterpret_cast<char*>(&header), sizeof header) && header.count < (1u << 26);
+  old = ok && std::memcmp(header.magic, magic_v1, sizeof magic_v1) == 0;
+  ok = ok && (old || std::memcmp(header.magic, magic, sizeof magic) == 0);
   if (ok) {
     table.resize(header.count);
     ok = read_all(fd, reinterpret_cast<char*>(table.data()), table.size() * sizeof(hash_cache::record));
@@ -66,6 +69,9 @@ result<std::vector<hash_cache::record>> read_table(const std::filesystem::path& 
   if (!ok) {
     why = fmt::format("{}: not a ferry hash cache or damaged; it will be rebuilt", file.string());
     return std::vector<hash_cache::record>{};
+  }
+  if (old) {
+    std::erase_if(table, [](const hash_cache::record& r) { return r.part != 0 || r.size > piece_size; });
   }
   return table;
 }
@@ -82,7 +88,9 @@ hash_cache hash_cache::load(const std::filesystem::path& file, std::string* warn
   hash_cache cache;
   cache.file_ = file;
   std::string why;
-  cache.table_ = std::move(read_table(file, why).value());
+  bool old = false;
+  cache.table_ = std::move(read_table(file, why, old).value());
+  if (old) cache.dirty_ = true;  // saved as version 2
   if (!why.empty()) {
     cache.dirty_ = true;
     if (warning) *warning = why;

@@ -98,6 +98,7 @@ class shipping {
     shipped_shard out{shard_key(prefix_, s, codec_), {}, 0, s.count, s.bytes, net::to_hex(s.id)};
     if (s.piece) {
       const auto& piece = l.files_of(s).front();
+      out.piece_path = piece.path;
       out.piece_offset = piece.piece_offset;
       out.file_size = piece.key.size;
     }

@@ -53,6 +53,7 @@ struct shipped_shard {
   std::string id;  // the shard's id from this scan, lowercase hex: what a node checks the entries against
   // A piece shard (layer.hpp): its one entry is bytes [piece_offset, piece_offset + bytes) of a file of
   // file_size bytes. file_size 0: an ordinary shard.
+  std::string piece_path;
   std::uint64_t piece_offset = 0;
   std::uint64_t file_size = 0;
 

@@ -1,5 +1,7 @@
 #include "packaging/zip_records.hpp"
 
+#include "packaging/zstd_layout.hpp"
+
 namespace ferry::packaging::zip_records {
 namespace {
 
@@ -28,9 +30,9 @@ std::uint16_t version_needed(const entry& e, bool zip64) {
 }
 
 void put_dictionary_extra(std::string& out) {
-  put16(out, dictionary_extra_id);
+  put16(out, zstd_layout::extra_id);
   put16(out, 1);
-  out.push_back('\x01');
+  out.push_back(zstd_layout::extra_dictionary);
 }
 
 }  // namespace

@@ -14,7 +14,6 @@ namespace ferry::packaging::zip_records {
 inline constexpr std::uint32_t u32_max = 0xFFFFFFFF;
 inline constexpr std::uint16_t flag_descriptor = 1 << 3;  // CRC and sizes follow the data
 inline constexpr std::uint16_t flag_utf8 = 1 << 11;       // the name is UTF-8
-inline constexpr std::uint16_t dictionary_extra_id = 0x7a66;  // "fz": data 0x01 marks the zstd dictionary
 
 struct entry {
   std::string name;

@@ -14,8 +14,8 @@
 namespace ferry::packaging {
 namespace {
 
-constexpr std::uint32_t seek_table_magic = 0x184D2A5E;  // a skippable frame's magic (0x184D2A5?)
-constexpr std::uint32_t seekable_footer_magic = 0x8F92EAB1;
+using zstd_layout::seek_footer_magic;
+using zstd_layout::seek_table_magic;
 
 void put32(std::string& out, std::uint32_t v) {
   for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
@@ -194,14 +194,14 @@ result<void> zip_zstd_backend::end_file(diagnostics& diag) {
 void zip_zstd_backend::write_seek_table() {
   std::string table;
   put32(table, seek_table_magic);
-  put32(table, static_cast<std::uint32_t>(8 * frames_.size() + 9));
+  put32(table, static_cast<std::uint32_t>(zstd_layout::seek_record * frames_.size() + zstd_layout::seek_footer));
   for (const auto& [compressed, decompressed] : frames_) {
     put32(table, compressed);
     put32(table, decompressed);
   }
   put32(table, static_cast<std::uint32_t>(frames_.size()));
   table.push_back('\0');  // descriptor: no checksums
-  put32(table, seekable_footer_magic);
+  put32(table, seek_footer_magic);
   emit(table);
 }
 

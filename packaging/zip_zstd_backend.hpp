@@ -18,6 +18,7 @@
 // Memory: the compressor's state for one frame, one output block and the central directory.
 #include "packaging/zip_backend.hpp"
 #include "packaging/zstd_dictionary.hpp"
+#include "packaging/zstd_layout.hpp"
 #include "packaging/zip_records.hpp"
 
 #include <memory>
@@ -34,8 +35,8 @@ struct zip_options;
 
 class zip_zstd_backend final : public zip_backend {
  public:
-  static constexpr std::uint64_t frame_size = 4 << 20;
-  static constexpr std::string_view dictionary_name = ".ferry-zstd-dictionary";
+  static constexpr std::uint64_t frame_size = zstd_layout::frame_size;
+  static constexpr std::string_view dictionary_name = zstd_layout::dictionary_name;
   static constexpr std::size_t output_block = 128 << 10;  // gathered before the sink sees it
 
   zip_zstd_backend(const zip_options& options, zip_sink out);

@@ -1,8 +1,6 @@
 #include "packaging/zstd_dictionary.hpp"
 
-#include "packaging/error.hpp"
-#include "packaging/file_hash.hpp"
-#include "packaging/unique_fd.hpp"
+#include "packaging/source_file.hpp"
 #include "packaging/zip_writer.hpp"
 
 #define ZDICT_STATIC_LINKING_ONLY  // ZDICT_trainFromBuffer_fastCover: fixed parameters, no search
@@ -10,6 +8,7 @@
 #include <zdict.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -36,30 +35,25 @@ bool eligible(const file_entry& f) {
          !already_compressed(f.path);
 }
 
-// Appends the file's bytes (at most the limit: a file that grew is the zip writer's to refuse).
+// Appends the file's bytes, read as the zip writer reads them (source_file.hpp): a file that vanished or
+// changed since it was hashed fails here as it would there, so no dictionary learns from bytes that were not
+// hashed.
 result<void> read_sample(const file_entry& f, std::string& samples, std::vector<std::size_t>& sizes,
                          diagnostics& diag) {
-  unique_fd fd(open_for_reading(f.source));
-  if (fd.get() < 0) {
-    diag.set(fmt::format("{}: cannot open {}: {}", f.path, f.source, std::strerror(errno)));
-    return error_code(errc::unreadable_file);
-  }
+  auto source = source_file::open(f, diag);
+  if (!source) return source.error();
+  std::array<char, dictionary_file_limit> buffer;
   const auto start = samples.size();
-  samples.resize(start + dictionary_file_limit);
-  std::size_t got = 0;
-  while (got < dictionary_file_limit) {
-    const auto n = ::read(fd.get(), samples.data() + start + got, dictionary_file_limit - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      diag.set(fmt::format("{}: cannot read {}: {}", f.path, f.source, std::strerror(errno)));
+  for (;;) {
+    auto piece = source->read_some(buffer, diag);
+    if (!piece) {
       samples.resize(start);
-      return error_code(errc::unreadable_file);
+      return piece.error();
     }
-    if (n == 0) break;
-    got += static_cast<std::size_t>(n);
+    if (piece->empty()) break;
+    samples.append(*piece);
   }
-  samples.resize(start + got);
-  if (got > 0) sizes.push_back(got);
+  if (samples.size() > start) sizes.push_back(samples.size() - start);
   return {};
 }
 

@@ -32,7 +32,7 @@ layer_source source_of(const packaging::shipped_layer& l, const net::s3_client& 
   for (const auto& s : l.shards) {
     // A shard not in storage yet gets its URL in its own line, when it is (shard_of).
     source.shards.push_back({s.stored() ? s3.presign_get(bucket, s.key) : std::string(), s.sha256, s.zip_bytes,
-                             s.files, s.bytes, s.id, s.key, s.piece_offset, s.file_size});
+                             s.files, s.bytes, s.id, s.key, s.piece_path, s.piece_offset, s.file_size});
   }
   return source;
 }

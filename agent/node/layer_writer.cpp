@@ -150,12 +150,12 @@ result<void> layer_writer::begin(const zip_entry& entry, diagnostics& diag) {
 }
 
 result<void> layer_writer::open_piece(const zip_entry& entry, diagnostics& diag) {
-  file_ = packaging::unique_fd(
-      ::openat(parent_, leaf_.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, file_mode(entry)));
+  file_ = packaging::unique_fd(::openat(parent_, leaf_.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (file_.get() < 0) {
     if (errno == ELOOP) return hostile(entry.name, "is a piece of a file whose name a symlink holds", diag);
     return io_failure(errno, "opening", entry.name, diag);
   }
+  piece_file_.emplace(entry.name, file_mode(entry) & ~process_umask());
   struct stat st {};
   if (::fstat(file_.get(), &st) != 0) return io_failure(errno, "checking", entry.name, diag);
   if (!S_ISREG(st.st_mode)) return hostile(entry.name, "is a piece of something not a file", diag);
@@ -200,7 +200,34 @@ result<void> layer_writer::end(diagnostics& diag) {
     return {};
   }
   if (::close(file_.release()) != 0) return io_failure(errno, "closing", e->name, diag);
-  ++files_written_;
+  // A cut file counts once, with its first piece.
+  if (!piece_offset_ || *piece_offset_ == 0) ++files_written_;
+  return {};
+}
+
+result<void> layer_writer::set_mode(int root, std::string_view name, mode_t mode, std::string_view layer,
+                                    diagnostics& diag) {
+  auto path = split_entry_name(name, layer, diag);
+  if (!path) return path.error();
+  auto failed = [&] {
+    diag.set(fmt::format("layer {}: cannot set the mode of '{}': {}", layer, printable_name(name.substr(0, 256)),
+                         std::strerror(errno ? errno : EINVAL)));
+    return make_error_code(errc::cache_failed);
+  };
+  std::vector<packaging::unique_fd> dirs;
+  int parent = root;
+  for (const auto& part : path->dirs) {
+    const std::string component(part);
+    dirs.emplace_back(::openat(parent, component.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (dirs.back().get() < 0) return failed();
+    parent = dirs.back().get();
+  }
+  const std::string leaf(path->leaf);
+  packaging::unique_fd file(::openat(parent, leaf.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+  struct stat st {};
+  errno = 0;
+  if (file.get() < 0 || ::fstat(file.get(), &st) != 0 || !S_ISREG(st.st_mode) || ::fchmod(file.get(), mode) != 0)
+    return failed();
   return {};
 }
 

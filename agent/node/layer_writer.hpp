@@ -11,6 +11,8 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <sys/types.h>
 #include <vector>
 
@@ -25,10 +27,18 @@ class layer_writer final : public entry_sink {
   // `layer_bytes` is what the whole layer holds, for the message of a full disk.
   layer_writer(int root, std::string root_path, std::string layer, std::uint64_t layer_bytes);
 
-  // This writer's shard is a piece of a large file (plan.hpp): its one regular entry goes at `offset` of
-  // the file, which the layer's other pieces share (so the file is opened, not created exclusively, and
-  // undo() leaves it: a piece fetched again writes the same bytes at the same place).
+  // This writer's shard is a piece of a large file (plan.hpp): its one regular entry, whose name the fetch
+  // checked is the plan's, goes at `offset` of the file, which the layer's other pieces share. So the file
+  // is opened, not created exclusively, and only its owner may write it until every piece is in (then
+  // set_mode gives it its own mode, which may be read-only). undo() leaves the file: the bytes a failed
+  // piece wrote stay within its own range, which the piece fetched again writes over; a layer that fails
+  // for good is removed whole.
   void write_as_piece(std::uint64_t offset) { piece_offset_ = offset; }
+  // After a piece was written: its file and the mode it should end with.
+  std::optional<std::pair<std::string, mode_t>> piece_file() const { return piece_file_; }
+  // Sets the mode of the regular file `name` below `root`, passing through no symlink.
+  static result<void> set_mode(int root, std::string_view name, mode_t mode, std::string_view layer,
+                               diagnostics& diag);
 
   result<void> begin(const zip_entry& entry, diagnostics& diag) override;
   result<void> data(std::string_view bytes, diagnostics& diag) override;
@@ -61,6 +71,7 @@ class layer_writer final : public entry_sink {
   packaging::unique_fd file_;
   std::string link_target_;
   std::optional<std::uint64_t> piece_offset_;
+  std::optional<std::pair<std::string, mode_t>> piece_file_;
   std::uint64_t at_ = 0;  // where the next byte of the entry goes in its file
   std::uint64_t bytes_written_ = 0;
   std::uint64_t files_written_ = 0;

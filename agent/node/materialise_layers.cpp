@@ -211,6 +211,7 @@ struct layer_progress {
   std::vector<bool> done;
   std::uint64_t written = 0;     // by the shards done
   std::uint64_t downloaded = 0;  // over every attempt
+  std::map<std::string, mode_t> cut_files;  // the files pieces were written into, with their final modes
 };
 
 // One try at a layer: every shard not yet done into the layer's temporary directory, which becomes the
@@ -250,15 +251,19 @@ asio::awaitable<result<std::uint64_t>> attempt_layer(tracing::action& act, share
     }
     progress.done[i] = true;
     progress.written += writers[i]->bytes_written();
+    if (auto cut = writers[i]->piece_file()) progress.cut_files.insert(*cut);
   }
   // The writers' and the root's descriptors close before anything is removed or renamed.
   writers.clear();
-  root = packaging::unique_fd();
   for (std::size_t i = 0; i < errors.size(); ++i) {
     if (!errors[i]) continue;
     diag = std::move(diags[i]);
     co_return errors[i];
   }
+  // Every piece is in: each cut file takes its own mode, which may be read-only.
+  for (const auto& [name, mode] : progress.cut_files)
+    if (auto r = layer_writer::set_mode(root.get(), name, mode, layer.name, diag); !r) co_return r.error();
+  root = packaging::unique_fd();
   if (auto r = s.cache.commit(layer.id, temp, progress.written, diag); !r) co_return r.error();
   progress.guard->keep();
   co_return progress.downloaded;

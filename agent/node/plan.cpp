@@ -50,10 +50,13 @@ result<void> read_piece(const json::object& shard, std::string_view where, shard
   if (!po) return bad(diag, fmt::format("the plan's {}.piece is not an object", where));
   const auto piece_where = fmt::format("{}.piece", where);
   reader pr{*po, piece_where, diag, {}};
+  s.piece_path = pr.text("path");
   s.piece_offset = pr.number("offset");
   s.file_size = pr.number("file_size");
   if (pr.ec) return pr.ec;
   if (s.file_size == 0) return bad(diag, fmt::format("the plan's {}.piece has a file_size of 0", where));
+  if (s.piece_path.empty() || !one_line(s.piece_path))
+    return bad(diag, fmt::format("the plan's {}.piece has an empty path or one with a line break", where));
   return {};
 }
 
@@ -131,7 +134,8 @@ std::string layer_line(std::size_t index, const layer_source& l) {
       o["sha256"] = s.sha256;
       o["bytes"] = s.bytes;
     }
-    if (s.is_piece()) o["piece"] = json::object{{"offset", s.piece_offset}, {"file_size", s.file_size}};
+    if (s.is_piece())
+      o["piece"] = json::object{{"path", s.piece_path}, {"offset", s.piece_offset}, {"file_size", s.file_size}};
     shards.push_back(std::move(o));
   }
   return json::serialize(

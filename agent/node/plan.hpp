@@ -30,9 +30,12 @@ struct shard_source {
   // puts a shard in place only when what it inflated has this id
   std::string id;
   std::string key;              // the object's key in storage, for messages (not a credential)
-  // A piece shard (packaging/layer.hpp): its one entry is bytes [piece_offset, piece_offset + content) of a
-  // file of file_size bytes, written at that offset; the file's other pieces come in other shards of the
-  // layer. file_size 0: an ordinary shard. On the line: "piece": {"offset": N, "file_size": M}.
+  // A piece shard (packaging/layer.hpp): its one entry, which must be named piece_path, is bytes
+  // [piece_offset, piece_offset + content) of a file of file_size bytes, written at that offset; the file's
+  // other pieces come in other shards of the layer. file_size 0: an ordinary shard. On the line:
+  // "piece": {"path": P, "offset": N, "file_size": M}. The path comes from the workstation, never from the
+  // zip: a piece can only ever write into the file it was packed for.
+  std::string piece_path;
   std::uint64_t piece_offset = 0;
   std::uint64_t file_size = 0;
 

@@ -1,5 +1,6 @@
 #include "agent/node/shard_fetch.hpp"
 
+#include "agent/node/entry_name.hpp"
 #include "agent/node/error.hpp"
 #include "agent/node/id_check.hpp"
 #include "agent/node/shard_tee.hpp"
@@ -138,10 +139,12 @@ class shard_reader {
     }
     // A piece is one file's bytes, exactly as many as the plan says: the writer puts them at its offset.
     if (shard_.is_piece() && (entries->size() != 1 || entries->front().is_directory() ||
-                              entries->front().is_symlink() || entries->front().size != shard_.content))
+                              entries->front().is_symlink() || entries->front().size != shard_.content ||
+                              entries->front().name != shard_.piece_path))
       return fail(errc::over_manifest, diag,
-                  fmt::format("{} is a piece of {} bytes of one file; its zip holds {} entries of {} bytes", layer_,
-                              shard_.content, entries->size(), content));
+                  fmt::format("{} is a piece of {} bytes of {}; its zip holds {} entries of {} bytes{}", layer_,
+                              shard_.content, printable_name(shard_.piece_path), entries->size(), content,
+                              entries->size() == 1 ? ", named " + printable_name(entries->front().name) : ""));
     const bool said = shard_.files != 0 || shard_.content != 0;
     if (said && (files > shard_.files || content > shard_.content))
       return fail(errc::over_manifest, diag,

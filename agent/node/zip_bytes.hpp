@@ -1,5 +1,6 @@
 #pragma once
 // Little-endian integers at an offset of a byte string, as zip stores them. Callers check bounds.
+#include "packaging/zstd_layout.hpp"
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -29,15 +30,13 @@ inline std::optional<std::string_view> find_extra(std::string_view extra, std::u
 }
 
 // ferry's own extra field, "fz": one byte saying what the entry is. 0x01: the shard's zstd dictionary.
-inline constexpr std::uint16_t ferry_extra_id = 0x7a66;
-inline constexpr char ferry_extra_dictionary = 0x01;
 
 enum class ferry_mark { none, dictionary, unknown };
 
 inline ferry_mark read_ferry_mark(std::string_view extra) {
-  const auto field = find_extra(extra, ferry_extra_id);
+  const auto field = find_extra(extra, packaging::zstd_layout::extra_id);
   if (!field) return ferry_mark::none;
-  return *field == std::string_view(&ferry_extra_dictionary, 1) ? ferry_mark::dictionary : ferry_mark::unknown;
+  return *field == std::string_view(&packaging::zstd_layout::extra_dictionary, 1) ? ferry_mark::dictionary : ferry_mark::unknown;
 }
 
 }  // namespace ferry::agent::node

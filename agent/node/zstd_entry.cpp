@@ -14,10 +14,10 @@
 namespace ferry::agent::node {
 namespace {
 
-constexpr std::uint32_t seek_table_magic = 0x184D2A5E;  // a skippable frame's magic, variant 0xE
-constexpr std::uint32_t seek_footer_magic = 0x8F92EAB1;
-constexpr std::size_t seek_record = 8;   // u32 compressed, u32 decompressed
-constexpr std::size_t seek_footer = 9;   // u32 frames, u8 descriptor, u32 magic
+using packaging::zstd_layout::seek_footer;
+using packaging::zstd_layout::seek_footer_magic;
+using packaging::zstd_layout::seek_record;
+using packaging::zstd_layout::seek_table_magic;
 constexpr std::size_t frame_prefix = ZSTD_FRAMEHEADERSIZE_PREFIX(ZSTD_f_zstd1);
 
 error_code bad_zip(diagnostics& diag, std::string text) {

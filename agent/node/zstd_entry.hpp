@@ -8,6 +8,7 @@
 //
 // An entry over 4 MiB in one frame is refused: the writer cuts every such file into frames, so a single
 // large frame is not ferry's, and it would need a window as large as the entry.
+#include "packaging/zstd_layout.hpp"
 #include "tracing/diagnostics.hpp"
 
 #include <cstdint>
@@ -23,7 +24,7 @@ struct ZSTD_DDict_s;
 
 namespace ferry::agent::node {
 
-inline constexpr std::uint64_t zstd_frame_size = 4 << 20;
+inline constexpr std::uint64_t zstd_frame_size = packaging::zstd_layout::frame_size;
 // The dictionary entry's cap: its DDict holds a copy of it and tables of fixed size.
 inline constexpr std::uint64_t zstd_dictionary_limit = 1 << 20;
 

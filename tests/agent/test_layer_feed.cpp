@@ -145,6 +145,7 @@ TEST(plan_piece, a_piece_shard_travels_on_its_layer_line_and_bounds_outside_its_
   s.bytes = 10;
   s.files = 1;
   s.content = 1000;
+  s.piece_path = "lib/big.so";
   s.piece_offset = 2000;
   s.file_size = 3000;
   l.shards.push_back(s);
@@ -153,6 +154,7 @@ TEST(plan_piece, a_piece_shard_travels_on_its_layer_line_and_bounds_outside_its_
   ASSERT_TRUE(parsed) << diag.message;
   const auto& back = std::get<node::placed_layer>(*parsed).layer.shards.at(0);
   EXPECT_TRUE(back.is_piece());
+  EXPECT_EQ(back.piece_path, "lib/big.so");
   EXPECT_EQ(back.piece_offset, 2000u);
   EXPECT_EQ(back.file_size, 3000u);
 
@@ -163,6 +165,9 @@ TEST(plan_piece, a_piece_shard_travels_on_its_layer_line_and_bounds_outside_its_
   l.shards[0].piece_offset = 0;
   l.shards[0].files = 2;
   EXPECT_FALSE(node::parse_plan_line(node::layer_line(0, l), diag)) << "a piece is one file";
+  l.shards[0].files = 1;
+  l.shards[0].piece_path.clear();
+  EXPECT_FALSE(node::parse_plan_line(node::layer_line(0, l), diag)) << "a piece names its file";
 }
 
 // A layer's shards stored after its line go to every reader in shard lines, in the order they came, a

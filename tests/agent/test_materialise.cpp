@@ -833,7 +833,8 @@ TEST_F(materialise_node, a_zstd_shard_with_its_dictionary_is_made_of_its_files_a
 // in a shard of its own: the shards a workstation makes of a file over the piece size (packaging/layer.hpp).
 // `zip_of_piece(k)` says which piece's bytes the object of piece k holds (storage may swap them).
 layer_source pieced_layer(materialise_node& t, const std::string& name, const std::string& content,
-                          const std::vector<std::uint64_t>& cuts, const std::function<std::size_t(std::size_t)>& zip_of_piece);
+                          const std::vector<std::uint64_t>& cuts, const std::function<std::size_t(std::size_t)>& zip_of_piece,
+                          fs::perms mode = fs::perms(0755));
 
 TEST_F(materialise_node, a_file_cut_into_pieces_is_written_piece_by_piece_at_each_offset) {
   const auto content = random_bytes(700000, 41);
@@ -846,6 +847,40 @@ TEST_F(materialise_node, a_file_cut_into_pieces_is_written_piece_by_piece_at_eac
   EXPECT_EQ(mode_of(layer_dir(l) / "lib" / "big.so"), 0755u);
   EXPECT_EQ(test::read_file(layer_dir(l) / "lib" / "a.py"), "A = 1\n");
   EXPECT_EQ(count_status(action_types::node::shard, "succeeded"), 4u);
+  EXPECT_TRUE(leftovers().empty()) << fmt::format("{}", fmt::join(leftovers(), " "));
+}
+
+TEST_F(materialise_node, a_read_only_file_cut_into_pieces_takes_every_piece_and_ends_read_only) {
+  const auto content = random_bytes(500000, 45);
+  const auto l = pieced_layer(*this, "readonly", content, {200000, 400000}, [](std::size_t k) { return k; },
+                              fs::perms(0444));
+  diagnostics diag;
+  auto r = materialise_now(plan_of({l}), diag);
+  ASSERT_TRUE(r) << diag.message;
+  EXPECT_EQ(test::read_file(layer_dir(l) / "lib" / "big.so"), content);
+  EXPECT_EQ(mode_of(layer_dir(l) / "lib" / "big.so"), 0444u);
+}
+
+// Storage (or a peer) hands a piece's object holding another file, of the piece's size: the piece's path is
+// the workstation's, so the zip is refused before a byte is written, and no such file is ever made.
+TEST_F(materialise_node, a_piece_whose_zip_names_another_file_is_refused_before_anything_is_written) {
+  const auto content = random_bytes(400000, 47);
+  auto l = pieced_layer(*this, "renamed", content, {200000}, [](std::size_t k) { return k; });
+  auto& piece = l.shards.back();
+  const auto id = piece.id;
+  piece = store(prefix_ + "/renamed-forged.zip", zip_of({{"sitecustomize.py", content.substr(200000), fs::perms(0644)}}),
+                1, content.size() - 200000);
+  piece.id = id;
+  piece.piece_path = "lib/big.so";
+  piece.piece_offset = 200000;
+  piece.file_size = content.size();
+  diagnostics diag;
+  auto r = materialise_now(plan_of({l}), diag);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), node::errc::over_manifest) << diag.message;
+  EXPECT_NE(diag.message.find("is a piece of 200000 bytes of lib/big.so"), std::string::npos) << diag.message;
+  EXPECT_NE(diag.message.find("named sitecustomize.py"), std::string::npos) << diag.message;
+  EXPECT_FALSE(fs::exists(layer_dir(l)));
   EXPECT_TRUE(leftovers().empty()) << fmt::format("{}", fmt::join(leftovers(), " "));
 }
 
@@ -864,7 +899,8 @@ TEST_F(materialise_node, a_piece_stored_in_another_pieces_place_is_refused_whate
 }
 
 layer_source pieced_layer(materialise_node& t, const std::string& name, const std::string& content,
-                          const std::vector<std::uint64_t>& cuts, const std::function<std::size_t(std::size_t)>& zip_of_piece) {
+                          const std::vector<std::uint64_t>& cuts, const std::function<std::size_t(std::size_t)>& zip_of_piece,
+                          fs::perms mode) {
   std::vector<std::uint64_t> starts = {0};
   starts.insert(starts.end(), cuts.begin(), cuts.end());
   auto piece = [&](std::size_t k) {
@@ -876,11 +912,12 @@ layer_source pieced_layer(materialise_node& t, const std::string& name, const st
     const auto bytes = piece(k);
     const auto stored = piece(zip_of_piece(k));
     auto s = t.store(fmt::format("{}/{}-piece-{}.zip", t.prefix_, name, k),
-                     t.zip_of({{"lib/big.so", stored, fs::perms(0755)}}), 1, bytes.size());
+                     t.zip_of({{"lib/big.so", stored, mode}}), 1, bytes.size());
+    s.piece_path = "lib/big.so";
     s.piece_offset = starts[k];
     s.file_size = content.size();
     packaging::entries_id_stream id;
-    id.add_piece("lib/big.so", 0100755, starts[k], bytes.size(), net::sha256(bytes));
+    id.add_piece("lib/big.so", 0100000 | static_cast<std::uint32_t>(mode), starts[k], bytes.size(), net::sha256(bytes));
     s.id = net::to_hex(id.finish());
     l.shards.push_back(std::move(s));
   }

@@ -4,6 +4,7 @@
 #include "packaging/hash_cache.hpp"
 #include "packaging/entries_id.hpp"
 #include "packaging/layer_scan.hpp"
+#include "support/process.hpp"
 #include "support/temp_dir.hpp"
 #include "support/trace_root.hpp"
 
@@ -431,6 +432,30 @@ TEST(layer_scan, a_file_rewritten_after_the_walk_is_an_error_not_a_wrong_hash) {
   ASSERT_FALSE(gone);
   EXPECT_EQ(gone.error(), make_error_code(errc::file_changed));
   EXPECT_NE(diag.message.find("vanished"), std::string::npos) << diag.message;
+}
+
+// A cache of the version before pieces keeps every file's digest but those of files over the piece size,
+// whose digest is now their pieces' root: an upgrade re-hashes only those.
+TEST(hash_cache, a_version_1_cache_keeps_its_digests_but_those_of_files_over_the_piece_size) {
+  temp_dir dir;
+  const std::int64_t old_ns = 1'600'000'000'000'000'000;
+  std::vector<hash_cache::record> records = {
+      {1, 10, 100, old_ns, net::sha256("small"), 0, 0},
+      {1, 11, piece_size + 1, old_ns, net::sha256("whole large file"), 0, 0}};
+  std::string bytes("FERRYHC1", 8);
+  const std::uint64_t count = records.size();
+  bytes.append(reinterpret_cast<const char*>(&count), sizeof count);
+  bytes.append(reinterpret_cast<const char*>(records.data()), records.size() * sizeof(hash_cache::record));
+  const auto file = dir.write("hashes", bytes);
+  std::string warning;
+  auto cache = hash_cache::load(file, &warning);
+  EXPECT_EQ(warning, "");
+  EXPECT_EQ(cache.find(file_key{1, 10, 100, old_ns}), net::sha256("small"));
+  EXPECT_FALSE(cache.find(file_key{1, 11, piece_size + 1, old_ns}));
+  diagnostics diag;
+  ASSERT_TRUE(cache.save(diag)) << diag.message;
+  EXPECT_EQ(test::read_file(file).substr(0, 8), "FERRYHC2");
+  EXPECT_EQ(hash_cache::load(file).find(file_key{1, 10, 100, old_ns}), net::sha256("small"));
 }
 
 TEST(hash_cache, damaged_files_are_ignored_and_racy_entries_not_kept) {
