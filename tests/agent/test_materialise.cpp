@@ -479,31 +479,39 @@ asio::awaitable<bool> feed_one_then_the_rest(materialise_node& t, layer_feed& fe
   co_return early;
 }
 
+// What feeds a feed beside a materialise, and whether the node was early (the feeder's own test).
+using feeder = std::function<asio::awaitable<bool>(layer_feed&)>;
+
+// Materialises from a feed while `feeding` feeds it; the feeder's answer and the outcome.
+asio::awaitable<std::pair<bool, result<environment>>> fed_by(materialise_node& t, const materialise_options& opts,
+                                                            feeder feeding, diagnostics& d) {
+  layer_feed feed(co_await asio::this_coro::executor);
+  bool early = false;
+  result<environment> env = make_error_code(errc::materialise_failed);
+  std::vector<asio::awaitable<void>> both;
+  both.push_back([](materialise_node& tt, layer_feed& f, const materialise_options& op, result<environment>& out,
+                    diagnostics& dd) -> asio::awaitable<void> {
+    co_await net::accept_cancellation();
+    out = co_await tt.materialise_fed(f, op, dd);
+  }(t, feed, opts, env, d));
+  both.push_back([](layer_feed& f, feeder feed_it, bool& out) -> asio::awaitable<void> {
+    out = co_await feed_it(f);
+  }(feed, std::move(feeding), early));
+  co_await net::run_all(std::move(both));
+  co_return std::pair<bool, result<environment>>{early, std::move(env)};
+}
+
 TEST_F(materialise_node, each_layer_is_made_as_soon_as_it_is_fed_before_the_plan_ends) {
   const auto first = layer("first", {{{"f.py", "F = 1\n"}}});
   const auto second = layer("workspace", workspace_files());
   auto o = bare_options();
   o.cache_dir = cache().string();
   diagnostics diag;
-  auto outcome = run([](materialise_node& t, const layer_source& a, const layer_source& b,
-                        const materialise_options& opts, diagnostics& d) -> asio::awaitable<std::pair<bool, bool>> {
-    layer_feed feed(co_await asio::this_coro::executor);
-    bool early = false;
-    result<environment> env = make_error_code(errc::materialise_failed);
-    std::vector<asio::awaitable<void>> both;
-    both.push_back([](materialise_node& tt, layer_feed& f, const materialise_options& op, result<environment>& out,
-                      diagnostics& dd) -> asio::awaitable<void> {
-      co_await net::accept_cancellation();
-      out = co_await tt.materialise_fed(f, op, dd);
-    }(t, feed, opts, env, d));
-    both.push_back([](materialise_node& tt, layer_feed& f, const layer_source& x, const layer_source& y,
-                      bool& out) -> asio::awaitable<void> { out = co_await feed_one_then_the_rest(tt, f, x, y); }(
-        t, feed, a, b, early));
-    co_await net::run_all(std::move(both));
-    co_return std::pair<bool, bool>{early, env.has_value() && env->python_path.size() == 2 &&
-                                               env->workdir == t.layer_dir(b).string() &&
-                                               env->python_path[1] == t.layer_dir(a).string()};
-  }(*this, first, second, o, diag));
+  auto [early, env] = run(fed_by(
+      *this, o, [&](layer_feed& f) { return feed_one_then_the_rest(*this, f, first, second); }, diag));
+  const bool made = env.has_value() && env->python_path.size() == 2 && env->workdir == layer_dir(second).string() &&
+                    env->python_path[1] == layer_dir(first).string();
+  const std::pair<bool, bool> outcome{early, made};
   EXPECT_TRUE(outcome.first) << "the first layer was not made before the plan ended";
   EXPECT_TRUE(outcome.second) << diag.message;
   expect_workspace(layer_dir(second));
@@ -576,27 +584,6 @@ asio::awaitable<bool> feed_shard_by_shard(materialise_node& t, layer_feed& feed,
   co_return early;
 }
 
-// Materialises from a feed while `feeding` feeds it; the feeder's answer and the outcome.
-asio::awaitable<std::pair<bool, result<environment>>> fed_by(materialise_node& t, const materialise_options& opts,
-                                                            const layer_source& layer, std::string first_file,
-                                                            bool rest, diagnostics& d) {
-  layer_feed feed(co_await asio::this_coro::executor);
-  bool early = false;
-  result<environment> env = make_error_code(errc::materialise_failed);
-  std::vector<asio::awaitable<void>> both;
-  both.push_back([](materialise_node& tt, layer_feed& f, const materialise_options& op, result<environment>& out,
-                    diagnostics& dd) -> asio::awaitable<void> {
-    co_await net::accept_cancellation();
-    out = co_await tt.materialise_fed(f, op, dd);
-  }(t, feed, opts, env, d));
-  both.push_back([](materialise_node& tt, layer_feed& f, const layer_source& l, std::string name, bool go_on,
-                    bool& out) -> asio::awaitable<void> {
-    out = co_await feed_shard_by_shard(tt, f, l, std::move(name), go_on);
-  }(t, feed, layer, std::move(first_file), rest, early));
-  co_await net::run_all(std::move(both));
-  co_return std::pair<bool, result<environment>>{early, std::move(env)};
-}
-
 // A layer of three shards whose line came with only its first one stored: the node inflates that one
 // while the others are still to come, fetches each as its shard line arrives, and puts the layer in place
 // whole once all three passed.
@@ -606,7 +593,7 @@ TEST_F(materialise_node, a_layer_fed_shard_by_shard_starts_on_its_first_shard_an
   auto o = bare_options();
   o.cache_dir = cache().string();
   diagnostics diag;
-  auto [early, env] = run(fed_by(*this, o, big, "a.py", true, diag));
+  auto [early, env] = run(fed_by(*this, o, [&](layer_feed& f) { return feed_shard_by_shard(*this, f, big, "a.py", true); }, diag));
   EXPECT_TRUE(early) << "the node did not start on the first shard before the others were stored";
   ASSERT_TRUE(env) << diag.message;
   EXPECT_EQ(env->workdir, layer_dir(big).string());
@@ -625,7 +612,7 @@ TEST_F(materialise_node, a_plan_that_stops_before_a_layers_last_shard_leaves_not
   auto o = bare_options();
   o.cache_dir = cache().string();
   diagnostics diag;
-  auto [early, env] = run(fed_by(*this, o, big, "a.py", false, diag));
+  auto [early, env] = run(fed_by(*this, o, [&](layer_feed& f) { return feed_shard_by_shard(*this, f, big, "a.py", false); }, diag));
   EXPECT_TRUE(early) << "the node did not start on the first shard";
   ASSERT_FALSE(env);
   EXPECT_EQ(env.error(), node::errc::bad_plan) << diag.message;
