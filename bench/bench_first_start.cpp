@@ -23,6 +23,9 @@
 // as bench_cold's uplink mode), the nodes reach storage directly, and ferry races `rsync -az`.
 // Goals: first start <= 0.7x rsync -a on a and b; c <= 1.0x on 2 nodes, <= 0.6x on 4; behind the uplink,
 // 2 nodes, <= 0.5x rsync -az; ferry's bytes uploaded for a <= rsync -az's to one node.
+// What the nodes write, ferry's node caches and rsync's copies alike, and the environments are on a fresh
+// ext4 of the bench's own, as a new node's disk is (bench_world.hpp says why; FERRY_BENCH_FRESH_FS=0 keeps
+// them on /tmp as it is).
 // FERRY_BENCH_ENVS=a,b,c selects environments, FERRY_BENCH_ROUNDS (default 1) the rounds (the best is
 // shown), FERRY_BENCH_KEEP_TRACES=DIR keeps every ferry trace (and its nodes') there.
 #include "bench/bench_peers.hpp"
@@ -80,7 +83,7 @@ struct world : ferry::bench::node_world {
   int trace_count = 0;
   fs::path keep_traces;
 
-  explicit world(std::string binary) : node_world("first", std::move(binary)) {
+  explicit world(std::string binary) : node_world("first", std::move(binary), env_or("FERRY_BENCH_FRESH_FS", "1") != "0") {
     ssh = ferry::bench::ssh_with_key(dir / "XDG_CONFIG_HOME");
     keep_traces = env_or("FERRY_BENCH_KEEP_TRACES", "");
     if (!keep_traces.empty()) fs::create_directories(keep_traces);
@@ -297,7 +300,7 @@ ferry_result ferry_first_start(world& w, const environment& e, const codec& c, i
 
 double rsync_first_start(const world& w, const environment& e, const std::vector<node_address>& nodes,
                          const std::string& flags) {
-  const auto dir = fmt::format("/tmp/ferry-bench-first-{}", ::getpid());
+  const auto dir = (w.dir / "rsync").string();  // each node's copy on the world's filesystem, as ferry's
   const auto s = ferry::bench::rsync_to_all(w.ssh, nodes, e.project, dir, fmt::format("{} {}", flags, excludes),
                                             [&](const node_address& n, const std::string& d) { return ferry::bench::python_main_in(w.ssh, n, d); });
   shell(fmt::format("rm -rf {}-*", dir));
@@ -306,7 +309,7 @@ double rsync_first_start(const world& w, const environment& e, const std::vector
 
 // "Total bytes sent: 61,234,567" of `rsync -az --stats` to one node (a fresh directory).
 double rsync_az_bytes(const world& w, const environment& e, const node_address& n) {
-  const auto dir = fmt::format("/tmp/ferry-bench-first-{}-stats", ::getpid());
+  const auto dir = (w.dir / "rsync-stats").string();
   const auto out = output_of(fmt::format("rsync -az --stats {} -e \"{} -p {}\" {}/ root@{}:{}/", excludes, w.ssh, n.port,
                                          quote(e.project), n.host, dir));
   shell(fmt::format("rm -rf {}", dir));
