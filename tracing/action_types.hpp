@@ -111,6 +111,13 @@ inline constexpr std::string_view gc = "ferry:storage:gc";
 inline constexpr std::string_view gc_plan = "ferry:storage:gc_plan";
 }  // namespace storage
 
+namespace pool {
+// The root of every `ferry pool` command.
+inline constexpr std::string_view command = "ferry:pool";
+// `ferry pool simulate`: the traced jobs replayed through each policy {policies} -> jobs, tenants.
+inline constexpr std::string_view simulate = "ferry:pool:simulate";
+}  // namespace pool
+
 // provision/: the node registry.
 namespace registry {
 // Before nodes are made: the registry can record them {file} -> nodes, or moved_to (a damaged file).

@@ -144,6 +144,7 @@ class stats_builder {
     j.level = n.level_text();
     j.file = traces_.files[n.start->file].string();
     j.status = std::string(n.outcome());
+    if (const auto* tenant = n.field("tenant"); tenant && tenant->is_string()) j.tenant = std::string_view(tenant->as_string());
     j.complete = n.complete();
     j.time = time;
     job_scanner scanner(conventions_, j);

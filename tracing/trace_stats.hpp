@@ -39,6 +39,7 @@ struct job_stats {
   std::string level;        // the job action's place in its task, "/" for a task's root
   std::string file;         // the trace file its start message is in
   std::string status;       // succeeded, failed, cancelled, or started (no end message)
+  std::string tenant;       // its field `tenant` (a job on a team's pool); empty without one
   bool complete = false;    // the job and every action in it have both messages, no level missing
   interval time;            // unix times; an incomplete job ends with its task's last message
   std::size_t tasks = 0;    // ferry:agent:task actions in it

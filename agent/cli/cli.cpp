@@ -229,6 +229,7 @@ int run_cli(int argc, char** argv) {
   add_config_commands(app, selected);
   add_trace_commands(app, selected);
   add_storage_commands(app, selected);
+  add_pool_commands(app, selected);
   add_pack_command(app, selected);
   add_nodes_commands(app, selected);
   add_exec_command(app, selected);

@@ -24,6 +24,7 @@ void add_version_command(CLI::App& app, selected_command& selected);
 void add_config_commands(CLI::App& app, selected_command& selected);
 void add_trace_commands(CLI::App& app, selected_command& selected);
 void add_storage_commands(CLI::App& app, selected_command& selected);
+void add_pool_commands(CLI::App& app, selected_command& selected);
 void add_pack_command(CLI::App& app, selected_command& selected);
 void add_nodes_commands(CLI::App& app, selected_command& selected);
 void add_exec_command(CLI::App& app, selected_command& selected);

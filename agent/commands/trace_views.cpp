@@ -3,13 +3,11 @@
 #include "agent/cli/report.hpp"
 #include "agent/cli/exit_code.hpp"
 #include "agent/cli/json_output.hpp"
-#include "agent/cli/plural.hpp"
-#include "config/xdg.hpp"
+#include "agent/cli/trace_input.hpp"
 #include "net/atomic_file.hpp"
 #include "tracing/action_types.hpp"
 #include "tracing/chrome_view.hpp"
 #include "tracing/html_view.hpp"
-#include "tracing/last_trace.hpp"
 #include "tracing/otlp_view.hpp"
 #include "tracing/stats_view.hpp"
 #include "tracing/tree_view.hpp"
@@ -30,46 +28,9 @@ struct trace_args {
   bool all = false;  // tree: fold no repeated subtrees
 };
 
-// No file named: the last command's trace (tracing/last_trace.hpp) in the directory where every command
-// writes its own (agent/cli/cli.cpp). Said on stderr, so that the user knows which run the view shows.
-void say_what_was_taken(const tracing::last_trace& last) {
-  const auto more = last.files.size() - 1;
-  fmt::print(stderr, "ferry: reading the last command's trace ({}): {}{}\n", last.action_type, last.file.string(),
-             more == 0 ? std::string() : fmt::format(" and {} of its task", counted(more, "more file", "more files")));
-}
-
-// Reads the files on the CPU pool; prints skipped lines as errors naming file:line, and any failure.
-boost::asio::awaitable<result<tracing::trace_set>> read_on_pool(command_context& ctx, const trace_args& args,
-                                                                diagnostics& diag) {
-  auto act = ctx.trace.child(action_types::trace::read, {{"files", static_cast<std::uint64_t>(args.files.size())}});
-  std::vector<std::filesystem::path> paths(args.files.begin(), args.files.end());
-  if (paths.empty()) {
-    const auto dir = config::xdg_paths(config::process_env()).state / "traces";  // as agent/cli/cli.cpp's trace_path
-    auto last = co_await net::offload(ctx.cpu,
-                                      [&] { return tracing::find_last_trace(dir, action_types::trace::prefix, diag); });
-    if (!last) {
-      act.fail(last.error(), diag);
-      print_error(diag.message);
-      co_return last.error();
-    }
-    say_what_was_taken(*last);
-    paths = std::move(last->files);
-  }
-  auto set = co_await net::offload(ctx.cpu, [&] { return tracing::read_traces(paths, diag); });
-  if (set) {
-    for (const auto& p : set->problems) print_error(p);
-    act.succeed({{"messages", static_cast<std::uint64_t>(set->messages.size())},
-                 {"skipped_lines", static_cast<std::uint64_t>(set->problems.size())}});
-  } else {
-    act.fail(set.error(), diag);
-    print_error(diag.message);
-  }
-  co_return set;
-}
-
 boost::asio::awaitable<int> tree(command_context& ctx, const trace_args& args) {
   diagnostics diag;
-  auto set = co_await read_on_pool(ctx, args, diag);
+  auto set = co_await read_trace_input(ctx, args.files, diag);
   if (!set) co_return exit_code::failure;
   const auto tasks = tracing::build_task_trees(*set);
   fmt::print("{}", tracing::render_tree(tasks, {.color = ctx.interactive, .all = args.all}));
@@ -88,7 +49,7 @@ bool write_output(const std::string& path, std::string_view text) {
 
 boost::asio::awaitable<int> chrome(command_context& ctx, const trace_args& args) {
   diagnostics diag;
-  auto set = co_await read_on_pool(ctx, args, diag);
+  auto set = co_await read_trace_input(ctx, args.files, diag);
   if (!set) co_return exit_code::failure;
   const auto json = boost::json::serialize(tracing::render_chrome(*set, tracing::build_task_trees(*set)));
   co_return write_output(args.output, json) ? exit_code::success : exit_code::failure;
@@ -96,7 +57,7 @@ boost::asio::awaitable<int> chrome(command_context& ctx, const trace_args& args)
 
 boost::asio::awaitable<int> stats(command_context& ctx, const trace_args& args) {
   diagnostics diag;
-  auto set = co_await read_on_pool(ctx, args, diag);
+  auto set = co_await read_trace_input(ctx, args.files, diag);
   if (!set) co_return exit_code::failure;
   auto act = ctx.trace.child(action_types::trace::stats);
   const auto s =
@@ -111,7 +72,7 @@ boost::asio::awaitable<int> stats(command_context& ctx, const trace_args& args) 
 
 boost::asio::awaitable<int> html(command_context& ctx, const trace_args& args) {
   diagnostics diag;
-  auto set = co_await read_on_pool(ctx, args, diag);
+  auto set = co_await read_trace_input(ctx, args.files, diag);
   if (!set) co_return exit_code::failure;
   auto act = ctx.trace.child(action_types::trace::html);
   const auto page = co_await net::offload(ctx.cpu, [&] {
@@ -125,7 +86,7 @@ boost::asio::awaitable<int> html(command_context& ctx, const trace_args& args) {
 // One ExportTraceServiceRequest per line (tracing/otlp_view.hpp says how the lines are cut).
 boost::asio::awaitable<int> otlp(command_context& ctx, const trace_args& args) {
   diagnostics diag;
-  auto set = co_await read_on_pool(ctx, args, diag);
+  auto set = co_await read_trace_input(ctx, args.files, diag);
   if (!set) co_return exit_code::failure;
   auto act = ctx.trace.child(action_types::trace::otlp);
   const auto out =

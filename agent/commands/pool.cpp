@@ -1,0 +1,201 @@
+// `ferry pool simulate`: what other policies of a team's pool would have done with the jobs in traces.
+#include "agent/commands/command.hpp"
+
+#include "agent/cli/exit_code.hpp"
+#include "agent/cli/json_output.hpp"
+#include "agent/cli/plural.hpp"
+#include "agent/cli/report.hpp"
+#include "agent/cli/trace_input.hpp"
+#include "agent/pool/pool_chart.hpp"
+#include "agent/pool/pool_simulator.hpp"
+#include "agent/pool/pool_workload.hpp"
+#include "config/units.hpp"
+#include "net/atomic_file.hpp"
+#include "net/offload.hpp"
+#include "tracing/action_types.hpp"
+
+#include <boost/json.hpp>
+#include <fmt/format.h>
+
+#include <charconv>
+#include <memory>
+#include <optional>
+#include <set>
+#include <sstream>
+
+namespace ferry::agent {
+namespace {
+
+struct simulate_args {
+  std::vector<std::string> files;
+  std::string min_nodes = "0";
+  int max_nodes = 8;
+  std::string idle = "30m";
+  std::string boot = "45s";
+  int capacity = 1;
+  int per_tenant = 0;
+  std::string chart;
+  bool json = false;
+};
+
+// One policy of the grid: its label and settings.
+struct policy_case {
+  std::string label;
+  pool_policy policy;
+};
+
+std::vector<std::string> comma_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) out.push_back(item);
+  return out;
+}
+
+// Every combination of --min and --idle, or the reason the command line cannot be run.
+std::optional<std::vector<policy_case>> policy_grid(const simulate_args& a, std::string& why) {
+  pool_policy base;
+  base.max_nodes = a.max_nodes;
+  base.capacity = a.capacity;
+  base.max_nodes_per_tenant = a.per_tenant;
+  const auto boot = config::parse_duration(a.boot);
+  if (!boot) return why = fmt::format("--boot: '{}' is not a duration (e.g. 45s, 2m)", a.boot), std::nullopt;
+  base.boot = std::chrono::duration<double>(*boot).count();
+  if (a.max_nodes < 1) return why = "--max: at least 1 node", std::nullopt;
+  if (a.capacity < 1) return why = "--capacity: at least 1 slot per node", std::nullopt;
+  if (a.per_tenant < 0) return why = "--per-tenant: 0 (no cap) or more nodes", std::nullopt;
+  std::vector<policy_case> out;
+  for (const auto& m : comma_list(a.min_nodes)) {
+    int min_nodes = -1;
+    const auto [end, ec] = std::from_chars(m.data(), m.data() + m.size(), min_nodes);
+    if (ec != std::errc() || end != m.data() + m.size() || min_nodes < 0 || min_nodes > a.max_nodes)
+      return why = fmt::format("--min: '{}' is not a node count from 0 to --max ({})", m, a.max_nodes), std::nullopt;
+    for (const auto& i : comma_list(a.idle)) {
+      const auto idle = config::parse_duration(i);
+      if (!idle) return why = fmt::format("--idle: '{}' is not a duration (e.g. 5m, 30m)", i), std::nullopt;
+      auto p = base;
+      p.min_nodes = min_nodes;
+      p.idle_timeout = std::chrono::duration<double>(*idle).count();
+      out.push_back({fmt::format("min {}, idle {}", min_nodes, i), p});
+    }
+  }
+  return out;
+}
+
+std::string table(const std::vector<policy_case>& cases, const std::vector<sim_result>& results) {
+  std::string out = fmt::format("{:<22} {:>9} {:>9} {:>9} {:>11} {:>16} {:>12}\n", "policy", "wait p50", "wait p95",
+                                "wait max", "node-hours", "idle node-hours", "utilisation");
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const auto& r = results[i];
+    out += fmt::format("{:<22} {:>7.1f} s {:>7.1f} s {:>7.1f} s {:>11.3f} {:>16.3f} {:>11.1f}%\n", cases[i].label,
+                       r.waits.p50, r.waits.p95, r.waits.max, r.node_seconds / 3600, r.idle_node_seconds / 3600,
+                       100 * r.utilisation);
+    if (r.unplaceable > 0)
+      out += fmt::format("  {} never started: more slots than the policy can give\n", counted(r.unplaceable, "job"));
+  }
+  return out;
+}
+
+boost::json::object to_json(const policy_case& c, const sim_result& r) {
+  boost::json::object tenants;
+  for (const auto& [name, w] : r.tenants)
+    tenants[name] = {{"jobs", w.jobs},
+                     {"wait_p50", json_seconds(w.p50)},
+                     {"wait_p95", json_seconds(w.p95)},
+                     {"wait_max", json_seconds(w.max)}};
+  return {{"policy", c.label},
+          {"min_nodes", c.policy.min_nodes},
+          {"max_nodes", c.policy.max_nodes},
+          {"idle_timeout", json_seconds(c.policy.idle_timeout)},
+          {"boot", json_seconds(c.policy.boot)},
+          {"wait_p50", json_seconds(r.waits.p50)},
+          {"wait_p95", json_seconds(r.waits.p95)},
+          {"wait_max", json_seconds(r.waits.max)},
+          {"node_seconds", json_seconds(r.node_seconds)},
+          {"idle_node_seconds", json_seconds(r.idle_node_seconds)},
+          {"utilisation", r.utilisation},
+          {"never_started", r.unplaceable},
+          {"tenants", tenants}};
+}
+
+boost::asio::awaitable<int> simulate_command(command_context& ctx, const simulate_args& args) {
+  std::string why;
+  const auto cases = policy_grid(args, why);
+  if (!cases) {
+    print_error(why);
+    co_return exit_code::usage;
+  }
+  diagnostics diag;
+  auto set = co_await read_trace_input(ctx, args.files, diag);
+  if (!set) co_return exit_code::failure;
+  auto act = ctx.trace.child(action_types::pool::simulate, {{"policies", static_cast<std::uint64_t>(cases->size())}});
+  const auto jobs = co_await net::offload(
+      ctx.cpu, [&] { return workload_from(tracing::compute_stats(*set, tracing::build_task_trees(*set))); });
+  if (jobs.empty()) {
+    print_error("no job in these traces ran a task on a node: nothing to replay");
+    act.fail_exception("no_jobs", "no job ran a task on a node");
+    co_return exit_code::failure;
+  }
+  const auto results = co_await net::offload(ctx.cpu, [&] {
+    std::vector<sim_result> out;
+    for (const auto& c : *cases) out.push_back(simulate(jobs, c.policy));
+    return out;
+  });
+  std::set<std::string> tenants;
+  double last = 0;
+  for (const auto& j : jobs) {
+    tenants.insert(j.tenant);
+    last = std::max(last, j.arrival);
+  }
+  act.succeed({{"jobs", static_cast<std::uint64_t>(jobs.size())}, {"tenants", static_cast<std::uint64_t>(tenants.size())}});
+  if (!args.chart.empty()) {
+    std::vector<chart_line> lines;
+    for (std::size_t i = 0; i < cases->size(); ++i) lines.push_back({(*cases)[i].label, results[i].nodes});
+    if (auto written = net::write_file_atomically(args.chart, nodes_chart_svg(lines), diag, {.mode = 0644, .make_parent = false});
+        !written) {
+      print_error(diag.message);
+      co_return exit_code::failure;
+    }
+  }
+  if (args.json) {
+    boost::json::array out;
+    for (std::size_t i = 0; i < cases->size(); ++i) out.push_back(to_json((*cases)[i], results[i]));
+    fmt::print("{}\n", json_line(boost::json::object{{"jobs", jobs.size()}, {"tenants", tenants.size()}, {"policies", out}}));
+    co_return exit_code::success;
+  }
+  fmt::print("{} of {} arriving over {:.1f} minutes, replayed with at most {} (boot {}, {} per node{}):\n",
+             counted(jobs.size(), "job"), counted(tenants.size(), "tenant"), last / 60,
+             counted(static_cast<std::size_t>(args.max_nodes), "node"), args.boot,
+             counted(static_cast<std::size_t>(args.capacity), "slot"),
+             args.per_tenant > 0 ? fmt::format(", at most {} per tenant", counted(static_cast<std::size_t>(args.per_tenant), "node")) : "");
+  fmt::print("{}", table(*cases, results));
+  co_return exit_code::success;
+}
+
+}  // namespace
+
+void add_pool_commands(CLI::App& app, selected_command& selected) {
+  auto* pool = app.add_subcommand("pool", "a team's shared pool of nodes");
+  pool->fallthrough();
+  pool->require_subcommand(1);
+
+  auto sim = std::make_shared<simulate_args>();
+  auto* sim_cmd = pool->add_subcommand(
+      "simulate", "replay the jobs of traces through pool policies: waits, node-hours, utilisation, nodes over time");
+  sim_cmd->fallthrough();
+  sim_cmd->add_option("files", sim->files, "trace files (JSON lines) or directories of them")->required();
+  sim_cmd->add_option("--min", sim->min_nodes, "warm minimums to try, a comma list (e.g. 0,2,4)")->capture_default_str();
+  sim_cmd->add_option("--max", sim->max_nodes, "the most nodes the pool may have")->capture_default_str();
+  sim_cmd->add_option("--idle", sim->idle, "idle timeouts to try, a comma list (e.g. 5m,30m)")->capture_default_str();
+  sim_cmd->add_option("--boot", sim->boot, "what a new node takes to be ready")->capture_default_str();
+  sim_cmd->add_option("--capacity", sim->capacity, "slots per node")->capture_default_str();
+  sim_cmd->add_option("--per-tenant", sim->per_tenant, "the most nodes' worth of slots one tenant holds; 0: no cap")
+      ->capture_default_str();
+  sim_cmd->add_option("--chart", sim->chart, "write an SVG chart of nodes over time, a line per policy, to this file");
+  sim_cmd->add_flag("--json", sim->json, "print every figure as JSON");
+  sim_cmd->callback([&selected, sim] {
+    selected.action_type = action_types::pool::command;
+    selected.run = [sim](command_context& ctx) { return simulate_command(ctx, *sim); };
+  });
+}
+
+}  // namespace ferry::agent
