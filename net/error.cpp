@@ -30,6 +30,7 @@ class category_impl final : public boost::system::error_category {
       case errc::body_too_large: return "response body too large";
       case errc::no_such_upload: return "no such multipart upload";
       case errc::stalled: return "storage made no progress";
+      case errc::precondition_failed: return "the write's precondition does not hold";
       case errc::ssh_handshake_failed: return "SSH handshake failed";
       case errc::host_key_changed: return "SSH host key changed";
       case errc::known_hosts_error: return "known_hosts file error";

@@ -32,6 +32,10 @@ enum class errc {
   body_too_large,  // a response body ferry reads whole (XML) is larger than it should ever be
   no_such_upload,  // a multipart upload id that was aborted, completed or never existed
   stalled,         // storage made no progress for net.stall_limit (net/stall_watch.hpp)
+  // A conditional write's condition did not hold (HTTP 412 PreconditionFailed, or 409
+  // ConditionalRequestConflict when another conditional write to the key was under way): never retried,
+  // the caller reads the object again and decides.
+  precondition_failed,
 
   // SSH.
   ssh_handshake_failed,  // the SSH protocol handshake (banner, key exchange) failed

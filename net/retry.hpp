@@ -26,7 +26,8 @@ struct attempt_info {
   diagnostics diag;
 };
 
-// Connection failures, timeouts, 500/502/503/504, 429 and S3's SlowDown.
+// Connection failures, timeouts, 500/502/503/504, 429 and S3's SlowDown. Never a failed precondition of
+// a conditional write (errc::precondition_failed): sent again it fails again; the caller must read first.
 bool is_retryable(const error_code& ec);
 
 // The wait before attempt `next` (2 for the first retry), before any Retry-After hint.

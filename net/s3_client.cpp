@@ -47,6 +47,23 @@ std::string content_md5(std::string_view body) {
 
 }  // namespace
 
+std::optional<sigv4::header> write_condition::header() const {
+  switch (what) {
+    case kind::none: return std::nullopt;
+    case kind::absent: return sigv4::header{"if-none-match", "*"};
+    case kind::unchanged:
+      // S3 sends ETags quoted, and wants them so in If-Match; one given without its quotes gets them.
+      return sigv4::header{"if-match", etag.starts_with('"') ? etag : fmt::format("\"{}\"", etag)};
+  }
+  return std::nullopt;
+}
+
+std::string write_condition::text() const {
+  const auto h = header();
+  if (!h) return {};
+  return fmt::format("{}: {}", what == kind::absent ? "If-None-Match" : "If-Match", h->value);
+}
+
 s3_client::s3_client(http_client& http, net::cpu_pool& cpu, s3_target target, const config::settings& settings,
                      stall_watch* watch)
     : http_(http), cpu_(cpu), target_(std::move(target)), origin_(origin_of(target_.at)),
@@ -68,6 +85,7 @@ http_request s3_client::sign(const s3_call& c, const object_location& where) con
   req.path = where.path;
   req.query = c.query;
   req.headers = c.headers;
+  if (auto condition = c.condition.header()) req.headers.push_back(std::move(*condition));
   req.set_header("host", where.host);
   req.payload_hash = c.payload_hash.empty() ? std::string(sigv4::empty_payload_sha256) : c.payload_hash;
   signer_.sign_headers(req, std::chrono::system_clock::now());
@@ -84,8 +102,9 @@ http_request s3_client::sign(const s3_call& c, const object_location& where) con
 error_code s3_client::failure(const s3_call& c, const http_response& response, attempt_info& info) const {
   const auto parsed = find_s3_error(response.body);
   const auto endpoint = target_.at.origin();
+  const auto condition = c.condition.text();
   auto ec = s3_failure(static_cast<int>(response.status), parsed,
-                       {c.operation, c.bucket, c.key, endpoint}, info.diag);
+                       {c.operation, c.bucket, c.key, endpoint, condition}, info.diag);
   if (response.status == 429 || response.status == 503 || (parsed && parsed->code == "SlowDown")) {
     info.retry_after = retry_after(response);
     return make_error_code(errc::throttled);
@@ -135,7 +154,14 @@ asio::awaitable<result<object_info>> s3_client::head_object(tracing::action& par
 asio::awaitable<result<std::string>> s3_client::put_object(tracing::action& parent, const std::string& bucket,
                                                            const std::string& key, request_body body,
                                                            diagnostics& diag) {
-  s3_call c{.operation = "PutObject", .method = http::verb::put, .bucket = bucket, .key = key, .body = body};
+  return put_object(parent, bucket, key, std::move(body), write_condition::none(), diag);
+}
+
+asio::awaitable<result<std::string>> s3_client::put_object(tracing::action& parent, const std::string& bucket,
+                                                           const std::string& key, request_body body,
+                                                           write_condition condition, diagnostics& diag) {
+  s3_call c{.operation = "PutObject", .method = http::verb::put, .bucket = bucket, .key = key, .body = body,
+            .condition = std::move(condition)};
   if (const auto* file = std::get_if<file_region>(&body); file && origin_.tls()) {
     // Over TLS every byte is already authenticated on the way: stream the file unsigned, like the AWS
     // CLI does for S3 over https. Content-Length still makes a cut-short body fail.

@@ -25,6 +25,27 @@ struct object_info {
   std::string last_modified;
 };
 
+// What a PUT requires of the object it would replace: S3's conditional writes, for small records that
+// several writers update by reading one, changing it and writing it back only if nobody wrote in between.
+struct write_condition {
+  enum class kind {
+    none,       // write whatever is there
+    absent,     // If-None-Match: *: create only, when no object has the key
+    unchanged,  // If-Match: "<etag>": replace only the version with this ETag
+  };
+  kind what = kind::none;
+  std::string etag;  // unchanged: the ETag as S3 sent it with the object (quotes may be left off)
+
+  static write_condition none() { return {}; }
+  static write_condition create_only() { return {kind::absent, {}}; }
+  static write_condition if_match(std::string etag) { return {kind::unchanged, std::move(etag)}; }
+
+  // The request header that carries it (signed like the others); nullopt for none.
+  std::optional<sigv4::header> header() const;
+  // The same for messages, e.g. `If-Match: "9b2cf5..."`; empty for none.
+  std::string text() const;
+};
+
 // One S3 request before signing.
 struct s3_call {
   std::string_view operation;  // "PutObject": for messages and traces
@@ -36,6 +57,7 @@ struct s3_call {
   request_body body;
   std::string payload_hash;  // hex SHA-256 of the body; empty: an empty body
   const body_sink* sink = nullptr;
+  write_condition condition;  // sent as its header; named in the message when it does not hold
   // One attempt only: a hint the caller can do without (the import order) is not worth retrying.
   bool best_effort = false;
 };
@@ -49,9 +71,19 @@ class s3_client {
   asio::awaitable<result<object_info>> head_object(tracing::action& parent, const std::string& bucket,
                                                    const std::string& key, diagnostics& diag);
   // A single PUT of a body in memory (its SHA-256 signed) or of a file region (streamed with aws-chunked
-  // encoding and a SHA-256 trailer that S3 verifies).
+  // encoding and a SHA-256 trailer that S3 verifies). Returns the new object's ETag, as S3 sends it.
   asio::awaitable<result<std::string>> put_object(tracing::action& parent, const std::string& bucket,
                                                   const std::string& key, request_body body, diagnostics& diag);
+  // The same PUT, made only if `condition` holds when S3 applies it (S3 conditional writes). When it does
+  // not (HTTP 412, or 409 ConditionalRequestConflict for a conditional write that raced another), the
+  // object is left as it was and the error is errc::precondition_failed, after one attempt: the caller
+  // reads the object again (get_object gives its ETag in object_info::etag) and decides. If-Match on a
+  // key that has no object fails with errc::no_such_key. Connection failures and server errors are
+  // retried as for any PUT: a retry after a write that landed but whose answer was lost then fails its
+  // own condition, so a caller that gets precondition_failed must read before concluding it lost.
+  asio::awaitable<result<std::string>> put_object(tracing::action& parent, const std::string& bucket,
+                                                  const std::string& key, request_body body,
+                                                  write_condition condition, diagnostics& diag);
   // Streams the object (or `range`, e.g. "bytes=0-99") to `sink`.
   asio::awaitable<result<object_info>> get_object(tracing::action& parent, const std::string& bucket,
                                                   const std::string& key, const body_sink& sink,

@@ -133,6 +133,26 @@ bool is_server_failure(int status, std::string_view code) {
   return code == "InternalError" || code == "ServiceUnavailable" || status >= 500;
 }
 
+bool is_failed_precondition(int status, std::string_view code) {
+  return status == 412 || code == "PreconditionFailed" || code == "ConditionalRequestConflict";
+}
+
+// A conditional write that did not happen: which condition, and what that means for the object.
+error_code precondition_failure(int status, std::string_view code, const s3_request_info& request,
+                                diagnostics& diag) {
+  const std::string_view condition = request.condition;
+  const std::string_view why = code == "ConditionalRequestConflict" ? "another write to the key was under way"
+                               : condition.starts_with("If-None-Match") ? "an object with that key exists"
+                               : condition.starts_with("If-Match")      ? "the object is no longer that version"
+                                                                        : "";
+  diag.set(fmt::format("{} on {} did not happen: {} does not hold{}{}{} ({}HTTP {}) (endpoint {})",
+                       request.operation, s3_url(request),
+                       condition.empty() ? std::string("its precondition") : fmt::format("its condition {}", condition),
+                       why.empty() ? "" : " (", why, why.empty() ? "" : ")",
+                       code.empty() ? std::string() : fmt::format("{}, ", code), status, request.endpoint));
+  return make_error_code(errc::precondition_failed);
+}
+
 // A failure that came with no <Error> document: all we have is the status.
 error_code status_failure(int status, const s3_request_info& request, diagnostics& diag) {
   const auto head = fmt::format("HTTP {} from {}", status, request.operation);
@@ -250,6 +270,9 @@ std::optional<s3_error_info> find_s3_error(std::string_view body) {
 
 error_code s3_failure(int http_status, const std::optional<s3_error_info>& error, const s3_request_info& request,
                       diagnostics& diag) {
+  const std::string_view code = error ? std::string_view(error->code) : std::string_view();
+  // First: a 412 to a HEAD has no <Error> body, and a 409 ConditionalRequestConflict is no ordinary error.
+  if (is_failed_precondition(http_status, code)) return precondition_failure(http_status, code, request, diag);
   if (!error || error->code.empty()) return status_failure(http_status, request, diag);
   return coded_failure(http_status, *error, request, diag);
 }

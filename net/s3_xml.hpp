@@ -45,11 +45,14 @@ struct s3_request_info {
   std::string_view bucket;
   std::string_view key;        // empty for bucket-level operations
   std::string_view endpoint;   // as the user configured it, e.g. "http://127.0.0.1:5000"
+  std::string_view condition;  // a conditional write's header as sent, e.g. "If-None-Match: *"; else empty
 };
 
 // The code for a failed S3 request, and in `diag` a message a person can act on: which bucket or key,
 // which credential to check. `error` is nullopt when the response had no <Error> body (HEAD requests
 // never do); the message then starts "HTTP <status> from <operation>". Messages carry no secrets.
+// HTTP 412, and S3's 409 ConditionalRequestConflict, are errc::precondition_failed, named with the
+// request's condition.
 error_code s3_failure(int http_status, const std::optional<s3_error_info>& error, const s3_request_info& request,
                       diagnostics& diag);
 

@@ -136,6 +136,28 @@ TEST(s3_xml_failure, internal_errors_are_server_errors_even_with_status_200) {
   EXPECT_TRUE(contains(message, "request id R1")) << message;
 }
 
+TEST(s3_xml_failure, a_failed_condition_names_the_condition_and_what_it_means) {
+  s3_request_info create_only = put_request;
+  create_only.condition = "If-None-Match: *";
+  auto message = failure_message(
+      412, s3_error_info{.code = "PreconditionFailed", .message = "At least one of the pre-conditions you specified did not hold"},
+      create_only, errc::precondition_failed);
+  EXPECT_EQ(message, "PutObject on s3://ferry-bucket/layers/abc did not happen: its condition If-None-Match: * does "
+                     "not hold (an object with that key exists) (PreconditionFailed, HTTP 412) (endpoint "
+                     "http://127.0.0.1:5000)");
+  s3_request_info if_match = put_request;
+  if_match.condition = R"(If-Match: "abc")";
+  message = failure_message(412, std::nullopt, if_match, errc::precondition_failed);
+  EXPECT_TRUE(contains(message, R"(its condition If-Match: "abc" does not hold (the object is no longer that version))"))
+      << message;
+  // S3's answer to a conditional write that raced another one: a conflict, not a failure of the service.
+  message = failure_message(409, s3_error_info{.code = "ConditionalRequestConflict"}, if_match,
+                            errc::precondition_failed);
+  EXPECT_TRUE(contains(message, "another write to the key was under way")) << message;
+  // Other 409s stay what they were.
+  failure_message(409, s3_error_info{.code = "OperationAborted"}, put_request, errc::s3_error);
+}
+
 TEST(s3_xml_failure, no_body_gives_the_status_and_operation) {
   EXPECT_EQ(failure_message(400, std::nullopt, put_request, errc::http_status),
             "HTTP 400 from PutObject on s3://ferry-bucket/layers/abc (endpoint http://127.0.0.1:5000)");
