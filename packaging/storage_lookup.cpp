@@ -8,7 +8,8 @@ namespace ferry::packaging {
 asio::awaitable<result<std::optional<std::string>>> read_small_object(tracing::action& parent, net::s3_client& s3,
                                                                       const std::string& bucket,
                                                                       const std::string& key, diagnostics& diag,
-                                                                      std::string* last_modified, bool best_effort) {
+                                                                      std::string* last_modified, bool best_effort,
+                                                                      std::string* etag) {
   // No sink: the client collects the body into each attempt's own response, so a retry after a cut
   // never appends to what an earlier attempt read.
   net::s3_call c{.operation = "GetObject", .method = net::http::verb::get, .bucket = bucket, .key = key,
@@ -16,6 +17,7 @@ asio::awaitable<result<std::optional<std::string>>> read_small_object(tracing::a
   auto got = co_await s3.call(parent, c, diag);
   if (got) {
     if (last_modified) *last_modified = std::string(got->headers["Last-Modified"]);
+    if (etag) *etag = std::string(got->headers["ETag"]);
     co_return std::optional<std::string>(std::move(got->body));
   }
   if (got.error() == net::errc::no_such_key) {

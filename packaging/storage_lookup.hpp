@@ -13,14 +13,15 @@ namespace ferry::packaging {
 namespace asio = boost::asio;
 
 // The object's bytes, read whole into memory (up to the HTTP client's cap on collected bodies); nullopt
-// when storage has no such object. Each retry starts from an empty body. `last_modified`, when given,
-// receives the object's Last-Modified header. A hint the caller can do without is read `best_effort`:
-// one attempt (net::s3_call::best_effort).
+// when storage has no such object. Each retry starts from an empty body. `last_modified` and `etag`, when
+// given, receive the object's Last-Modified and ETag headers (the ETag as sent, quotes and all, for an
+// If-Match). A hint the caller can do without is read `best_effort`: one attempt (net::s3_call::best_effort).
 asio::awaitable<result<std::optional<std::string>>> read_small_object(tracing::action& parent, net::s3_client& s3,
                                                                       const std::string& bucket,
                                                                       const std::string& key, diagnostics& diag,
                                                                       std::string* last_modified = nullptr,
-                                                                      bool best_effort = false);
+                                                                      bool best_effort = false,
+                                                                      std::string* etag = nullptr);
 
 // The digest of the zip stored at `zip_key` for shard `shard_id`: storage is asked whether the zip is
 // there (a HEAD, so that deleting a zip makes the next pack upload it again), and its digest comes from

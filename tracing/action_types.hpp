@@ -116,6 +116,22 @@ namespace pool {
 inline constexpr std::string_view command = "ferry:pool";
 // `ferry pool simulate`: the traced jobs replayed through each policy {policies} -> jobs, tenants.
 inline constexpr std::string_view simulate = "ferry:pool:simulate";
+// `ferry pool ls` {pool} -> nodes, unreadable.
+inline constexpr std::string_view ls = "ferry:pool:ls";
+// The pool's records read {prefix} -> nodes, unreadable; each record that does not parse {node, reason}.
+inline constexpr std::string_view read = "ferry:pool:read";
+inline constexpr std::string_view unreadable = "ferry:pool:unreadable";
+// One conditional PUT of a record {node, condition} -> etag; failed with precondition_failed: a conflict.
+inline constexpr std::string_view write = "ferry:pool:write";
+// One lease taken {tenant, slots, lease} -> node, conflicts, waits; renewed {node, lease} -> expires_at;
+// given back {node, lease}.
+inline constexpr std::string_view acquire = "ferry:pool:acquire";
+inline constexpr std::string_view renew = "ferry:pool:renew";
+inline constexpr std::string_view release = "ferry:pool:release";
+// A node made for an acquire that never joined the pool {provider_id, address}: the provider's to end.
+inline constexpr std::string_view unregistered_node = "ferry:pool:unregistered_node";
+// A wait for room in a full pool {until}.
+inline constexpr std::string_view wait = "ferry:pool:wait";
 }  // namespace pool
 
 // provision/: the node registry.

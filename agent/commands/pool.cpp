@@ -1,4 +1,5 @@
-// `ferry pool simulate`: what other policies of a team's pool would have done with the jobs in traces.
+// `ferry pool ls NAME`: a team pool's nodes and leases as storage holds them. `ferry pool simulate`: what
+// other policies of a team's pool would have done with the jobs in traces.
 #include "agent/commands/command.hpp"
 
 #include "agent/cli/exit_code.hpp"
@@ -7,10 +8,15 @@
 #include "agent/cli/report.hpp"
 #include "agent/cli/trace_input.hpp"
 #include "agent/pool/pool_chart.hpp"
+#include "agent/pool/pool_lease.hpp"
+#include "agent/pool/pool_store.hpp"
 #include "agent/pool/pool_simulator.hpp"
 #include "agent/pool/pool_workload.hpp"
 #include "config/units.hpp"
+#include "agent/error.hpp"
+#include "agent/pack/pack_job.hpp"
 #include "net/atomic_file.hpp"
+#include "net/s3_session.hpp"
 #include "net/offload.hpp"
 #include "tracing/action_types.hpp"
 
@@ -25,6 +31,87 @@
 
 namespace ferry::agent {
 namespace {
+
+struct ls_args {
+  std::string name;
+  bool json = false;
+};
+
+// "12m" for a span of seconds, as people read a lease's time left.
+std::string span_text(pool_time seconds) {
+  if (seconds < 120) return fmt::format("{}s", seconds);
+  if (seconds < 7200) return fmt::format("{}m", seconds / 60);
+  return fmt::format("{}h", seconds / 3600);
+}
+
+boost::json::object record_json(const pool_entry& e, pool_time now) {
+  const auto& r = e.record;
+  boost::json::array leases;
+  for (const auto& l : r.leases)
+    leases.push_back({{"id", l.id},
+                      {"tenant", l.tenant},
+                      {"slots", l.slots},
+                      {"holder", l.holder},
+                      {"expires_at", l.expires_at},
+                      {"expired", l.expired(now)}});
+  boost::json::object o{{"node", r.node_id},   {"provider", r.provider},       {"provider_id", r.provider_id},
+                        {"address", r.address}, {"ssh_port", r.ssh_port},     {"capacity", r.capacity},
+                        {"used", used_slots(r, now)}, {"created_at", r.created_at}, {"created_by", r.created_by},
+                        {"leases", leases}};
+  if (const auto idle = idle_from(r, now)) o["idle_since"] = *idle;
+  return o;
+}
+
+std::string record_line(const pool_entry& e, pool_time now) {
+  const auto& r = e.record;
+  std::string leases;
+  for (const auto& l : r.leases) {
+    if (l.expired(now)) continue;
+    leases += fmt::format("{}{} ({}, {} left)", leases.empty() ? "" : ", ", l.tenant, l.slots, span_text(l.expires_at - now));
+  }
+  if (leases.empty())
+    if (const auto idle = idle_from(r, now)) leases = fmt::format("idle for {}", span_text(now - *idle));
+  return fmt::format("{:<12} {:<8} {:<22} {:>5}  {}\n", r.node_id, r.provider, fmt::format("{}:{}", r.address, r.ssh_port),
+                     fmt::format("{}/{}", used_slots(r, now), r.capacity), leases);
+}
+
+boost::asio::awaitable<int> ls_command(command_context& ctx, const ls_args& args) {
+  auto act = ctx.trace.child(action_types::pool::ls, {{"pool", args.name}});
+  diagnostics diag;
+  const auto& url = ctx.config.storage.url;
+  if (!url) {
+    diag.set("storage.url is not set: a pool lives in storage (put storage.url = \"s3://BUCKET/PREFIX\" in ferry.toml)");
+    co_return report(act, make_error_code(errc::no_storage), diag);
+  }
+  auto session = net::open_s3_session(ctx.io, ctx.cpu, ctx.config.values, net::process_environment(), diag, stall_notice());
+  if (!session) co_return report(act, session.error(), diag);
+  pool_store store(*session->s3, pool_at(url->bucket, url->key, args.name), 8);
+  auto snapshot = co_await store.read(act, diag);
+  if (!snapshot) co_return report(act, snapshot.error(), diag);
+  const auto now = wall_clock_now();
+  act.succeed({{"nodes", snapshot->nodes.size()}, {"unreadable", snapshot->unreadable.size()}});
+  if (args.json) {
+    boost::json::array nodes;
+    for (const auto& e : snapshot->nodes) nodes.push_back(record_json(e, now));
+    boost::json::array unreadable;
+    for (const auto& u : snapshot->unreadable) unreadable.push_back(boost::json::string(u));
+    fmt::print("{}\n", json_line(boost::json::object{{"pool", args.name}, {"nodes", nodes}, {"unreadable", unreadable}}));
+    co_return exit_code::success;
+  }
+  int used = 0, capacity = 0;
+  for (const auto& e : snapshot->nodes) {
+    used += used_slots(e.record, now);
+    capacity += e.record.capacity;
+  }
+  fmt::print("pool {} (s3://{}/{}): {}, {} of {} slots leased\n", args.name, url->bucket, store.where().prefix,
+             counted(snapshot->size(), "node"), used, capacity);
+  if (!snapshot->nodes.empty())
+    fmt::print("{:<12} {:<8} {:<22} {:>5}  {}\n", "node", "provider", "address", "slots", "leases");
+  for (const auto& e : snapshot->nodes) fmt::print("{}", record_line(e, now));
+  for (const auto& u : snapshot->unreadable)
+    fmt::print("{:<12} unreadable: its record breaks the pool's rules (the trace's ferry:pool:unreadable says how)\n", u);
+  co_return exit_code::success;
+}
 
 struct simulate_args {
   std::vector<std::string> files;
@@ -177,6 +264,16 @@ void add_pool_commands(CLI::App& app, selected_command& selected) {
   auto* pool = app.add_subcommand("pool", "a team's shared pool of nodes");
   pool->fallthrough();
   pool->require_subcommand(1);
+
+  auto ls = std::make_shared<ls_args>();
+  auto* ls_cmd = pool->add_subcommand("ls", "list a pool's nodes and who leases their slots, as storage holds them");
+  ls_cmd->fallthrough();
+  ls_cmd->add_option("name", ls->name, "the pool's name (PREFIX/pools/NAME/ under storage.url)")->required();
+  ls_cmd->add_flag("--json", ls->json, "print every record as JSON");
+  ls_cmd->callback([&selected, ls] {
+    selected.action_type = action_types::pool::command;
+    selected.run = [ls](command_context& ctx) { return ls_command(ctx, *ls); };
+  });
 
   auto sim = std::make_shared<simulate_args>();
   auto* sim_cmd = pool->add_subcommand(

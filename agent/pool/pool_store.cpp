@@ -1,0 +1,124 @@
+#include "agent/pool/pool_store.hpp"
+
+#include "net/run_all.hpp"
+#include "packaging/storage_lookup.hpp"
+#include "tracing/action_types.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <optional>
+
+namespace ferry::agent::pool {
+namespace {
+
+constexpr std::string_view nodes_dir = "nodes/";
+constexpr std::string_view record_suffix = ".json";
+
+// The node id of a key under nodes/, or nothing for a key that names no record (a stray object).
+std::optional<std::string> node_of(const pool_location& where, std::string_view key) {
+  key.remove_prefix(std::min(key.size(), where.prefix.size() + nodes_dir.size()));
+  if (!key.ends_with(record_suffix) || key.size() == record_suffix.size()) return std::nullopt;
+  key.remove_suffix(record_suffix.size());
+  if (key.find('/') != std::string_view::npos) return std::nullopt;
+  return std::string(key);
+}
+
+}  // namespace
+
+std::string pool_location::key_of(std::string_view node_id) const {
+  return fmt::format("{}{}{}{}", prefix, nodes_dir, node_id, record_suffix);
+}
+
+pool_location pool_at(std::string bucket, std::string_view storage_prefix, std::string_view pool_name) {
+  std::string prefix(storage_prefix);
+  if (!prefix.empty() && !prefix.ends_with('/')) prefix += '/';
+  return {std::move(bucket), fmt::format("{}pools/{}/", prefix, pool_name)};
+}
+
+pool_store::pool_store(net::s3_client& s3, pool_location where, std::size_t concurrency)
+    : s3_(s3), where_(std::move(where)), concurrency_(std::max<std::size_t>(1, concurrency)) {}
+
+boost::asio::awaitable<result<pool_snapshot>> pool_store::read(tracing::action& parent, diagnostics& diag) {
+  auto act = parent.child(action_types::pool::read, {{"prefix", where_.prefix}});
+  auto listed = co_await s3_.list_objects(act, where_.bucket, where_.prefix + std::string(nodes_dir), diag);
+  if (!listed) {
+    act.fail(listed.error(), diag);
+    co_return listed.error();
+  }
+  struct found {
+    std::string node_id, etag, text;
+    bool present = false;
+  };
+  std::vector<found> records;
+  for (const auto& o : *listed)
+    if (auto id = node_of(where_, o.key)) records.push_back({std::move(*id), {}, {}, false});
+  // Workers take the next record until none is left: at most concurrency_ requests at once.
+  std::size_t next = 0;
+  error_code failed;
+  diagnostics failed_diag;
+  auto worker = [&]() -> boost::asio::awaitable<void> {
+    while (next < records.size() && !failed) {
+      auto& r = records[next++];
+      diagnostics d;
+      auto got = co_await packaging::read_small_object(act, s3_, where_.bucket, where_.key_of(r.node_id), d, nullptr,
+                                                       false, &r.etag);
+      if (!got) {
+        failed = got.error();
+        failed_diag = std::move(d);
+      } else if (*got) {
+        r.text = std::move(**got);
+        r.present = true;
+      }  // else removed since the listing: gone from the pool
+    }
+  };
+  std::vector<boost::asio::awaitable<void>> workers;
+  for (std::size_t i = 0; i < std::min(concurrency_, records.size()); ++i) workers.push_back(worker());
+  co_await net::run_all(std::move(workers));
+  if (failed) {
+    diag = std::move(failed_diag);
+    act.fail(failed, diag);
+    co_return failed;
+  }
+  pool_snapshot snapshot;
+  for (auto& r : records) {
+    if (!r.present) continue;
+    diagnostics d;
+    if (!add_object(snapshot, r.node_id, std::move(r.etag), r.text, d))
+      act.log(action_types::pool::unreadable, {{"node", r.node_id}, {"reason", d.message}});
+  }
+  act.succeed({{"nodes", static_cast<std::uint64_t>(snapshot.nodes.size())},
+               {"unreadable", static_cast<std::uint64_t>(snapshot.unreadable.size())}});
+  co_return snapshot;
+}
+
+boost::asio::awaitable<result<std::optional<pool_entry>>> pool_store::read_one(tracing::action& parent,
+                                                                               const std::string& node_id,
+                                                                               diagnostics& diag) {
+  using found = std::optional<pool_entry>;
+  std::string etag;
+  auto got = co_await packaging::read_small_object(parent, s3_, where_.bucket, where_.key_of(node_id), diag, nullptr,
+                                                   false, &etag);
+  if (!got) co_return got.error();
+  if (!*got) co_return found{};
+  auto record = parse_record(**got, node_id, diag);
+  if (!record) co_return record.error();
+  co_return found(pool_entry{std::move(*record), std::move(etag)});
+}
+
+boost::asio::awaitable<result<std::string>> pool_store::write(tracing::action& parent, const record_write& w,
+                                                              diagnostics& diag) {
+  const auto condition = w.if_match ? net::write_condition::if_match(*w.if_match) : net::write_condition::create_only();
+  auto act = parent.child(action_types::pool::write, {{"node", w.node_id}, {"condition", condition.text()}});
+  const auto body = w.body();
+  auto etag = co_await s3_.put_object(act, where_.bucket, where_.key_of(w.node_id),
+                                      net::request_body(std::span<const char>(body)), condition, diag);
+  if (!etag) {
+    act.fail(etag.error(), diag);
+    co_return etag.error();
+  }
+  act.succeed({{"etag", *etag}});
+  co_return etag;
+}
+
+}  // namespace ferry::agent::pool

@@ -1,0 +1,62 @@
+#pragma once
+// A team pool's records in storage: PREFIX/pools/NAME/nodes/<node-id>.json, one object per node, read
+// with their ETags and written only with a condition (If-Match the ETag read, If-None-Match: * for a new
+// node; net/s3_client's write_condition). What to write is lease_core's decision; this carries it out.
+// There is no coordinator and no lock: a write whose condition fails (net::errc::precondition_failed)
+// means another agent wrote first, and the caller reads again.
+//
+// Trace: `ferry:pool:read` {prefix} -> nodes, unreadable (each unreadable one a `ferry:pool:unreadable`
+// message naming it and why), `ferry:pool:write` {node, condition} -> etag, or failed with
+// precondition_failed on a conflict.
+#include "agent/pool/lease_core.hpp"
+#include "agent/pool/pool_snapshot.hpp"
+#include "net/s3_client.hpp"
+
+#include <boost/asio/awaitable.hpp>
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace ferry::agent::pool {
+
+// Where a pool lives: `prefix` is PREFIX/pools/NAME/ (ending with a slash).
+struct pool_location {
+  std::string bucket;
+  std::string prefix;
+
+  std::string key_of(std::string_view node_id) const;
+};
+
+// PREFIX/pools/NAME/ under a storage prefix (empty, or ending with a slash or not).
+pool_location pool_at(std::string bucket, std::string_view storage_prefix, std::string_view pool_name);
+
+class pool_store {
+ public:
+  // Reads at most `concurrency` records at once.
+  pool_store(net::s3_client& s3, pool_location where, std::size_t concurrency);
+
+  // Every record under nodes/, with its ETag. A record that does not parse is in snapshot.unreadable,
+  // and named in the trace; a failed request fails the read.
+  boost::asio::awaitable<result<pool_snapshot>> read(tracing::action& parent, diagnostics& diag);
+
+  // One node's record with its ETag; none when there is no such object. A record that does not parse is
+  // errc::bad_pool_record.
+  boost::asio::awaitable<result<std::optional<pool_entry>>> read_one(tracing::action& parent,
+                                                                     const std::string& node_id, diagnostics& diag);
+
+  // The record PUT with its condition: the new ETag, or net::errc::precondition_failed when another
+  // agent wrote first (or, after a retried request whose first answer was lost, when our own write did:
+  // either way, read again).
+  boost::asio::awaitable<result<std::string>> write(tracing::action& parent, const record_write& w,
+                                                    diagnostics& diag);
+
+  const pool_location& where() const { return where_; }
+
+ private:
+  net::s3_client& s3_;
+  pool_location where_;
+  std::size_t concurrency_;
+};
+
+}  // namespace ferry::agent::pool

@@ -1,0 +1,281 @@
+// A team pool's leases in a real moto_server (signatures checked), taken by agents that share nothing but
+// storage: eight at once lose no slot and lease none twice, a lease is renewed and given back, a crashed
+// agent's lease comes back by itself when it expires, a full pool waits (or says so), and a record that
+// breaks the rules is set aside without stopping the rest. `ferry pool ls` shows what storage holds.
+#include "agent/error.hpp"
+#include "agent/pool/pool_invariants.hpp"
+#include "agent/pool/pool_lease.hpp"
+#include "agent/pool/pool_store.hpp"
+#include "net/run_all.hpp"
+#include "net/s3_session.hpp"
+
+#include "support/moto.hpp"
+#include "support/process.hpp"
+#include "support/settings.hpp"
+#include "support/temp_dir.hpp"
+#include "support/trace_root.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
+#include <boost/json/parse.hpp>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <iostream>
+#include <map>
+#include <set>
+
+// A namespace of its own: the test binary is a unity build.
+namespace ferry::agent::pool::store_tests {
+namespace {
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+using test::temp_dir;
+
+constexpr std::string_view bucket = "team-bucket";
+
+class pool_store_test : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    moto_ = new test::moto_server({.auth = true});
+    moto_->make_bucket(std::string(bucket));
+  }
+  static void TearDownTestSuite() {
+    delete moto_;
+    moto_ = nullptr;
+  }
+
+  // A session of its own, as another workstation's agent would have.
+  net::s3_session open_session() {
+    auto s = test::default_settings(dir.path());
+    s.net.retry.base_delay = 1ms;
+    std::map<std::string, std::string, std::less<>> vars;
+    for (const auto& [name, value] : moto_->environment()) vars[name] = value;
+    diagnostics diag;
+    auto opened = net::open_s3_session(io.get_executor(), cpu, s, net::map_environment(vars), diag);
+    if (!opened) throw std::runtime_error(diag.message);
+    return std::move(*opened);
+  }
+
+  template <class T>
+  T run(asio::awaitable<T> work) {
+    auto done = asio::co_spawn(io, std::move(work), asio::use_future);
+    io.run();
+    io.restart();
+    return done.get();
+  }
+
+  // A pool of its own per test: PREFIX/pools/<test name>/.
+  pool_location where() const {
+    return pool_at(std::string(bucket), "ferry",
+                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  }
+
+  // Registers `count` nodes of `capacity` slots, as `ferry pool up` would, each with a lease that is
+  // given back at once, so that the node is idle and in the pool.
+  void register_nodes(pool_store& store, int count, int capacity) {
+    for (int i = 0; i < count; ++i) {
+      new_node n{"local", fmt::format("local-{}", i), fmt::format("10.200.0.{}", 10 + i), 22, "ssh-ed25519 AAAA", capacity};
+      lease_request first{fmt::format("setup-{}", i), "admin", 1, 60, "setup"};
+      diagnostics diag;
+      auto w = register_node(node_name(i), n, wall_clock_now(), first, diag);
+      ASSERT_TRUE(w) << diag.message;
+      auto etag = run(store.write(trace.root(), *w, diag));
+      ASSERT_TRUE(etag) << diag.message;
+      held_lease held{w->node_id, *etag, w->record, w->record.leases.front()};
+      ASSERT_TRUE(run(release_lease(trace.root(), store, held, 4, wall_clock_now, diag))) << diag.message;
+    }
+  }
+
+  pool_snapshot read(pool_store& store) {
+    diagnostics diag;
+    auto s = run(store.read(trace.root(), diag));
+    if (!s) throw std::runtime_error(diag.message);
+    return std::move(*s);
+  }
+
+  static std::vector<pool_record> records_of(const pool_snapshot& s) {
+    std::vector<pool_record> out;
+    for (const auto& e : s.nodes) out.push_back(e.record);
+    return out;
+  }
+
+  static test::moto_server* moto_;
+  temp_dir dir;
+  asio::io_context io;
+  net::cpu_pool cpu{1};
+  test::trace_root trace{dir / "trace.jsonl", "test:pool_store"};
+};
+
+test::moto_server* pool_store_test::moto_ = nullptr;
+
+acquire_settings settings_for(int max_nodes, std::chrono::seconds max_wait = 0s) {
+  acquire_settings s;
+  s.limits.max_nodes = max_nodes;
+  s.limits.node_slots = 4;
+  s.max_conflicts = 100;
+  s.max_wait = max_wait;
+  return s;
+}
+
+struct agent_outcome {
+  std::optional<held_lease> held;
+  error_code ec;
+  std::string message;
+};
+
+asio::awaitable<void> lease_one(pool_store& store, tracing::action& parent, lease_request r, acquire_settings s,
+                                agent_outcome& out) {
+  co_await net::accept_cancellation();
+  diagnostics diag;
+  auto got = co_await acquire_lease(parent, store, r, s, {}, wall_clock_now, diag);
+  if (got)
+    out.held = std::move(*got);
+  else
+    out = {std::nullopt, got.error(), diag.message};
+}
+
+TEST_F(pool_store_test, eight_agents_lease_at_once_and_no_slot_is_leased_twice) {
+  auto setup = open_session();
+  pool_store admin(*setup.s3, where(), 4);
+  register_nodes(admin, 3, 4);  // 12 slots for 8 agents: everyone fits, and they race for the same ones
+
+  constexpr int agents = 8;
+  std::vector<net::s3_session> sessions;
+  std::vector<std::unique_ptr<pool_store>> stores;
+  for (int a = 0; a < agents; ++a) {
+    sessions.push_back(open_session());
+    stores.push_back(std::make_unique<pool_store>(*sessions.back().s3, where(), 4));
+  }
+  std::vector<agent_outcome> outcomes(agents);
+  std::vector<asio::awaitable<void>> tasks;
+  for (int a = 0; a < agents; ++a)
+    tasks.push_back(lease_one(*stores[a], trace.root(),
+                              {fmt::format("lease-{}", a), fmt::format("tenant-{}", a % 3), 1, 600, fmt::format("agent-{}", a)},
+                              settings_for(3), outcomes[a]));
+  run(net::run_all(std::move(tasks)));
+
+  std::set<std::string> ids;
+  for (int a = 0; a < agents; ++a) {
+    ASSERT_TRUE(outcomes[a].held) << a << ": " << outcomes[a].message;
+    ids.insert(outcomes[a].held->granted.id);
+  }
+  EXPECT_EQ(ids.size(), static_cast<std::size_t>(agents));
+  const auto after = read(admin);
+  EXPECT_EQ(after.nodes.size(), 3u) << "no agent made a node: the pool had room";
+  EXPECT_TRUE(check_pool(records_of(after), wall_clock_now()).empty())
+      << ::testing::PrintToString(check_pool(records_of(after), wall_clock_now()));
+  int used = 0;
+  std::set<std::string> stored_ids;
+  for (const auto& e : after.nodes) {
+    used += used_slots(e.record, wall_clock_now());
+    for (const auto& l : e.record.leases) stored_ids.insert(l.id);
+  }
+  EXPECT_EQ(used, agents) << "every lease is in storage, once";
+  EXPECT_EQ(stored_ids, ids);
+  // Packing: leases fill the busiest node first, so at most one node is partly used.
+  int partly = 0;
+  for (const auto& e : after.nodes) partly += used_slots(e.record, wall_clock_now()) % 4 != 0;
+  EXPECT_LE(partly, 1);
+
+  // Given back, every record is idle again.
+  for (int a = 0; a < agents; ++a) {
+    diagnostics diag;
+    ASSERT_TRUE(run(release_lease(trace.root(), *stores[a], *outcomes[a].held, 100, wall_clock_now, diag)))
+        << diag.message;
+  }
+  for (const auto& e : read(admin).nodes) {
+    EXPECT_TRUE(e.record.leases.empty()) << e.record.node_id;
+    EXPECT_TRUE(e.record.idle_since) << e.record.node_id;
+  }
+}
+
+TEST_F(pool_store_test, a_renewed_lease_moves_its_expiry_and_survives_another_agents_write) {
+  auto s1 = open_session();
+  auto s2 = open_session();
+  pool_store mine(*s1.s3, where(), 4), theirs(*s2.s3, where(), 4);
+  register_nodes(mine, 1, 4);
+  diagnostics diag;
+  auto held = run(acquire_lease(trace.root(), mine, {"mine", "ann", 1, 60, "a"}, settings_for(1), {}, wall_clock_now, diag));
+  ASSERT_TRUE(held) << diag.message;
+  // Another agent writes the same record in between: our renew's first If-Match fails, and it reads again.
+  auto other = run(acquire_lease(trace.root(), theirs, {"theirs", "bob", 1, 60, "b"}, settings_for(1), {}, wall_clock_now, diag));
+  ASSERT_TRUE(other) << diag.message;
+  auto renewed = run(renew_lease(trace.root(), mine, *held, 3600, 4, wall_clock_now, diag));
+  ASSERT_TRUE(renewed) << diag.message;
+  EXPECT_GE(renewed->granted.expires_at, held->granted.expires_at + 3000);
+  const auto now = read(mine);
+  ASSERT_EQ(now.nodes.size(), 1u);
+  ASSERT_EQ(now.nodes[0].record.leases.size(), 2u) << "the other agent's lease is kept";
+  EXPECT_TRUE(check_pool(records_of(now), wall_clock_now()).empty());
+}
+
+TEST_F(pool_store_test, a_crashed_agents_lease_expires_and_the_next_agent_gets_its_slot) {
+  auto s1 = open_session();
+  auto s2 = open_session();
+  pool_store crashed(*s1.s3, where(), 4), next(*s2.s3, where(), 4);
+  register_nodes(crashed, 1, 1);  // one slot in the whole pool
+  diagnostics diag;
+  // The first agent takes the slot for 2 s and is never heard of again (no renew, no release).
+  auto gone = run(acquire_lease(trace.root(), crashed, {"crashed", "ann", 1, 2, "dead"}, settings_for(1), {}, wall_clock_now, diag));
+  ASSERT_TRUE(gone) << diag.message;
+  // With no wait allowed the pool is full, and says so.
+  auto refused = run(acquire_lease(trace.root(), next, {"impatient", "bob", 1, 60, "b"}, settings_for(1, 0s), {}, wall_clock_now, diag));
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error(), errc::pool_full) << diag.message;
+  EXPECT_NE(diag.message.find("no room"), std::string::npos) << diag.message;
+  // Allowed to wait, the next agent gets the slot once the lease has expired.
+  auto got = run(acquire_lease(trace.root(), next, {"next", "bob", 1, 60, "b"}, settings_for(1, 30s), {}, wall_clock_now, diag));
+  ASSERT_TRUE(got) << diag.message;
+  EXPECT_EQ(got->node_id, gone->node_id);
+  const auto now = read(next);
+  ASSERT_EQ(now.nodes.size(), 1u);
+  ASSERT_EQ(now.nodes[0].record.leases.size(), 1u) << "the expired lease was dropped when the record was written";
+  EXPECT_EQ(now.nodes[0].record.leases[0].id, "next");
+  // The crashed agent, were it to come back, has lost its lease.
+  auto late = run(renew_lease(trace.root(), crashed, *gone, 60, 4, wall_clock_now, diag));
+  ASSERT_FALSE(late);
+  EXPECT_EQ(late.error(), errc::lease_lost) << diag.message;
+}
+
+TEST_F(pool_store_test, a_record_that_breaks_the_rules_is_set_aside_and_the_rest_still_lease) {
+  auto s = open_session();
+  pool_store store(*s.s3, where(), 4);
+  register_nodes(store, 1, 2);
+  // Someone with write access to the bucket writes a record that leases more than the node has.
+  const std::string bad = R"({"version":1,"node_id":"node-001","provider":"local"})";
+  diagnostics diag;
+  ASSERT_TRUE(run(s.s3->put_object(trace.root(), std::string(bucket), where().key_of("node-001"),
+                                   std::span<const char>(bad), diag)))
+      << diag.message;
+  const auto snap = read(store);
+  EXPECT_EQ(snap.nodes.size(), 1u);
+  EXPECT_EQ(snap.unreadable, std::vector<std::string>{"node-001"});
+  auto held = run(acquire_lease(trace.root(), store, {"l", "ann", 1, 60, "a"}, settings_for(2), {}, wall_clock_now, diag));
+  ASSERT_TRUE(held) << diag.message;
+  EXPECT_EQ(held->node_id, "node-000");
+
+  // `ferry pool ls` shows both, the bad one as unreadable.
+  auto opts = moto_->process_env();
+  test::use_home(opts, dir.path());
+  opts.env["FERRY_STORAGE_URL"] = fmt::format("s3://{}/ferry", bucket);
+  const auto name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  const auto json = test::run_ferry({"pool", "ls", name, "--json"}, opts);
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const auto v = boost::json::parse(json.out);
+  ASSERT_EQ(v.at("nodes").as_array().size(), 1u);
+  EXPECT_EQ(v.at("nodes").at(0).at("node"), "node-000");
+  EXPECT_EQ(v.at("nodes").at(0).at("used"), 1);
+  EXPECT_EQ(v.at("nodes").at(0).at("leases").at(0).at("tenant"), "ann");
+  EXPECT_EQ(v.at("unreadable").at(0), "node-001");
+  const auto text = test::run_ferry({"pool", "ls", name}, opts);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("2 nodes, 1 of 2 slots leased"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("ann (1, "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("node-001     unreadable"), std::string::npos) << text.out;
+}
+
+}  // namespace
+}  // namespace ferry::agent::pool::store_tests
