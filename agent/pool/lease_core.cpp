@@ -16,7 +16,8 @@ constexpr pool_time never = std::numeric_limits<pool_time>::max();
 
 // now + seconds without overflow on hostile or careless input.
 pool_time later(pool_time now, pool_time seconds) {
-  return seconds > never - now ? never : now + seconds;
+  if (seconds <= 0) return now;
+  return now > never - seconds ? never : now + seconds;
 }
 
 acquire_decision refused(errc e, std::string reason) {
