@@ -36,17 +36,20 @@ class memory_store {
     // The record as written, readable or not: a record the core wrote that breaks the rules is the
     // checker's to find, not to skip.
     objects_[w.node_id].written = w.record;
+    refresh();
     return true;
   }
   // A raw object, as a party with write access to the bucket may put anything there.
   void put_raw(const std::string& node_id, std::string body) {
     set(node_id, fmt::format("\"{}\"", ++counter_), std::move(body));
+    refresh();
   }
   // A conditional DELETE (the autoscaler's): true when it happened.
   bool remove(const std::string& node_id, const std::string& if_match) {
     const auto it = objects_.find(node_id);
     if (it == objects_.end() || it->second.etag != if_match) return false;
     objects_.erase(it);
+    refresh();
     return true;
   }
   // List and read every object, as the shell does.
@@ -58,18 +61,9 @@ class memory_store {
     }
     return s;
   }
-  // The records as they are, for the invariant checker: as the core wrote them, or as they parse.
-  std::vector<pool::pool_record> records() const {
-    std::vector<pool::pool_record> out;
-    for (const auto& [id, o] : objects_) {
-      if (o.written) {
-        out.push_back(*o.written);
-      } else if (o.record) {
-        out.push_back(*o.record);
-      }
-    }
-    return out;
-  }
+  // The records as they are, for the invariant checker: as the core wrote them, or as they parse. Kept
+  // up to date by each write, not copied per check: the fuzzer checks after every step.
+  const std::vector<pool::pool_record>& records() const { return records_; }
   // Objects that do not parse: none, unless put_raw put them there.
   std::size_t unreadable() const {
     return static_cast<std::size_t>(
@@ -82,7 +76,7 @@ class memory_store {
   // where the records alone look sound. One line per lease missing.
   std::vector<std::string> missing_leases(const std::vector<agent_view>& holders, pool::pool_time now) const {
     std::vector<std::string> out;
-    const auto records = this->records();
+    const auto& records = records_;
     for (const auto& h : holders) {
       if (h.lease->expired(now)) continue;
       const auto it = std::find_if(records.begin(), records.end(),
@@ -106,7 +100,19 @@ class memory_store {
     auto r = pool::parse_record(body, node_id, ignored);
     objects_[node_id] = {std::move(etag), std::move(body), r ? std::optional(std::move(*r)) : std::nullopt};
   }
+  void refresh() {
+    records_.clear();
+    for (const auto& [id, o] : objects_) {
+      if (o.written) {
+        records_.push_back(*o.written);
+      } else if (o.record) {
+        records_.push_back(*o.record);
+      }
+    }
+  }
+
   std::map<std::string, object> objects_;
+  std::vector<pool::pool_record> records_;
   int counter_ = 0;
 };
 
