@@ -146,7 +146,8 @@ void sort_leases(pool_record& r) {
 result<void> check_record(const pool_record& r, std::string_view where, diagnostics& diag) {
   const auto at = fmt::format("pool node '{}'", where);
   if (r.version != record_version)
-    return bad(diag, fmt::format("{}: 'version' is {}, and this ferry reads version {}", at, r.version, record_version));
+    return bad(diag,
+               fmt::format("{}: 'version' is {}, and this ferry reads version {}", at, r.version, record_version));
   if (r.node_id.empty()) return bad(diag, fmt::format("{}: 'node_id' is empty", at));
   if (std::find(providers.begin(), providers.end(), r.provider) == providers.end())
     return bad(diag, fmt::format("{}: 'provider' is '{}', not local, ssh or ec2", at, r.provider));
@@ -188,7 +189,8 @@ result<pool_record> parse_record(std::string_view text, std::string_view where, 
   r.version = static_cast<int>(f.integer("version", 0, max_int));
   if (f.ec) return f.ec;
   if (r.version != record_version)
-    return bad(diag, fmt::format("{}: 'version' is {}, and this ferry reads version {}", at, r.version, record_version));
+    return bad(diag,
+               fmt::format("{}: 'version' is {}, and this ferry reads version {}", at, r.version, record_version));
   f.only(record_keys);
   r.node_id = f.text("node_id");
   r.provider = f.text("provider");

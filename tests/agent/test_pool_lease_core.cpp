@@ -198,7 +198,8 @@ TEST(lease_core, acquire_packs_onto_the_fullest_busy_node_then_goes_by_node_id) 
 }
 
 TEST(lease_core, expired_leases_are_free_and_dropped_from_the_record_written) {
-  const auto s = snapshot_of({a_node("node-000", 4, {a_lease("old", "bob", 3, t0), a_lease("live", "bob", 1, t0 + 1)})});
+  const auto s = snapshot_of(
+      {a_node("node-000", 4, {a_lease("old", "bob", 3, t0), a_lease("live", "bob", 1, t0 + 1)})});
   const auto d = acquire(s, t0, ask("alice", 3), limits);  // "old" expires at t0: free at t0
   ASSERT_EQ(d.what, acquire_decision::kind::write) << d.reason;
   EXPECT_FALSE(find_lease(d.write->record, "old"));
@@ -266,7 +267,8 @@ TEST(lease_core, a_tenant_at_its_cap_only_packs_onto_nodes_it_holds_and_else_wai
 }
 
 TEST(lease_core, release_drops_the_lease_and_the_last_one_sets_idle_since) {
-  const auto s = snapshot_of({a_node("node-000", 4, {a_lease("a", "alice", 1, t0 + 90), a_lease("b", "bob", 2, t0 + 90)})});
+  const auto s = snapshot_of(
+      {a_node("node-000", 4, {a_lease("a", "alice", 1, t0 + 90), a_lease("b", "bob", 2, t0 + 90)})});
   const auto first = release(s.nodes[0], "a", t0 + 5);
   ASSERT_TRUE(first);
   EXPECT_EQ(first->if_match, "\"etag-1\"");
@@ -281,12 +283,14 @@ TEST(lease_core, release_drops_the_lease_and_the_last_one_sets_idle_since) {
   // A lease that is not there: nothing to write.
   EXPECT_FALSE(release(s.nodes[0], "gone", t0));
   // The last live lease released while an expired one lingers: idle from the release, not the expiry.
-  const auto lingering = snapshot_of({a_node("node-000", 4, {a_lease("old", "bob", 1, t0 - 50), a_lease("a", "alice", 1, t0 + 90)})});
+  const auto lingering = snapshot_of(
+      {a_node("node-000", 4, {a_lease("old", "bob", 1, t0 - 50), a_lease("a", "alice", 1, t0 + 90)})});
   EXPECT_EQ(release(lingering.nodes[0], "a", t0)->record.idle_since, t0);
 }
 
 TEST(lease_core, renew_extends_a_live_lease_and_refuses_an_expired_one) {
-  const auto s = snapshot_of({a_node("node-000", 4, {a_lease("a", "alice", 1, t0 + 20), a_lease("old", "bob", 1, t0 - 1)})});
+  const auto s = snapshot_of(
+      {a_node("node-000", 4, {a_lease("a", "alice", 1, t0 + 20), a_lease("old", "bob", 1, t0 - 1)})});
   diagnostics diag;
   const auto w = renew(s.nodes[0], "a", t0, 300, diag);
   ASSERT_TRUE(w) << diag.message;

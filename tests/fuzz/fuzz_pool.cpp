@@ -49,7 +49,8 @@ struct autoscaler {
   void scan(const sim::memory_store& store, pool::pool_time now, int min_nodes) {
     const auto snapshot = store.read();
     pending.clear();
-    for (const auto& id : pool::idle_nodes(snapshot, now, 30, min_nodes)) pending.emplace_back(id, snapshot.find(id)->etag);
+    for (const auto& id : pool::idle_nodes(snapshot, now, 30, min_nodes))
+      pending.emplace_back(id, snapshot.find(id)->etag);
   }
   void remove(sim::memory_store& store) {
     for (const auto& [id, etag] : pending) store.remove(id, etag);
