@@ -25,6 +25,11 @@ class category_impl final : public boost::system::error_category {
       case errc::python_unknown: return "the node's Python could not be asked what it is";
       case errc::bad_frame: return "a frame of the Python API cannot be read";
       case errc::worker_failed: return "a worker of the Python API ended";
+      case errc::bad_pool_record: return "a node's record in the pool cannot be read";
+      case errc::bad_lease_request: return "bad lease request";
+      case errc::pool_cannot_fit: return "no node of the pool can hold the request";
+      case errc::pool_contended: return "the pool's records kept changing under every write";
+      case errc::lease_lost: return "the lease expired or is gone";
     }
     return "unknown agent error";
   }

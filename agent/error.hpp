@@ -37,6 +37,13 @@ enum class errc {
   // The Python API (agent/api/).
   bad_frame,             // the ferry package or a worker sent a frame that breaks the protocol
   worker_failed,         // a worker ended before its tasks did (diagnostics say how)
+
+  // The team pool's leases (agent/pool/).
+  bad_pool_record,       // a node's record in the pool cannot be read, or breaks its own rules (diagnostics name the field)
+  bad_lease_request,     // a lease asked for no slots, no tenant, no time, or more slots than a node has
+  pool_cannot_fit,       // the pool is at its maximum and none of its nodes could ever hold the request
+  pool_contended,        // every write lost to another agent's, as many times in a row as allowed
+  lease_lost,            // the lease to renew expired or is gone: its slots may be someone else's
 };
 
 const boost::system::error_category& category();

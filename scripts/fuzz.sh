@@ -2,7 +2,7 @@
 # The fuzzers of tests/fuzz: builds them with clang, libFuzzer, AddressSanitizer and UBSan (build-fuzz), then
 # runs each for a while, starting from the seeds in tests/fuzz/corpus.
 #
-#   scripts/fuzz.sh [--seconds N] [--keep] [TARGET...]     TARGET: config trace s3_xml ec2_xml ignore zip plan
+#   scripts/fuzz.sh [--seconds N] [--keep] [TARGET...]     TARGET: config trace s3_xml ec2_xml ignore zip plan api pool
 #
 # --seconds: per target (default 20; the test command runs 15 each, a long run 600). Targets run $(nproc)
 #            at a time, so N seconds each is N seconds of one CPU each.
@@ -25,7 +25,7 @@ while [ $# -gt 0 ]; do
     *) targets+=("$1"); shift ;;
   esac
 done
-all=(config trace s3_xml ec2_xml ignore zip plan api)
+all=(config trace s3_xml ec2_xml ignore zip plan api pool)
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 for t in "${targets[@]}"; do
   [ -d "tests/fuzz/corpus/$t" ] || { echo "fuzz.sh: no target '$t' (one of: ${all[*]})" >&2; exit 2; }
