@@ -30,6 +30,7 @@ class category_impl final : public boost::system::error_category {
       case errc::pool_cannot_fit: return "no node of the pool can hold the request";
       case errc::pool_contended: return "the pool's records kept changing under every write";
       case errc::lease_lost: return "the lease expired or is gone";
+      case errc::pool_full: return "the pool stayed full";
     }
     return "unknown agent error";
   }

@@ -44,6 +44,7 @@ enum class errc {
   pool_cannot_fit,       // the pool is at its maximum and none of its nodes could ever hold the request
   pool_contended,        // every write lost to another agent's, as many times in a row as allowed
   lease_lost,            // the lease to renew expired or is gone: its slots may be someone else's
+  pool_full,             // every slot stayed leased for as long as the acquire could wait
 };
 
 const boost::system::error_category& category();

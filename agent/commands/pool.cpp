@@ -32,6 +32,8 @@
 namespace ferry::agent {
 namespace {
 
+using namespace pool;
+
 struct ls_args {
   std::string name;
   bool json = false;

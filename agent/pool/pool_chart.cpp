@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-namespace ferry::agent {
+namespace ferry::agent::pool {
 namespace {
 
 constexpr double chart_width = 860, chart_height = 360, left = 56, right = 200, top = 20, bottom = 44;
@@ -84,4 +84,4 @@ std::string nodes_chart_svg(const std::vector<chart_line>& lines) {
   return svg;
 }
 
-}  // namespace ferry::agent
+}  // namespace ferry::agent::pool

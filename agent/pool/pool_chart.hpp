@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-namespace ferry::agent {
+namespace ferry::agent::pool {
 
 struct chart_line {
   std::string label;                          // the policy, as the table names it
@@ -14,4 +14,4 @@ struct chart_line {
 
 std::string nodes_chart_svg(const std::vector<chart_line>& lines);
 
-}  // namespace ferry::agent
+}  // namespace ferry::agent::pool

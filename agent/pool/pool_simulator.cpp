@@ -8,7 +8,7 @@
 #include <numeric>
 #include <stdexcept>
 
-namespace ferry::agent {
+namespace ferry::agent::pool {
 namespace {
 
 constexpr double sim_never = std::numeric_limits<double>::infinity();
@@ -299,4 +299,4 @@ sim_result simulate(const std::vector<sim_job>& jobs, const pool_policy& policy)
   return simulation(jobs, policy).run();
 }
 
-}  // namespace ferry::agent
+}  // namespace ferry::agent::pool

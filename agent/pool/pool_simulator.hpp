@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-namespace ferry::agent {
+namespace ferry::agent::pool {
 
 struct sim_job {
   double arrival = 0;  // seconds from the workload's start
@@ -57,4 +57,4 @@ struct sim_result {
 // negative times) or a job with slots < 1 or a negative arrival or duration.
 sim_result simulate(const std::vector<sim_job>& jobs, const pool_policy& policy);
 
-}  // namespace ferry::agent
+}  // namespace ferry::agent::pool

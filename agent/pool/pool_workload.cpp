@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <limits>
 
-namespace ferry::agent {
+namespace ferry::agent::pool {
 
 std::vector<sim_job> workload_from(const tracing::trace_stats& stats) {
   double first = std::numeric_limits<double>::infinity();
@@ -24,4 +24,4 @@ std::vector<sim_job> workload_from(const tracing::trace_stats& stats) {
   return out;
 }
 
-}  // namespace ferry::agent
+}  // namespace ferry::agent::pool

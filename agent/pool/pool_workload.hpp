@@ -10,8 +10,8 @@
 
 #include <vector>
 
-namespace ferry::agent {
+namespace ferry::agent::pool {
 
 std::vector<sim_job> workload_from(const tracing::trace_stats& stats);
 
-}  // namespace ferry::agent
+}  // namespace ferry::agent::pool

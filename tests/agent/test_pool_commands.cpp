@@ -48,10 +48,10 @@ TEST(pool_workload, a_job_is_its_start_tenant_nodes_and_the_span_of_its_tasks) {
   temp_dir dir;
   const auto s = stats_of(dir, "two.jsonl",
                           tenant_run("A", 1000, "ann", "n1", 10) + tenant_run("B", 1030, "bob", "n2", 4) + test::map_trace());
-  const auto jobs = agent::workload_from(s);
+  const auto jobs = agent::pool::workload_from(s);
   ASSERT_EQ(jobs.size(), 3u);
   // By start: the map (1000, no tenant) and ann's run (1000), then bob's (1030).
-  std::map<std::string, agent::sim_job> by_tenant;
+  std::map<std::string, agent::pool::sim_job> by_tenant;
   for (const auto& j : jobs) by_tenant[j.tenant] = j;
   EXPECT_EQ(by_tenant.at("ann").arrival, 0);
   EXPECT_EQ(by_tenant.at("ann").slots, 1);
@@ -68,7 +68,7 @@ TEST(pool_workload, a_job_that_ran_no_task_held_no_slot) {
   const auto s = stats_of(dir, "none.jsonl",
                           msg("1", 10, action_types::run::job, "started") + msg("2", 12, action_types::run::job, "failed",
                                                                                  R"(,"exception":"x","reason":"y")"));
-  EXPECT_TRUE(agent::workload_from(s).empty());
+  EXPECT_TRUE(agent::pool::workload_from(s).empty());
 }
 
 struct pool_cli : ::testing::Test {

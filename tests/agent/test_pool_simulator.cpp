@@ -8,7 +8,7 @@
 #include <random>
 #include <stdexcept>
 
-namespace ferry::agent {
+namespace ferry::agent::pool {
 namespace {
 
 pool_policy policy(int min_nodes, int max_nodes, double boot, double idle, int capacity = 1, int per_tenant = 0) {
@@ -140,4 +140,4 @@ TEST(pool_simulator, random_days_give_the_same_answer_twice_and_keep_their_books
 }
 
 }  // namespace
-}  // namespace ferry::agent
+}  // namespace ferry::agent::pool
