@@ -31,6 +31,8 @@ class category_impl final : public boost::system::error_category {
       case errc::pool_contended: return "the pool's records kept changing under every write";
       case errc::lease_lost: return "the lease expired or is gone";
       case errc::pool_full: return "the pool stayed full";
+      case errc::pool_cannot_grow: return "the pool needs a node this command cannot make";
+      case errc::bad_pool_name: return "not a pool name";
     }
     return "unknown agent error";
   }

@@ -45,6 +45,8 @@ enum class errc {
   pool_contended,        // every write lost to another agent's, as many times in a row as allowed
   lease_lost,            // the lease to renew expired or is gone: its slots may be someone else's
   pool_full,             // every slot stayed leased for as long as the acquire could wait
+  pool_cannot_grow,      // the pool needs a new node, and the command has no way to make one
+  bad_pool_name,         // a pool's name that cannot name a prefix in storage
 };
 
 const boost::system::error_category& category();

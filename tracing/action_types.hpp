@@ -128,7 +128,8 @@ inline constexpr std::string_view write = "ferry:pool:write";
 inline constexpr std::string_view acquire = "ferry:pool:acquire";
 inline constexpr std::string_view renew = "ferry:pool:renew";
 inline constexpr std::string_view release = "ferry:pool:release";
-// A node made for an acquire that never joined the pool {provider_id, address}: the provider's to end.
+// A node made for an acquire that may not have joined the pool and was not ended {provider_id, address,
+// reason when ending it failed}: its first record's write had no answer, or ending it failed.
 inline constexpr std::string_view unregistered_node = "ferry:pool:unregistered_node";
 // A wait for room in a full pool {until}.
 inline constexpr std::string_view wait = "ferry:pool:wait";

@@ -80,6 +80,11 @@ std::string record_line(const pool_entry& e, pool_time now) {
 boost::asio::awaitable<int> ls_command(command_context& ctx, const ls_args& args) {
   auto act = ctx.trace.child(action_types::pool::ls, {{"pool", args.name}});
   diagnostics diag;
+  if (auto named = check_pool_name(args.name, diag); !named) {
+    print_error(diag.message);
+    act.fail(named.error(), diag);
+    co_return exit_code::usage;
+  }
   const auto& url = ctx.config.storage.url;
   if (!url) {
     diag.set("storage.url is not set: a pool lives in storage (put storage.url = \"s3://BUCKET/PREFIX\" in ferry.toml)");
@@ -87,7 +92,7 @@ boost::asio::awaitable<int> ls_command(command_context& ctx, const ls_args& args
   }
   auto session = net::open_s3_session(ctx.io, ctx.cpu, ctx.config.values, net::process_environment(), diag, stall_notice());
   if (!session) co_return report(act, session.error(), diag);
-  pool_store store(*session->s3, pool_at(url->bucket, url->key, args.name), 8);
+  pool_store store(*session->s3, pool_at(url->bucket, url->key, args.name));
   auto snapshot = co_await store.read(act, diag);
   if (!snapshot) co_return report(act, snapshot.error(), diag);
   const auto now = wall_clock_now();
@@ -257,6 +262,8 @@ boost::asio::awaitable<int> simulate_command(command_context& ctx, const simulat
              counted(static_cast<std::size_t>(args.capacity), "slot"),
              args.per_tenant > 0 ? fmt::format(", at most {} per tenant", counted(static_cast<std::size_t>(args.per_tenant), "node")) : "");
   fmt::print("{}", table(*cases, results));
+  if (args.per_tenant > 0 && tenants.size() == 1 && tenants.count("-"))
+    fmt::print(stderr, "ferry: no job in these traces names its tenant: --per-tenant capped them all as one\n");
   co_return exit_code::success;
 }
 

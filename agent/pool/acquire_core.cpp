@@ -38,6 +38,20 @@ void acquire_core::pool_read(pool_snapshot snapshot, pool_time now) {
 }
 
 void acquire_core::decide(const pool_snapshot& snapshot, pool_time now) {
+  // A write of ours may have landed although its answer was lost: the request was sent again and failed
+  // its own condition, which looked like a conflict. Then the lease is in the pool already, and it is ours.
+  for (const auto& e : snapshot.nodes) {
+    const auto* l = find_lease(e.record, request_.lease_id);
+    if (!l || l->expired(now)) continue;
+    if (made_ && e.record.provider == made_->provider && e.record.provider_id == made_->provider_id) made_.reset();
+    held_ = held_lease{e.record.node_id, e.etag, e.record, *l};
+    return do_next(acquire_action::kind::finish);
+  }
+  // The node made for this acquire is in the pool already (its first record landed, as above): it is no
+  // longer ours to register or end.
+  if (made_)
+    for (const auto& e : snapshot.nodes)
+      if (e.record.provider == made_->provider && e.record.provider_id == made_->provider_id) made_.reset();
   // A node made, whose name another agent registered first, joins under the next free name while the
   // pool has room. Once the pool is full it cannot join: the acquire goes on among the nodes there are
   // (and registers it after all if room comes back while it waits), and the shell ends it if it is still

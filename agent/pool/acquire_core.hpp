@@ -15,8 +15,10 @@
 //     +-- wait_until T: read again then (the shell may stop instead: a cancellation)
 //     +-- refused: finish, failed
 //
-// A conflict means another agent's write landed between our read and our write: nothing of ours did, so
-// reading again is always right. `max_conflicts` conflicts in a row fail the acquire (pool_contended); a
+// A conflict means another agent's write landed between our read and our write, or our own did: a write
+// sent again after its answer was lost fails its own condition. Reading again is always right: a read
+// that finds this acquire's lease in the pool ends it with that lease, and one that finds the node made
+// for it registered no longer holds that node as ours. `max_conflicts` conflicts in a row fail the acquire (pool_contended); a
 // wait or a node made is progress and starts the count again.
 //
 // A transport error or a cancellation while a write runs ends the acquire without knowing whether the

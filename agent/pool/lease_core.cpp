@@ -14,10 +14,11 @@ namespace {
 
 constexpr pool_time never = std::numeric_limits<pool_time>::max();
 
-// now + seconds without overflow on hostile or careless input.
+// now + seconds without overflow on hostile or careless input, and never past the latest time a record
+// may hold (pool_record.hpp's max_pool_time): a record written must be one every agent reads back.
 pool_time later(pool_time now, pool_time seconds) {
   if (seconds <= 0) return now;
-  return now > never - seconds ? never : now + seconds;
+  return now > max_pool_time - seconds ? max_pool_time : now + seconds;
 }
 
 acquire_decision refused(errc e, std::string reason) {

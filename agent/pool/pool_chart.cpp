@@ -1,5 +1,7 @@
 #include "agent/pool/pool_chart.hpp"
 
+#include "net/s3_xml.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -10,20 +12,6 @@ namespace {
 
 constexpr double chart_width = 860, chart_height = 360, left = 56, right = 200, top = 20, bottom = 44;
 constexpr const char* palette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"};
-
-std::string xml_text(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 // A round step for an axis of `span` units with about `ticks` marks: 1, 2 or 5 times a power of ten.
 double tick_step(double span, int ticks) {
@@ -78,7 +66,7 @@ std::string nodes_chart_svg(const std::vector<chart_line>& lines) {
     svg += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{2:.1f}\" y2=\"{1:.1f}\" stroke=\"{3}\" "
                        "stroke-width=\"3\"/><text x=\"{4:.1f}\" y=\"{5:.1f}\">{6}</text>\n",
                        left + plot_w + 12, ly, left + plot_w + 32, colour, left + plot_w + 38, ly + 4,
-                       xml_text(lines[i].label));
+                       net::xml_escape(lines[i].label));
   }
   svg += "</svg>\n";
   return svg;

@@ -87,7 +87,7 @@ struct field_reader {
   }
 };
 
-constexpr std::int64_t max_time = std::int64_t{1} << 53;  // far beyond any clock, and exact in any JSON reader
+constexpr std::int64_t max_time = max_pool_time;
 constexpr std::int64_t max_int = std::numeric_limits<int>::max();
 
 lease read_lease(const json::value& v, std::string_view where, std::size_t index, diagnostics& diag,

@@ -21,6 +21,8 @@
 namespace ferry::agent::pool {
 
 using pool_time = std::int64_t;  // seconds since the epoch
+// The latest time a record may hold: far beyond any clock, and exact in any JSON reader (2^53).
+inline constexpr pool_time max_pool_time = pool_time{1} << 53;
 
 // The record format this code writes and reads; a record of another version is refused, because
 // rewriting a record whose fields it does not know would drop them.

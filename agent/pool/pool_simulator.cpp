@@ -69,13 +69,16 @@ class simulation {
  private:
   // Placement runs again after growth: a node that boots in no time takes its job at once. Idle nodes
   // stop last, so that one a job just took stays.
+  // A job of no duration ends at the moment it starts: the pass repeats until nothing more ends now.
   void step(double now) {
-    end_jobs(now);
     while (next_arrival_ < order_.size() && jobs_[order_[next_arrival_]].arrival <= now)
       waiting_.push_back(order_[next_arrival_++]);
-    place(now);
-    grow(now);
-    place(now);
+    do {
+      end_jobs(now);
+      place(now);
+      grow(now);
+      place(now);
+    } while (std::any_of(running_.begin(), running_.end(), [now](const sim_running& r) { return r.end <= now; }));
     stop_idle(now);
   }
 
@@ -115,7 +118,8 @@ class simulation {
         if (best == nodes_.size() || n.idle_since < nodes_[best].idle_since) best = i;
       }
       if (best == nodes_.size() || live() <= p_.min_nodes) return;
-      nodes_[best].stopped = nodes_[best].idle_since + p_.idle_timeout;
+      // Not before now: a node kept for a job that waited stopped only once nothing waited.
+      nodes_[best].stopped = std::max(now, nodes_[best].idle_since + p_.idle_timeout);
     }
   }
 

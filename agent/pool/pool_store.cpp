@@ -1,12 +1,14 @@
 #include "agent/pool/pool_store.hpp"
 
-#include "net/run_all.hpp"
+#include "agent/error.hpp"
+#include "net/fan_out.hpp"
 #include "packaging/storage_lookup.hpp"
 #include "tracing/action_types.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <optional>
 
 namespace ferry::agent::pool {
@@ -36,8 +38,17 @@ pool_location pool_at(std::string bucket, std::string_view storage_prefix, std::
   return {std::move(bucket), fmt::format("{}pools/{}/", prefix, pool_name)};
 }
 
-pool_store::pool_store(net::s3_client& s3, pool_location where, std::size_t concurrency)
-    : s3_(s3), where_(std::move(where)), concurrency_(std::max<std::size_t>(1, concurrency)) {}
+result<void> check_pool_name(std::string_view name, diagnostics& diag) {
+  const bool ok = !name.empty() && name.size() <= 64 && name != "." && name != ".." &&
+                  std::all_of(name.begin(), name.end(), [](char c) {
+                    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+                  });
+  if (ok) return {};
+  diag.set(fmt::format("'{}' is not a pool name: letters, digits, '.', '_' and '-', up to 64, not . or ..", name));
+  return make_error_code(errc::bad_pool_name);
+}
+
+pool_store::pool_store(net::s3_client& s3, pool_location where) : s3_(s3), where_(std::move(where)) {}
 
 boost::asio::awaitable<result<pool_snapshot>> pool_store::read(tracing::action& parent, diagnostics& diag) {
   auto act = parent.child(action_types::pool::read, {{"prefix", where_.prefix}});
@@ -53,32 +64,24 @@ boost::asio::awaitable<result<pool_snapshot>> pool_store::read(tracing::action& 
   std::vector<found> records;
   for (const auto& o : *listed)
     if (auto id = node_of(where_, o.key)) records.push_back({std::move(*id), {}, {}, false});
-  // Workers take the next record until none is left: at most concurrency_ requests at once.
-  std::size_t next = 0;
-  error_code failed;
-  diagnostics failed_diag;
-  auto worker = [&]() -> boost::asio::awaitable<void> {
-    while (next < records.size() && !failed) {
-      auto& r = records[next++];
-      diagnostics d;
-      auto got = co_await packaging::read_small_object(act, s3_, where_.bucket, where_.key_of(r.node_id), d, nullptr,
-                                                       false, &r.etag);
-      if (!got) {
-        failed = got.error();
-        failed_diag = std::move(d);
-      } else if (*got) {
-        r.text = std::move(**got);
-        r.present = true;
-      }  // else removed since the listing: gone from the pool
-    }
-  };
-  std::vector<boost::asio::awaitable<void>> workers;
-  for (std::size_t i = 0; i < std::min(concurrency_, records.size()); ++i) workers.push_back(worker());
-  co_await net::run_all(std::move(workers));
-  if (failed) {
-    diag = std::move(failed_diag);
-    act.fail(failed, diag);
-    co_return failed;
+  const auto limit = static_cast<std::size_t>(std::max(1, s3_.settings().max_concurrency));
+  auto fetched = co_await net::fan_out(
+      records.size(), limit,
+      [&](std::size_t i, diagnostics& d) -> boost::asio::awaitable<result<void>> {
+        auto& r = records[i];
+        auto got = co_await packaging::read_small_object(act, s3_, where_.bucket, where_.key_of(r.node_id), d,
+                                                         nullptr, false, &r.etag);
+        if (!got) co_return got.error();
+        if (*got) {  // else removed since the listing: gone from the pool
+          r.text = std::move(**got);
+          r.present = true;
+        }
+        co_return result<void>{};
+      },
+      diag);
+  if (!fetched) {
+    act.fail(fetched.error(), diag);
+    co_return fetched.error();
   }
   pool_snapshot snapshot;
   for (auto& r : records) {

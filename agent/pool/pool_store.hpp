@@ -31,10 +31,14 @@ struct pool_location {
 // PREFIX/pools/NAME/ under a storage prefix (empty, or ending with a slash or not).
 pool_location pool_at(std::string bucket, std::string_view storage_prefix, std::string_view pool_name);
 
+// A pool's name: letters, digits, '.', '_' and '-', not "." or "..", at most 64 characters; it names a
+// prefix in storage, which a '/' or ".." would leave. errc::bad_pool_name naming it otherwise.
+result<void> check_pool_name(std::string_view name, diagnostics& diag);
+
 class pool_store {
  public:
-  // Reads at most `concurrency` records at once.
-  pool_store(net::s3_client& s3, pool_location where, std::size_t concurrency);
+  // Reads as many records at once as s3.max_concurrency allows.
+  pool_store(net::s3_client& s3, pool_location where);
 
   // Every record under nodes/, with its ETag. A record that does not parse is in snapshot.unreadable,
   // and named in the trace; a failed request fails the read.
@@ -56,7 +60,6 @@ class pool_store {
  private:
   net::s3_client& s3_;
   pool_location where_;
-  std::size_t concurrency_;
 };
 
 }  // namespace ferry::agent::pool

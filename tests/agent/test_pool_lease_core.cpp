@@ -427,6 +427,27 @@ TEST(acquire_core, a_conflict_at_every_write_reads_again_and_gets_the_lease) {
   }
 }
 
+TEST(acquire_core, a_write_that_landed_though_its_answer_was_lost_ends_with_its_lease) {
+  // The PUT lands, its answer is lost, the retry fails its own If-Match: a conflict as far as the shell
+  // knows. The next read finds the lease in the pool, and the acquire ends with it instead of asking again.
+  const auto before = snapshot_of({a_node("node-000", 4, {a_lease("a", "bob", 1, t0 + 60)})});
+  acquire_core core(ask("alice", 2), limits, 3);
+  core.pool_read(before, t0);
+  const auto w = core.next();
+  ASSERT_EQ(w.what, acquire_action::kind::write_record);
+  pool_snapshot landed;
+  landed.nodes.push_back({w.write->record, "\"landed\""});
+  core.write_conflict();
+  ASSERT_EQ(core.next().what, acquire_action::kind::read_pool);
+  core.pool_read(landed, t0 + 1);
+  ASSERT_TRUE(core.done());
+  ASSERT_TRUE(core.held()) << core.failure_diagnostics().message;
+  EXPECT_EQ(core.held()->node_id, "node-000");
+  EXPECT_EQ(core.held()->etag, "\"landed\"");
+  EXPECT_EQ(core.held()->granted.id, "new-lease");
+  EXPECT_EQ(core.held()->record.leases.size(), 2u);
+}
+
 TEST(acquire_core, too_many_conflicts_in_a_row_fail_with_a_clear_reason) {
   // A store where every write conflicts: another agent always writes first.
   acquire_core core(ask("alice", 1), limits, 3);
@@ -581,14 +602,14 @@ TEST(acquire_core, a_transport_error_or_a_cancellation_at_any_step_ends_the_acqu
 
 // ---- many agents at once -------------------------------------------------------------------------------------
 
-struct sim_result {
+struct interleaving_result {
   std::vector<std::string> problems;
   int leased = 0, waited = 0, conflicts = 0, steps = 0;
 };
 
 // 8 agents against one store, each step one agent's next operation picked by the seeded PRNG, the clock
 // moving on by 0-2 s a step; the pool's invariants are checked after every step.
-sim_result simulate(unsigned seed, int rounds) {
+interleaving_result interleave(unsigned seed, int rounds) {
   using test::pool_sim::agent;
   std::mt19937 rng(seed);
   test::pool_sim::memory_store store;
@@ -598,7 +619,7 @@ sim_result simulate(unsigned seed, int rounds) {
     agents.emplace_back(i, sim_limits, 1 + i % 3, 60, 1000);
     agents.back().rounds = rounds;
   }
-  sim_result out;
+  interleaving_result out;
   pool_time now = t0;
   for (; out.steps < 100000; ++out.steps) {
     std::vector<agent*> running;
@@ -632,7 +653,7 @@ sim_result simulate(unsigned seed, int rounds) {
 TEST(pool_simulation, eight_agents_in_any_interleaving_never_lease_a_slot_twice_and_each_gets_a_lease_or_a_wait) {
   int leased = 0, waited = 0, conflicts = 0;
   for (unsigned seed = 1; seed <= 300; ++seed) {
-    const auto r = simulate(seed, 3);
+    const auto r = interleave(seed, 3);
     for (const auto& p : r.problems) ADD_FAILURE() << p;
     if (!r.problems.empty()) break;
     EXPECT_EQ(r.leased + r.waited, 8 * 3) << "seed " << seed;

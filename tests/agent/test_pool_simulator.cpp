@@ -102,6 +102,13 @@ TEST(pool_simulator, a_job_larger_than_the_pool_is_counted_and_never_started) {
   EXPECT_EQ(r.waits.jobs, 1u);
 }
 
+TEST(pool_simulator, a_job_of_no_duration_starts_and_ends_at_once) {
+  const auto r = simulate({{0, "ann", 1, 0}, {0, "bob", 1, 5}}, policy(1, 1, 0, 0));
+  EXPECT_DOUBLE_EQ(r.starts[0], 0);
+  EXPECT_DOUBLE_EQ(r.starts[1], 0);  // the slot the first job held for no time
+  EXPECT_DOUBLE_EQ(r.end, 5);
+}
+
 TEST(pool_simulator, a_policy_that_cannot_run_is_refused) {
   EXPECT_THROW(simulate({}, policy(3, 2, 0, 0)), std::invalid_argument);
   EXPECT_THROW(simulate({}, policy(0, 0, 0, 0)), std::invalid_argument);

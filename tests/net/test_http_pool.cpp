@@ -12,9 +12,10 @@
 
 #include "support/fault_proxy.hpp"
 #include "support/moto.hpp"
+#include "support/run_to_end.hpp"
 #include "support/settings.hpp"
-#include "support/trace_root.hpp"
 #include "support/temp_dir.hpp"
+#include "support/trace_root.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
@@ -114,10 +115,7 @@ class http_pool : public ::testing::Test {
 
   template <class T>
   T run(asio::awaitable<T> work) {
-    auto done = asio::co_spawn(io, std::move(work), asio::use_future);
-    io.run();
-    io.restart();
-    return done.get();
+    return test::run_to_end(io, std::move(work));
   }
 
   tracing::action& root() { return trace.root(); }

@@ -10,6 +10,7 @@
 
 #include "support/moto.hpp"
 #include "support/process.hpp"
+#include "support/run_to_end.hpp"
 #include "support/settings.hpp"
 #include "support/temp_dir.hpp"
 #include "support/trace_root.hpp"
@@ -140,10 +141,7 @@ class s3_conditional : public ::testing::Test {
 
   template <class T>
   T run(asio::awaitable<T> work) {
-    auto done = asio::co_spawn(io, std::move(work), asio::use_future);
-    io.run();
-    io.restart();
-    return done.get();
+    return test::run_to_end(io, std::move(work));
   }
 
   read_back get(const std::string& key) { return run(conditional_writes::get(s3(), trace.root(), key)); }

@@ -6,6 +6,7 @@
 
 #include "support/moto.hpp"
 #include "support/process.hpp"
+#include "support/run_to_end.hpp"
 #include "support/settings.hpp"
 #include "support/temp_dir.hpp"
 #include "support/trace_root.hpp"
@@ -93,10 +94,7 @@ class ec2_moto : public ::testing::Test {
 
   template <class T>
   T run(asio::awaitable<T> work) {
-    auto done = asio::co_spawn(io, std::move(work), asio::use_future);
-    io.run();
-    io.restart();
-    return done.get();
+    return test::run_to_end(io, std::move(work));
   }
 
   // How many attempts of an EC2 Action (its action type, action_types::ec2) the trace holds so far.
