@@ -8,6 +8,7 @@
 #include "agent/pool/pool_store.hpp"
 #include "net/run_all.hpp"
 #include "net/s3_session.hpp"
+#include "tracing/action_types.hpp"
 
 #include "support/moto.hpp"
 #include "support/process.hpp"
@@ -27,7 +28,6 @@
 #include <gtest/gtest.h>
 
 #include <iostream>
-#include <sstream>
 #include <map>
 #include <set>
 
@@ -178,12 +178,7 @@ TEST_F(pool_store_test, eight_agents_lease_at_once_and_no_slot_is_leased_twice) 
   for (int a = 0; a < agents; ++a) tasks.push_back(lease_one(*stores[a], trace.root(), requests[a], settings, outcomes[a]));
   run(net::run_all(std::move(tasks)));
 
-  std::size_t conflicts = 0;
-  for (std::istringstream in(trace.flushed_text()); !in.eof();) {
-    std::string line;
-    std::getline(in, line);
-    conflicts += line.find("\"ferry:pool:write\"") != std::string::npos && line.find("\"failed\"") != std::string::npos;
-  }
+  const auto conflicts = trace.count(action_types::pool::write, "failed");
   std::cout << "[ storm    ] " << agents << " agents leased at once; " << conflicts
             << " writes lost to another agent's and were read again\n";
   std::set<std::string> ids;

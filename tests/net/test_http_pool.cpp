@@ -24,7 +24,6 @@
 #include <gtest/gtest.h>
 
 #include <optional>
-#include <sstream>
 #include <thread>
 
 namespace ferry::net {
@@ -123,14 +122,8 @@ class http_pool : public ::testing::Test {
   // The end messages of the S3 request attempts traced so far: one per attempt.
   std::vector<boost::json::object> attempts() {
     std::vector<boost::json::object> ends;
-    std::istringstream in(trace.flushed_text());
-    for (std::string line; std::getline(in, line);) {
-      auto message = boost::json::parse(line).as_object();
-      const auto* type = message.if_contains("action_type");
-      const auto* status = message.if_contains("action_status");
-      if (type && status && type->as_string() == action_types::s3::request && status->as_string() != "started")
-        ends.push_back(std::move(message));
-    }
+    for (auto& message : trace.messages_of(action_types::s3::request))
+      if (message.at("action_status").as_string() != "started") ends.push_back(std::move(message));
     return ends;
   }
 

@@ -151,17 +151,7 @@ class s3_conditional : public ::testing::Test {
   }
 
   // How many S3 request attempts a trace file holds.
-  static std::size_t attempts_in(test::trace_root& t) {
-    std::istringstream in(t.flushed_text());
-    std::size_t n = 0;
-    for (std::string line; std::getline(in, line);) {
-      const auto message = boost::json::parse(line).as_object();
-      const auto* type = message.if_contains("action_type");
-      const auto* status = message.if_contains("action_status");
-      n += type && status && type->as_string() == action_types::s3::request && status->as_string() == "started";
-    }
-    return n;
-  }
+  static std::size_t attempts_in(test::trace_root& t) { return t.count(action_types::s3::request, "started"); }
 
   static test::moto_server* moto_;
   temp_dir dir;

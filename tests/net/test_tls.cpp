@@ -24,7 +24,6 @@
 
 #include <fstream>
 #include <optional>
-#include <sstream>
 #include <thread>
 
 namespace ferry::net {
@@ -182,17 +181,7 @@ class tls : public ::testing::Test {
   tracing::action& root() { return trace.root(); }
 
   // How many S3 request attempts the trace holds so far.
-  std::size_t attempts_traced() {
-    std::istringstream in(trace.flushed_text());
-    std::size_t n = 0;
-    for (std::string line; std::getline(in, line);) {
-      const auto message = boost::json::parse(line).as_object();
-      const auto* type = message.if_contains("action_type");
-      const auto* status = message.if_contains("action_status");
-      n += type && status && type->as_string() == action_types::s3::request && status->as_string() == "started";
-    }
-    return n;
-  }
+  std::size_t attempts_traced() { return trace.count(action_types::s3::request, "started"); }
 
   test::process_options cli_env(bool with_ca) const {
     auto o = moto_->process_env();

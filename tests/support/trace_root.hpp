@@ -4,10 +4,14 @@
 #include "tracing/action.hpp"
 #include "tracing/sink.hpp"
 
+#include <boost/json/object.hpp>
+
 #include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace ferry::test {
 
@@ -19,6 +23,10 @@ class trace_root {
   tracing::action& root();
   // The file's text so far.
   std::string flushed_text();
+  // The messages so far of actions of `action_type` (their starts and ends), in file order.
+  std::vector<boost::json::object> messages_of(std::string_view action_type);
+  // How many of those have `status` ("started", "succeeded", "failed").
+  std::size_t count(std::string_view action_type, std::string_view status);
   const std::filesystem::path& file() const { return file_; }
 
  private:
