@@ -7,27 +7,25 @@
 #include "agent/cli/plural.hpp"
 #include "agent/cli/report.hpp"
 #include "agent/cli/trace_input.hpp"
-#include "agent/pool/pool_chart.hpp"
-#include "agent/pool/pool_lease.hpp"
-#include "agent/pool/pool_store.hpp"
-#include "agent/pool/pool_simulator.hpp"
-#include "agent/pool/pool_workload.hpp"
-#include "config/units.hpp"
 #include "agent/error.hpp"
 #include "agent/pack/pack_job.hpp"
+#include "agent/pool/pool_chart.hpp"
+#include "agent/pool/pool_lease.hpp"
+#include "agent/pool/pool_simulator.hpp"
+#include "agent/pool/pool_store.hpp"
+#include "agent/pool/pool_workload.hpp"
+#include "config/units.hpp"
 #include "net/atomic_file.hpp"
-#include "net/s3_session.hpp"
 #include "net/offload.hpp"
+#include "net/s3_session.hpp"
 #include "tracing/action_types.hpp"
 
 #include <boost/json.hpp>
 #include <fmt/format.h>
 
-#include <charconv>
 #include <memory>
 #include <optional>
 #include <set>
-#include <sstream>
 
 namespace ferry::agent {
 namespace {
@@ -122,9 +120,9 @@ boost::asio::awaitable<int> ls_command(command_context& ctx, const ls_args& args
 
 struct simulate_args {
   std::vector<std::string> files;
-  std::string min_nodes = "0";
+  std::vector<int> min_nodes{0};
   int max_nodes = 8;
-  std::string idle = "30m";
+  std::vector<std::string> idle{"30m"};
   std::string boot = "45s";
   int capacity = 1;
   int per_tenant = 0;
@@ -137,13 +135,6 @@ struct policy_case {
   std::string label;
   pool_policy policy;
 };
-
-std::vector<std::string> comma_list(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');) out.push_back(item);
-  return out;
-}
 
 // Every combination of --min and --idle, or the reason the command line cannot be run.
 std::optional<std::vector<policy_case>> policy_grid(const simulate_args& a, std::string& why) {
@@ -158,12 +149,11 @@ std::optional<std::vector<policy_case>> policy_grid(const simulate_args& a, std:
   if (a.capacity < 1) return why = "--capacity: at least 1 slot per node", std::nullopt;
   if (a.per_tenant < 0) return why = "--per-tenant: 0 (no cap) or more nodes", std::nullopt;
   std::vector<policy_case> out;
-  for (const auto& m : comma_list(a.min_nodes)) {
-    int min_nodes = -1;
-    const auto [end, ec] = std::from_chars(m.data(), m.data() + m.size(), min_nodes);
-    if (ec != std::errc() || end != m.data() + m.size() || min_nodes < 0 || min_nodes > a.max_nodes)
-      return why = fmt::format("--min: '{}' is not a node count from 0 to --max ({})", m, a.max_nodes), std::nullopt;
-    for (const auto& i : comma_list(a.idle)) {
+  for (const int min_nodes : a.min_nodes) {
+    if (min_nodes < 0 || min_nodes > a.max_nodes)
+      return why = fmt::format("--min: '{}' is not a node count from 0 to --max ({})", min_nodes, a.max_nodes),
+             std::nullopt;
+    for (const auto& i : a.idle) {
       const auto idle = config::parse_duration(i);
       if (!idle) return why = fmt::format("--idle: '{}' is not a duration (e.g. 5m, 30m)", i), std::nullopt;
       auto p = base;
@@ -289,9 +279,13 @@ void add_pool_commands(CLI::App& app, selected_command& selected) {
       "simulate", "replay the jobs of traces through pool policies: waits, node-hours, utilisation, nodes over time");
   sim_cmd->fallthrough();
   sim_cmd->add_option("files", sim->files, "trace files (JSON lines) or directories of them")->required();
-  sim_cmd->add_option("--min", sim->min_nodes, "warm minimums to try, a comma list (e.g. 0,2,4)")->capture_default_str();
+  sim_cmd->add_option("--min", sim->min_nodes, "warm minimums to try, a comma list (e.g. 0,2,4)")
+      ->delimiter(',')
+      ->capture_default_str();
   sim_cmd->add_option("--max", sim->max_nodes, "the most nodes the pool may have")->capture_default_str();
-  sim_cmd->add_option("--idle", sim->idle, "idle timeouts to try, a comma list (e.g. 5m,30m)")->capture_default_str();
+  sim_cmd->add_option("--idle", sim->idle, "idle timeouts to try, a comma list (e.g. 5m,30m)")
+      ->delimiter(',')
+      ->capture_default_str();
   sim_cmd->add_option("--boot", sim->boot, "what a new node takes to be ready")->capture_default_str();
   sim_cmd->add_option("--capacity", sim->capacity, "slots per node")->capture_default_str();
   sim_cmd->add_option("--per-tenant", sim->per_tenant, "the most nodes' worth of slots one tenant holds; 0: no cap")

@@ -125,6 +125,9 @@ TEST_F(pool_cli, simulate_refuses_a_policy_it_cannot_play_naming_the_option) {
   EXPECT_EQ(too_many.exit_code, 2);
   EXPECT_NE(too_many.err.find(agent::error_line("--min: '5' is not a node count from 0 to --max (2)")), std::string::npos)
       << too_many.err;
+  const auto words = run_ferry({"pool", "simulate", traces.string(), "--min", "0,two"}, opts);
+  EXPECT_EQ(words.exit_code, 2);
+  EXPECT_NE(words.err.find("--min"), std::string::npos) << words.err;
   const auto idle = run_ferry({"pool", "simulate", traces.string(), "--idle", "soon"}, opts);
   EXPECT_EQ(idle.exit_code, 2);
   EXPECT_NE(idle.err.find("--idle: 'soon' is not a duration"), std::string::npos) << idle.err;
