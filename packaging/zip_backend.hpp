@@ -7,6 +7,7 @@
 #include "packaging/file_entry.hpp"
 #include "tracing/diagnostics.hpp"
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string_view>
@@ -14,6 +15,9 @@
 namespace ferry::packaging {
 
 using zip_sink = std::function<void(std::string_view bytes)>;
+
+// How much output a backend gathers before the sink sees it (the sink sees whole blocks, the last shorter).
+inline constexpr std::size_t zip_output_block = 128 << 10;
 
 class zip_backend {
  public:

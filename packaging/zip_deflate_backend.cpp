@@ -77,7 +77,7 @@ zip_deflate_backend::zip_deflate_backend(int level, zip_sink out) : level_(level
   const auto text = std::to_string(std::clamp(level_, 0, 9));
   const bool ok = ::archive_write_set_format_zip(a) == ARCHIVE_OK &&
                   ::archive_write_set_format_option(a, "zip", "compression-level", text.c_str()) == ARCHIVE_OK &&
-                  ::archive_write_set_bytes_per_block(a, static_cast<int>(output_block)) == ARCHIVE_OK &&
+                  ::archive_write_set_bytes_per_block(a, static_cast<int>(zip_output_block)) == ARCHIVE_OK &&
                   // No padding after the end of central directory: the zip ends where its data does.
                   ::archive_write_set_bytes_in_last_block(a, 1) == ARCHIVE_OK &&
                   ::archive_write_open2(a, this, nullptr, &zip_deflate_backend::on_write, nullptr, nullptr) ==

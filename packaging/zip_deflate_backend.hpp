@@ -25,7 +25,6 @@ namespace ferry::packaging {
 
 class zip_deflate_backend final : public zip_backend {
  public:
-  static constexpr std::size_t output_block = 128 << 10;  // gathered before the sink sees it
 
   // `level`: deflate 1..9, 0 = store everything.
   zip_deflate_backend(int level, zip_sink out);

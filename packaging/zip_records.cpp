@@ -13,10 +13,6 @@ void put16(std::string& out, std::uint16_t v) {
   out.push_back(static_cast<char>(v & 0xFF));
   out.push_back(static_cast<char>(v >> 8));
 }
-void put32(std::string& out, std::uint32_t v) {
-  put16(out, static_cast<std::uint16_t>(v & 0xFFFF));
-  put16(out, static_cast<std::uint16_t>(v >> 16));
-}
 void put64(std::string& out, std::uint64_t v) {
   put32(out, static_cast<std::uint32_t>(v & u32_max));
   put32(out, static_cast<std::uint32_t>(v >> 32));
@@ -36,6 +32,11 @@ void put_dictionary_extra(std::string& out) {
 }
 
 }  // namespace
+
+void put32(std::string& out, std::uint32_t v) {
+  put16(out, static_cast<std::uint16_t>(v & 0xFFFF));
+  put16(out, static_cast<std::uint16_t>(v >> 16));
+}
 
 void append_local_header(std::string& out, const entry& e) {
   const bool later = e.flags & flag_descriptor;

@@ -30,6 +30,9 @@ struct entry {
 
 // With flag_descriptor the CRC and sizes are written as 0 (0xFFFFFFFF plus a Zip64 extra of zeros when
 // zip64_local) and the data descriptor gives them.
+// A little-endian 32-bit field, as every ZIP record (and zstd's seek table) writes them.
+void put32(std::string& out, std::uint32_t v);
+
 void append_local_header(std::string& out, const entry& e);
 void append_data_descriptor(std::string& out, const entry& e);
 // Sizes and the offset that pass 0xFFFFFFFF are saturated and given in a Zip64 extra, in APPNOTE's order.

@@ -42,7 +42,7 @@ class zip_writer {
 
   // How much of a file is read at once, and how much output is gathered before the sink sees it.
   static constexpr std::size_t read_chunk = 1 << 20;
-  static constexpr std::size_t output_block = 128 << 10;
+  static constexpr std::size_t output_block = zip_output_block;
 
   zip_writer(const zip_options& options, sink out);
   ~zip_writer();  // abandons an unfinished archive without writing a central directory

@@ -17,10 +17,6 @@ namespace {
 using zstd_layout::seek_footer_magic;
 using zstd_layout::seek_table_magic;
 
-void put32(std::string& out, std::uint32_t v) {
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
-}
-
 std::uint16_t name_flags(std::string_view name) {
   return wants_utf8_flag(name) ? zip_records::flag_utf8 : 0;
 }
@@ -56,7 +52,7 @@ zip_zstd_backend::zip_zstd_backend(const zip_options& options, zip_sink out)
     cdict_.reset(ZSTD_createCDict(dictionary_.data(), dictionary_.size(), level_));
     if (!cdict_) throw std::bad_alloc();
   }
-  block_.reserve(output_block);
+  block_.reserve(zip_output_block);
 }
 
 zip_zstd_backend::~zip_zstd_backend() = default;  // unfinished: the sink never sees a central directory
@@ -193,15 +189,15 @@ result<void> zip_zstd_backend::end_file(diagnostics& diag) {
 
 void zip_zstd_backend::write_seek_table() {
   std::string table;
-  put32(table, seek_table_magic);
-  put32(table, static_cast<std::uint32_t>(zstd_layout::seek_record * frames_.size() + zstd_layout::seek_footer));
+  zip_records::put32(table, seek_table_magic);
+  zip_records::put32(table, static_cast<std::uint32_t>(zstd_layout::seek_record * frames_.size() + zstd_layout::seek_footer));
   for (const auto& [compressed, decompressed] : frames_) {
-    put32(table, compressed);
-    put32(table, decompressed);
+    zip_records::put32(table, compressed);
+    zip_records::put32(table, decompressed);
   }
-  put32(table, static_cast<std::uint32_t>(frames_.size()));
+  zip_records::put32(table, static_cast<std::uint32_t>(frames_.size()));
   table.push_back('\0');  // descriptor: no checksums
-  put32(table, seek_footer_magic);
+  zip_records::put32(table, seek_footer_magic);
   emit(table);
 }
 
@@ -211,7 +207,7 @@ result<void> zip_zstd_backend::finish(diagnostics&) {
   std::string records;
   for (const auto& e : directory_) {
     zip_records::append_central_header(records, e);
-    if (records.size() >= output_block) {
+    if (records.size() >= zip_output_block) {
       emit(records);
       records.clear();
     }
@@ -228,10 +224,10 @@ void zip_zstd_backend::emit(std::string_view bytes) {
   offset_ += bytes.size();
   // The sink sees whole blocks (the last one shorter), however large a piece: a stored file is no exception.
   while (!bytes.empty()) {
-    const auto take = std::min(bytes.size(), output_block - block_.size());
+    const auto take = std::min(bytes.size(), zip_output_block - block_.size());
     block_.append(bytes.substr(0, take));
     bytes.remove_prefix(take);
-    if (block_.size() == output_block) flush();
+    if (block_.size() == zip_output_block) flush();
   }
 }
 

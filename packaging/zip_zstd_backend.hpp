@@ -37,7 +37,6 @@ class zip_zstd_backend final : public zip_backend {
  public:
   static constexpr std::uint64_t frame_size = zstd_layout::frame_size;
   static constexpr std::string_view dictionary_name = zstd_layout::dictionary_name;
-  static constexpr std::size_t output_block = 128 << 10;  // gathered before the sink sees it
 
   zip_zstd_backend(const zip_options& options, zip_sink out);
   ~zip_zstd_backend() override;

@@ -1,9 +1,9 @@
 #include "tracing/fetch_overlap.hpp"
 
 #include "tracing/action_types.hpp"
+#include "tracing/utilisation.hpp"
 
 #include <algorithm>
-#include <optional>
 #include <tuple>
 
 namespace ferry::tracing {
@@ -24,23 +24,11 @@ std::uint64_t count_field(const tree_node& n, std::string_view key) {
 
 // The seconds that a set of intervals covers, and of them those before `until`.
 std::pair<double, double> covered(std::vector<interval> spans, double until) {
-  std::sort(spans.begin(), spans.end(), [](const interval& a, const interval& b) { return a.begin < b.begin; });
   double total = 0, before = 0;
-  std::optional<interval> run;
-  auto close = [&] {
-    if (!run) return;
-    total += run->length();
-    before += std::max(0.0, std::min(run->end, until) - run->begin);
-  };
-  for (const auto& s : spans) {
-    if (run && s.begin <= run->end) {
-      run->end = std::max(run->end, s.end);
-      continue;
-    }
-    close();
-    run = s;
+  for (const auto& run : merge_intervals(std::move(spans))) {
+    total += run.length();
+    before += std::max(0.0, std::min(run.end, until) - run.begin);
   }
-  close();
   return {total, before};
 }
 

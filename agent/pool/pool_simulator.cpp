@@ -123,10 +123,12 @@ class simulation {
     }
   }
 
-  bool within_cap(const sim_job& j) {
-    if (p_.max_nodes_per_tenant == 0) return true;
-    return tenant_slots_[j.tenant] + j.slots <= p_.max_nodes_per_tenant * p_.capacity;
+  // Whether a tenant holding `held` slots may take `slots` more: max_nodes_per_tenant nodes' worth.
+  bool under_cap(int held, int slots) const {
+    return p_.max_nodes_per_tenant == 0 || held + slots <= p_.max_nodes_per_tenant * p_.capacity;
   }
+
+  bool within_cap(const sim_job& j) { return under_cap(tenant_slots_[j.tenant], j.slots); }
 
   bool placeable(const sim_job& j) const {
     const int cap = p_.max_nodes_per_tenant == 0 ? p_.max_nodes : std::min(p_.max_nodes, p_.max_nodes_per_tenant);
@@ -185,8 +187,7 @@ class simulation {
     for (auto index : waiting_) {
       const auto& j = jobs_[index];
       auto& held = would_hold.try_emplace(j.tenant, tenant_slots_[j.tenant]).first->second;
-      if (!placeable(j) || (p_.max_nodes_per_tenant > 0 && held + j.slots > p_.max_nodes_per_tenant * p_.capacity))
-        continue;
+      if (!placeable(j) || !under_cap(held, j.slots)) continue;
       held += j.slots;
       slots += j.slots;
     }
