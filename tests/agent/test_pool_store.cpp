@@ -46,7 +46,7 @@ class pool_store_test : public ::testing::Test {
   static void SetUpTestSuite() {
     // Signatures unchecked: with them checked, moto refuses a listing whose prefix holds a '/'
     // (tests/support/moto.hpp); tests/net/test_s3_conditional.cpp checks the conditional PUTs signed.
-    moto_ = new test::moto_server(test::moto_options{});
+    moto_ = new test::moto_server({.serial = true});
     moto_->make_bucket(std::string(bucket));
   }
   static void TearDownTestSuite() {

@@ -114,7 +114,7 @@ asio::awaitable<void> append_lines(s3_client& s3, tracing::action& parent, std::
 class s3_conditional : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    moto_ = new test::moto_server({.auth = true});
+    moto_ = new test::moto_server({.auth = true, .serial = true});
     moto_->make_bucket(std::string(bucket));
   }
   static void TearDownTestSuite() {

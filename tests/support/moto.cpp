@@ -116,6 +116,7 @@ std::vector<std::string> moto_environment(bool auth) {
 // moto_server itself, or the same application with keep-alive (see moto_options), on host:port.
 std::vector<std::string> moto_command(const moto_options& o, std::uint16_t port) {
   std::vector<std::string> args{"moto_server"};
+  if (o.serial) args = {moto_python, peer_script("moto_serial.py")};
   if (o.keep_alive) {
     args = {moto_python, peer_script("moto_keepalive.py")};
     if (o.idle_close.count() > 0)

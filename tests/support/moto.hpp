@@ -45,6 +45,10 @@ struct moto_options {
   // one that has waited that long for its next request (logging "Request timed out").
   bool keep_alive = false;
   std::chrono::milliseconds idle_close{0};
+  // One request at a time (tests/peers/moto_serial.py): S3 applies a conditional write atomically, and
+  // moto's threaded server checks the ETag and stores without a lock, so racing If-Match PUTs can both
+  // land there. For tests of writers racing through conditional writes.
+  bool serial = false;
 };
 
 class moto_server {
