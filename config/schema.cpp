@@ -1,5 +1,6 @@
 #include "config/schema.hpp"
 
+#include "config/pool_name.hpp"
 #include "config/spelling.hpp"
 
 #include <fmt/format.h>
@@ -343,6 +344,22 @@ key_spec at_least(std::string_view name, std::string_view def, std::string_view 
   return spec;
 }
 
+// pool.name: empty, or a name the pool's prefix in storage can carry (config/pool_name.hpp).
+key_spec pool_name_key(std::string_view name, std::string_view def, std::string_view help) {
+  auto spec = key<&settings::pool, &pool_settings::name>(name, def, help);
+  spec.apply = [](settings& s, const toml::node& n, std::string& why, bool& wrong_type) {
+    std::string value;
+    if (!read(n, value, why, wrong_type)) return false;
+    if (!value.empty()) {
+      why = pool_name_problem(value);
+      if (!why.empty()) return false;
+    }
+    s.pool.name = value;
+    return true;
+  };
+  return spec;
+}
+
 template <auto... Path>
 key_spec positive(std::string_view name, std::string_view def, std::string_view help, std::string_view env = {}) {
   return at_least<1, Path...>(name, def, help, env);
@@ -546,6 +563,30 @@ const std::vector<key_spec>& table() {
       key<&S::ec2, &ec2_settings::catalogue_ttl>("ec2.catalogue_ttl", R"("4h")",
           "how long the cached instance type and spot price catalogue is used before it is fetched again"),
       key<&S::ec2, &ec2_settings::user>("ec2.user", R"("")", "login user on EC2 nodes; empty: ssh.user"),
+      // pool
+      pool_name_key("pool.name", R"("")",
+                    "a team's shared pool of nodes in storage (PREFIX/pools/NAME/) that run, map and cluster lease "
+                    "slots from; empty: private nodes"),
+      key<&S::pool, &pool_settings::tenant>("pool.tenant", R"("")",
+          "who a pool's slots are counted against, a Unix name on shared nodes; empty: $USER@host"),
+      ranged<0, max_node_count, &S::pool, &pool_settings::min_nodes>("pool.min_nodes", "0",
+          "nodes the pool keeps however idle (takes the place of nodes.min_nodes)"),
+      ranged<1, max_node_count, &S::pool, &pool_settings::max_nodes>("pool.max_nodes", "4",
+          "nodes in the pool at most (takes the place of nodes.max_nodes)"),
+      ranged<0, max_node_count, &S::pool, &pool_settings::max_nodes_per_tenant>("pool.max_nodes_per_tenant", "0",
+          "nodes one tenant holds leases on at once; 0: no cap"),
+      ranged<1, 256, &S::pool, &pool_settings::node_slots>("pool.node_slots", "1",
+          "slots of a node the pool makes: the leases it holds at once"),
+      key<&S::pool, &pool_settings::idle_timeout>("pool.idle_timeout", R"("10m")",
+          "a pool node beyond pool.min_nodes idle this long stops itself (takes the place of nodes.idle_timeout)"),
+      at_least<10000, &S::pool, &pool_settings::lease_ttl>("pool.lease_ttl", R"("2m")",
+          "a lease not renewed this long is free for others; the holder renews it every third of this"),
+      positive<&S::pool, &pool_settings::max_wait>("pool.max_wait", R"("10m")",
+          "how long a job waits for a slot while the pool is full"),
+      at_least<1000, &S::pool, &pool_settings::poll>("pool.poll", R"("5s")",
+          "a job waiting for a slot reads the pool again at least this often"),
+      ranged<1, 1000, &S::pool, &pool_settings::max_conflicts>("pool.max_conflicts", "50",
+          "another agent's writes in a row that a lease request retries before it gives up"),
   };
   return keys;
 }

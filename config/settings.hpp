@@ -160,6 +160,23 @@ struct ec2_settings {
   std::string user;                             // login user; the loader fills in ssh.user when empty
 };
 
+// A team's shared pool of nodes (agent/pool/, docs/pool.md). With a name set, run, map and cluster lease
+// slots of the pool's nodes, and these limits take the place of nodes.min_nodes, nodes.max_nodes and
+// nodes.idle_timeout.
+struct pool_settings {
+  std::string name;            // empty: no pool, private nodes as before
+  std::string tenant;          // who the slots are counted against; empty: $USER@host
+  int min_nodes = 0;           // nodes the pool keeps however idle
+  int max_nodes = 0;           // nodes in the pool at most
+  int max_nodes_per_tenant = 0;  // nodes one tenant holds leases on at once; 0: no cap
+  int node_slots = 0;          // slots of a node the pool makes
+  duration idle_timeout{};     // a node beyond min_nodes idle this long stops itself
+  duration lease_ttl{};        // a lease not renewed this long is free again; renewed every third of it
+  duration max_wait{};         // how long a job waits for a slot in a full pool
+  duration poll{};             // a full pool is read again at least this often
+  int max_conflicts = 0;       // lost conditional writes in a row before a lease request gives up
+};
+
 // XDG base directories for ferry's own state, resolved from the environment.
 struct paths {
   std::filesystem::path cache;   // hash cache, layer cache
@@ -176,6 +193,7 @@ struct settings {
   ssh_settings ssh;
   agent_settings agent;
   ec2_settings ec2;
+  pool_settings pool;
   paths dirs;
 };
 

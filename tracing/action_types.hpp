@@ -123,7 +123,8 @@ inline constexpr std::string_view read = "ferry:pool:read";
 inline constexpr std::string_view unreadable = "ferry:pool:unreadable";
 // One conditional PUT of a record {node, condition} -> etag; failed with precondition_failed: a conflict.
 inline constexpr std::string_view write = "ferry:pool:write";
-// One lease taken {tenant, slots, lease} -> node, conflicts, waits; renewed {node, lease} -> expires_at;
+// One lease taken {tenant, slots, lease} -> node, joined (on a node made for it, which joined the pool
+// then), conflicts, waits; renewed {node, lease} -> expires_at;
 // given back {node, lease}.
 inline constexpr std::string_view acquire = "ferry:pool:acquire";
 inline constexpr std::string_view renew = "ferry:pool:renew";
@@ -131,6 +132,8 @@ inline constexpr std::string_view release = "ferry:pool:release";
 // A node made for an acquire that may not have joined the pool and was not ended {provider_id, address,
 // reason when ending it failed}: its first record's write had no answer, or ending it failed.
 inline constexpr std::string_view unregistered_node = "ferry:pool:unregistered_node";
+// A node's record removed because the node is gone (it stopped itself when idle) {node, reason}.
+inline constexpr std::string_view node_left = "ferry:pool:node_left";
 // A wait for room in a full pool {until}.
 inline constexpr std::string_view wait = "ferry:pool:wait";
 }  // namespace pool

@@ -86,6 +86,8 @@ class acquire_core {
   // Once finished: a node made for this acquire that did not join the pool (or may not have, when
   // write_unsure()): the shell ends it.
   const std::optional<new_node>& made_node() const { return made_; }
+  // Once finished with a lease: whether it is on a node made for this acquire, which joined the pool.
+  bool joined() const { return held_ && registering_; }
   int conflicts() const { return conflicts_; }  // in all
   // The waits handed out (wait_until): how often the pool was full.
   int waits() const { return waits_; }

@@ -115,9 +115,12 @@ acquire_decision acquire(const pool_snapshot& snapshot, pool_time now, const lea
                       tenant_nodes(snapshot, request.tenant, now) >= limits.max_nodes_per_tenant;
   const pool_entry* best = nullptr;
   std::tuple<bool, int, std::string_view> best_key;
+  const auto avoided = [&request](const pool_record& r) {
+    return std::find(request.avoid.begin(), request.avoid.end(), r.node_id) != request.avoid.end();
+  };
   for (const auto& e : snapshot.nodes) {
     const auto& r = e.record;
-    if (capped && !holds_on(r, request.tenant, now)) continue;
+    if (avoided(r) || (capped && !holds_on(r, request.tenant, now))) continue;
     const int free = r.capacity - used_slots(r, now);
     if (free < request.slots) continue;
     // Busy before idle, then the fullest, then by id.
@@ -151,7 +154,7 @@ acquire_decision acquire(const pool_snapshot& snapshot, pool_time now, const lea
 
   std::optional<pool_time> until;
   for (const auto& e : snapshot.nodes) {
-    if (capped && !holds_on(e.record, request.tenant, now)) continue;
+    if (avoided(e.record) || (capped && !holds_on(e.record, request.tenant, now))) continue;
     if (auto t = room_at(e.record, request.slots, now)) until = std::min(until.value_or(never), *t);
   }
   if (capped) {
@@ -159,9 +162,13 @@ acquire_decision acquire(const pool_snapshot& snapshot, pool_time now, const lea
   }
   if (!until)
     return refused(errc::pool_cannot_fit,
-                   fmt::format("the pool has {} nodes ({} at most), none of which can ever hold {} slots, "
+                   fmt::format("the pool has {} nodes ({} at most), none of which can ever hold {} slots{}, "
                                "and a new node would have {}",
-                               snapshot.size(), limits.max_nodes, request.slots, limits.node_slots));
+                               snapshot.size(), limits.max_nodes, request.slots,
+                               request.avoid.empty() ? std::string()
+                                                     : fmt::format(" beside the {} the job holds already",
+                                                                   request.avoid.size()),
+                               limits.node_slots));
   acquire_decision d;
   d.what = acquire_decision::kind::wait;
   d.until = *until;

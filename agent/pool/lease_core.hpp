@@ -49,6 +49,9 @@ struct lease_request {
   int slots = 0;
   pool_time ttl = 0;     // seconds
   std::string holder;    // host, pid and a random part
+  // Nodes this lease must not go to: those where the caller's job holds a lease already, so that a job
+  // that asks for N nodes gets N different ones.
+  std::vector<std::string> avoid;
 };
 
 struct acquire_decision {
@@ -71,7 +74,8 @@ struct acquire_decision {
 // leaves idle nodes idle, so they reach the idle timeout and go), then node id for determinism. With no
 // room and the pool below max_nodes, create (the lowest free name, node_name()); at max_nodes, wait until
 // the first time a node would have room if no lease were renewed. The tenant's cap is checked in both
-// cases: at its cap, only nodes where it already holds a lease are candidates.
+// cases: at its cap, only nodes where it already holds a lease are candidates. Nodes in request.avoid
+// are never candidates.
 acquire_decision acquire(const pool_snapshot& snapshot, pool_time now, const lease_request& request,
                          const pool_limits& limits);
 

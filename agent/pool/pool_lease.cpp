@@ -192,7 +192,7 @@ asio::awaitable<result<held_lease>> acquire_lease(tracing::action& parent, pool_
     co_return core.failure();
   }
   auto out = *core.held();
-  act.succeed({{"node", out.node_id}, {"conflicts", conflicts}, {"waits", waits}});
+  act.succeed({{"node", out.node_id}, {"joined", core.joined()}, {"conflicts", conflicts}, {"waits", waits}});
   co_return out;
 }
 

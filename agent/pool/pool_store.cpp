@@ -1,6 +1,7 @@
 #include "agent/pool/pool_store.hpp"
 
 #include "agent/error.hpp"
+#include "config/pool_name.hpp"
 #include "net/fan_out.hpp"
 #include "packaging/storage_lookup.hpp"
 #include "tracing/action_types.hpp"
@@ -39,12 +40,9 @@ pool_location pool_at(std::string bucket, std::string_view storage_prefix, std::
 }
 
 result<void> check_pool_name(std::string_view name, diagnostics& diag) {
-  const bool ok = !name.empty() && name.size() <= 64 && name != "." && name != ".." &&
-                  std::all_of(name.begin(), name.end(), [](char c) {
-                    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
-                  });
-  if (ok) return {};
-  diag.set(fmt::format("'{}' is not a pool name: letters, digits, '.', '_' and '-', up to 64, not . or ..", name));
+  auto problem = config::pool_name_problem(name);
+  if (problem.empty()) return {};
+  diag.set(std::move(problem));
   return make_error_code(errc::bad_pool_name);
 }
 
