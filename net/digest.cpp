@@ -2,6 +2,7 @@
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/rand.h>
 
 #include <algorithm>
 #include <new>
@@ -101,5 +102,20 @@ std::string to_hex(const sha256_digest& digest) {
 }
 
 std::string hex_sha256(std::string_view bytes) { return to_hex(sha256(bytes)); }
+
+std::string random_hex(std::size_t bytes) {
+  std::string raw(bytes, '\0');
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(raw.data()), static_cast<int>(raw.size())) != 1)
+    throw std::runtime_error("RAND_bytes failed");
+  std::string out;
+  out.reserve(2 * bytes);
+  constexpr std::string_view digits = "0123456789abcdef";
+  for (const char c : raw) {
+    const auto b = static_cast<unsigned char>(c);
+    out += digits[b >> 4];
+    out += digits[b & 15];
+  }
+  return out;
+}
 
 }  // namespace ferry::net

@@ -38,6 +38,8 @@ sha256_digest hmac_sha256(std::string_view key, std::string_view message);
 std::string to_hex(const sha256_digest& digest);
 void append_hex(std::string& out, const sha256_digest& digest);
 std::string hex_sha256(std::string_view bytes);
+// `bytes` random bytes from OpenSSL's generator, in lowercase hex: tokens and ids others must not guess.
+std::string random_hex(std::size_t bytes);
 
 inline std::string_view as_chars(const sha256_digest& digest) {
   return {reinterpret_cast<const char*>(digest.data()), digest.size()};

@@ -230,6 +230,16 @@ asio::awaitable<result<std::vector<s3_object>>> s3_client::list_objects(tracing:
   co_return all;
 }
 
+asio::awaitable<result<void>> s3_client::delete_object(tracing::action& parent, const std::string& bucket,
+                                                       const std::string& key, write_condition condition,
+                                                       diagnostics& diag) {
+  s3_call c{.operation = "DeleteObject", .method = http::verb::delete_, .bucket = bucket, .key = key,
+            .condition = std::move(condition)};
+  auto r = co_await call(parent, c, diag);
+  if (!r) co_return r.error();
+  co_return result<void>{};
+}
+
 asio::awaitable<result<void>> s3_client::delete_objects(tracing::action& parent, const std::string& bucket,
                                                         const std::vector<std::string>& keys, diagnostics& diag) {
   constexpr std::size_t batch = 1000;  // S3's limit per request

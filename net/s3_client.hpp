@@ -95,6 +95,12 @@ class s3_client {
                                                                const std::string& prefix, const std::string& token,
                                                                diagnostics& diag);
   // Deletes up to any number of keys, 1000 per request; a key that could not be deleted is an error.
+  // One object deleted only if `condition` holds (If-Match: "<etag>"): errc::precondition_failed when the
+  // object changed since it was read, no_such_key when it is gone; the same retries as put_object's
+  // conditional form, so the same caution: a precondition_failed may follow our own delete that landed.
+  asio::awaitable<result<void>> delete_object(tracing::action& parent, const std::string& bucket,
+                                              const std::string& key, write_condition condition,
+                                              diagnostics& diag);
   asio::awaitable<result<void>> delete_objects(tracing::action& parent, const std::string& bucket,
                                                const std::vector<std::string>& keys, diagnostics& diag);
 

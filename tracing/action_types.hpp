@@ -132,6 +132,10 @@ inline constexpr std::string_view release = "ferry:pool:release";
 // A node made for an acquire that may not have joined the pool and was not ended {provider_id, address,
 // reason when ending it failed}: its first record's write had no answer, or ending it failed.
 inline constexpr std::string_view unregistered_node = "ferry:pool:unregistered_node";
+// A lease the holder found lost while its work ran {node, lease, reason}: the work there is stopped.
+inline constexpr std::string_view lease_lost = "ferry:pool:lease_lost";
+// One conditional DELETE of a record {node, condition}; failed with precondition_failed: a conflict.
+inline constexpr std::string_view remove = "ferry:pool:remove";
 // A node's record removed because the node is gone (it stopped itself when idle) {node, reason}.
 inline constexpr std::string_view node_left = "ferry:pool:node_left";
 // A wait for room in a full pool {until}.

@@ -1,5 +1,7 @@
 #include "tracing/trace_stats.hpp"
 
+#include "tracing/action_types.hpp"
+
 #include <algorithm>
 #include <map>
 
@@ -137,6 +139,17 @@ class stats_builder {
       ++acc.incomplete;
   }
 
+  // A job's tenant on a team pool: its own field `tenant`, else that of its first lease
+  // (ferry:pool:acquire), in the order the actions started.
+  static std::string tenant_of(const tree_node& n) {
+    if (const auto* tenant = n.field("tenant"); tenant && tenant->is_string()) return std::string(tenant->as_string());
+    for (const auto& [_, child] : n.children) {
+      if (child->type() != action_types::pool::acquire && child->children.empty()) continue;
+      if (auto found = tenant_of(*child); !found.empty()) return found;
+    }
+    return {};
+  }
+
   void job(const task_tree& t, const tree_node& n, const interval& time) {
     job_stats j;
     j.action_type = std::string(n.type());
@@ -144,7 +157,7 @@ class stats_builder {
     j.level = n.level_text();
     j.file = traces_.files[n.start->file].string();
     j.status = std::string(n.outcome());
-    if (const auto* tenant = n.field("tenant"); tenant && tenant->is_string()) j.tenant = std::string_view(tenant->as_string());
+    j.tenant = tenant_of(n);
     j.complete = n.complete();
     j.time = time;
     job_scanner scanner(conventions_, j);

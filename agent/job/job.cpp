@@ -155,6 +155,8 @@ result<void> job::open(std::string_view provider, diagnostics& diag) {
   if (!p) return p.error();
   provider_ = std::move(*p);
   pool_ = std::make_unique<node_pool>(ctx_, *access_, *provider_);
+  // A team pool (pool.name) takes the place of private nodes; `ferry nodes` stays private.
+  if (!s.pool.name.empty()) pool_->use_pool(*storage_->s3);
   materialise_ = materialise_options::from(s);
   auto program = shared_node_program(s.agent.node_program, diag);
   if (!program) return program.error();

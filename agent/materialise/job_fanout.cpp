@@ -11,21 +11,12 @@
 
 #include <boost/asio/ip/address.hpp>
 #include <fmt/format.h>
-#include <openssl/rand.h>
 
 #include <array>
 #include <stdexcept>
 
 namespace ferry::agent {
 namespace {
-
-std::string random_hex(std::size_t bytes) {
-  std::vector<unsigned char> raw(bytes);
-  if (RAND_bytes(raw.data(), static_cast<int>(raw.size())) != 1) throw std::runtime_error("RAND_bytes failed");
-  std::string out;
-  for (auto b : raw) out += fmt::format("{:02x}", b);
-  return out;
-}
 
 // Only an IP address is served on: the server binds to it, and the peers reach it there.
 bool is_address(const std::string& host) {
@@ -44,8 +35,8 @@ job_fanout::job_fanout(const config::nodes_settings& settings, std::size_t expec
     : plan_(static_cast<std::size_t>(std::max(1, settings.fanout_seeds)),
             static_cast<std::size_t>(std::max(1, settings.fanout_degree)), expected),
       feed_(feed),
-      token_(random_hex(32)),
-      serve_id_(random_hex(8)),
+      token_(net::random_hex(32)),
+      serve_id_(net::random_hex(8)),
       wait_(std::chrono::duration_cast<std::chrono::milliseconds>(settings.fanout_wait)),
       hold_(std::chrono::duration_cast<std::chrono::milliseconds>(settings.fanout_hold)) {}
 

@@ -191,6 +191,7 @@ result<record_write> register_node(const std::string& node_id, const new_node& n
   r.provider_id = node.provider_id;
   r.address = node.address;
   r.ssh_port = node.ssh_port;
+  r.user = node.user;
   r.host_key = node.host_key;
   r.capacity = node.capacity;
   r.created_at = now;

@@ -89,6 +89,7 @@ struct new_node {
   std::string provider_id;
   std::string address;
   int ssh_port = 22;
+  std::string user;
   std::string host_key;
   int capacity = 0;
 };

@@ -16,8 +16,9 @@ namespace {
 namespace json = boost::json;
 
 constexpr std::array<std::string_view, 3> providers = {"local", "ssh", "ec2"};
-constexpr std::array<std::string_view, 12> record_keys = {"version",  "node_id",    "provider",   "provider_id",
-                                                          "address",  "ssh_port",   "host_key",   "capacity",
+constexpr std::array<std::string_view, 13> record_keys = {"version",  "node_id",    "provider",   "provider_id",
+                                                          "address",  "ssh_port",   "user",       "host_key",
+                                                          "capacity",
                                                           "created_at", "created_by", "idle_since", "leases"};
 constexpr std::array<std::string_view, 5> lease_keys = {"id", "tenant", "slots", "holder", "expires_at"};
 
@@ -153,6 +154,7 @@ result<void> check_record(const pool_record& r, std::string_view where, diagnost
     return bad(diag, fmt::format("{}: 'provider' is '{}', not local, ssh or ec2", at, r.provider));
   if (r.address.empty()) return bad(diag, fmt::format("{}: 'address' is empty", at));
   if (r.ssh_port < 1 || r.ssh_port > 65535) return bad(diag, fmt::format("{}: 'ssh_port' is {}", at, r.ssh_port));
+  if (r.user.empty()) return bad(diag, fmt::format("{}: 'user' is empty", at));
   if (r.capacity < 1) return bad(diag, fmt::format("{}: 'capacity' is {}, not at least 1 slot", at, r.capacity));
   if (r.created_by.empty()) return bad(diag, fmt::format("{}: 'created_by' is empty", at));
   std::set<std::string_view> ids;
@@ -197,6 +199,7 @@ result<pool_record> parse_record(std::string_view text, std::string_view where, 
   r.provider_id = f.text("provider_id");
   r.address = f.text("address");
   r.ssh_port = static_cast<int>(f.integer("ssh_port", 1, 65535));
+  r.user = f.text("user");
   r.host_key = f.text("host_key");
   r.capacity = static_cast<int>(f.integer("capacity", 1, max_int));
   r.created_at = f.integer("created_at", 0, max_time);
@@ -230,6 +233,7 @@ std::string serialise_record(const pool_record& r) {
                        {"provider_id", r.provider_id},
                        {"address", r.address},
                        {"ssh_port", r.ssh_port},
+                       {"user", r.user},
                        {"host_key", r.host_key},
                        {"capacity", r.capacity},
                        {"created_at", r.created_at},

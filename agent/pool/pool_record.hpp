@@ -46,7 +46,8 @@ struct pool_record {
   std::string provider_id;    // the provider's own name for the node (an instance id, a host)
   std::string address;
   int ssh_port = 22;
-  std::string host_key;       // the pinned host key line, opaque here
+  std::string user;           // the login user
+  std::string host_key;       // the pinned host key, "TYPE BASE64", opaque here
   int capacity = 0;           // slots, >= 1
   pool_time created_at = 0;
   std::string created_by;     // the tenant that made the node

@@ -33,6 +33,8 @@ std::string pool_location::key_of(std::string_view node_id) const {
   return fmt::format("{}{}{}{}", prefix, nodes_dir, node_id, record_suffix);
 }
 
+std::string pool_location::ssh_key() const { return prefix + "ssh-key"; }
+
 pool_location pool_at(std::string bucket, std::string_view storage_prefix, std::string_view pool_name) {
   std::string prefix(storage_prefix);
   if (!prefix.empty() && !prefix.ends_with('/')) prefix += '/';
@@ -120,6 +122,33 @@ boost::asio::awaitable<result<std::string>> pool_store::write(tracing::action& p
   }
   act.succeed({{"etag", *etag}});
   co_return etag;
+}
+
+boost::asio::awaitable<result<void>> pool_store::remove(tracing::action& parent, const pool_entry& entry,
+                                                       diagnostics& diag) {
+  const auto condition = net::write_condition::if_match(entry.etag);
+  auto act = parent.child(action_types::pool::remove, {{"node", entry.record.node_id}, {"condition", condition.text()}});
+  auto gone = co_await s3_.delete_object(act, where_.bucket, where_.key_of(entry.record.node_id), condition, diag);
+  if (!gone) {
+    act.fail(gone.error(), diag);
+    co_return gone.error();
+  }
+  act.succeed();
+  co_return result<void>{};
+}
+
+boost::asio::awaitable<result<std::optional<std::string>>> pool_store::read_key(tracing::action& parent,
+                                                                               diagnostics& diag) {
+  co_return co_await packaging::read_small_object(parent, s3_, where_.bucket, where_.ssh_key(), diag);
+}
+
+boost::asio::awaitable<result<void>> pool_store::create_key(tracing::action& parent, std::string_view text,
+                                                            diagnostics& diag) {
+  auto put = co_await s3_.put_object(parent, where_.bucket, where_.ssh_key(),
+                                     net::request_body(std::span<const char>(text.data(), text.size())),
+                                     net::write_condition::create_only(), diag);
+  if (!put) co_return put.error();
+  co_return result<void>{};
 }
 
 }  // namespace ferry::agent::pool

@@ -26,6 +26,8 @@ struct pool_location {
   std::string prefix;
 
   std::string key_of(std::string_view node_id) const;
+  // PREFIX/pools/NAME/ssh-key: the pool's SSH key, which every node made for the pool authorises.
+  std::string ssh_key() const;
 };
 
 // PREFIX/pools/NAME/ under a storage prefix (empty, or ending with a slash or not).
@@ -54,6 +56,16 @@ class pool_store {
   // either way, read again).
   boost::asio::awaitable<result<std::string>> write(tracing::action& parent, const record_write& w,
                                                     diagnostics& diag);
+
+  // The node's record deleted only if it is still as read (If-Match its ETag): net::errc::precondition_failed
+  // or no_such_key when another agent wrote or removed it since. For a node that is gone.
+  boost::asio::awaitable<result<void>> remove(tracing::action& parent, const pool_entry& entry, diagnostics& diag);
+
+  // The pool's SSH key (pool_location::ssh_key), none when the pool has none yet. Its text reaches no trace.
+  boost::asio::awaitable<result<std::optional<std::string>>> read_key(tracing::action& parent, diagnostics& diag);
+  // The pool's SSH key stored, only if the pool has none (If-None-Match: *): net::errc::precondition_failed
+  // when another agent stored one first, which the caller reads and uses.
+  boost::asio::awaitable<result<void>> create_key(tracing::action& parent, std::string_view text, diagnostics& diag);
 
   const pool_location& where() const { return where_; }
 

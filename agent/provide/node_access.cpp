@@ -28,31 +28,27 @@ result<std::unique_ptr<provision::provider>> provider_named(const command_contex
 
 net::ssh_peer peer_of(const provision::node& n) { return {n.id, n.host, n.port, n.user}; }
 
-namespace {
-
-boost::asio::awaitable<result<std::shared_ptr<net::node_link>>> connect_with(tracing::action& parent,
-                                                                             const provision::node& n,
-                                                                             const net::ssh_client_options& options,
-                                                                             diagnostics& diag) {
+boost::asio::awaitable<result<std::shared_ptr<net::node_link>>> connect_node_with(tracing::action& parent,
+                                                                                  const provision::node& n,
+                                                                                  const net::ssh_client_options& options,
+                                                                                  diagnostics& diag) {
   auto session = co_await net::ssh_connect(parent, peer_of(n), options, diag);
   if (!session) co_return session.error();
   co_return net::link_over(std::move(*session));
 }
 
-}  // namespace
-
 boost::asio::awaitable<result<std::shared_ptr<net::node_link>>> connect_node(tracing::action& parent,
                                                                              const provision::node& n,
                                                                              const node_access& access,
                                                                              diagnostics& diag) {
-  co_return co_await connect_with(parent, n, access.ssh, diag);
+  co_return co_await connect_node_with(parent, n, access.ssh, diag);
 }
 
 provision::login_check ssh_login_check(const net::ssh_client_options& options,
                                       std::shared_ptr<net::node_link>* keep) {
   return [&options, keep](tracing::action& parent, const provision::node& n,
                           diagnostics& diag) -> boost::asio::awaitable<result<void>> {
-    auto link = co_await connect_with(parent, n, options, diag);
+    auto link = co_await connect_node_with(parent, n, options, diag);
     if (!link) co_return link.error();
     auto ran = co_await net::run_command(parent, **link, "true", diag);
     if (keep && ran && ran->exit.success()) {

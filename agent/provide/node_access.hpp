@@ -40,6 +40,12 @@ boost::asio::awaitable<result<std::shared_ptr<net::node_link>>> connect_node(tra
                                                                              const node_access& access,
                                                                              diagnostics& diag);
 
+// The same with other client options (a pool's nodes: the pool's key and known_hosts, pool_access.hpp).
+boost::asio::awaitable<result<std::shared_ptr<net::node_link>>> connect_node_with(tracing::action& parent,
+                                                                                  const provision::node& n,
+                                                                                  const net::ssh_client_options& options,
+                                                                                  diagnostics& diag);
+
 // Readiness's last stage through ferry's own SSH client: log in and run `true`. With `keep`, the link
 // of the login that succeeded is handed over there instead of closed (it lives as long as the check).
 provision::login_check ssh_login_check(const net::ssh_client_options& options,

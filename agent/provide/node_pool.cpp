@@ -38,11 +38,6 @@ std::vector<provision::node> warm_candidates(std::vector<provision::node> all, s
   return out;
 }
 
-void fail_node(provision_report& report, const std::string& id, const error_code& ec, const diagnostics& diag) {
-  ++report.failed;
-  report.failures.push_back(fmt::format("{}: {}", id, describe(ec, diag)));
-}
-
 // A node that could not be ended costs until someone ends it: said on stderr whatever the job's outcome.
 void warn_orphaned(const provision::node& n, const error_code& ec, const diagnostics& diag) {
   fmt::print(stderr, "ferry: warning: {}: could not end it: {}\n", n.id, describe(ec, diag));
@@ -50,19 +45,11 @@ void warn_orphaned(const provision::node& n, const error_code& ec, const diagnos
 
 }  // namespace
 
-// The group action of one round of provisioning: it ends when its last node is ready or has failed,
-// while the work on the nodes goes on.
-struct node_pool::round {
-  tracing::action act;
-  std::size_t pending;
-  provision_report* report;
+void provision_report::fail(const std::string& id, const error_code& ec, const diagnostics& diag) {
+  ++failed;
+  failures.push_back(fmt::format("{}: {}", id, describe(ec, diag)));
+}
 
-  void one_done() {
-    if (pending > 0 && --pending == 0) {
-      act.succeed({{"warm", report->warm}, {"created", report->created}, {"failed", report->failed}});
-    }
-  }
-};
 
 node_pool::node_pool(const command_context& ctx, node_access& access, provision::provider& provider)
     : ctx_(ctx), access_(access), provider_(provider), start_(std::chrono::steady_clock::now()) {}
@@ -116,8 +103,15 @@ asio::awaitable<provision_report> node_pool::run_on_nodes(tracing::action& job, 
 
 asio::awaitable<provision_report> node_pool::add_nodes(tracing::action& job, std::size_t count, node_work work) {
   provision_report report;
-  round r{job.child(action_types::provision::round, {{"count", count}, {"provider", provider_.name()}}), count,
-          &report};
+  round r{job.child(action_types::provision::round,
+                    {{"count", count}, {"provider", pooled() ? "pool" : provider_.name()}}),
+          job, count, &report};
+  if (pooled()) {
+    co_await lease_nodes(r, count, work);
+    if (!r.act.finished())
+      r.act.succeed({{"warm", report.warm}, {"created", report.created}, {"failed", report.failed}});
+    co_return report;
+  }
   diagnostics diag;
   auto registry = access_.registry.load(diag);
   std::vector<provision::node> warm;
@@ -144,7 +138,7 @@ asio::awaitable<void> node_pool::take_warm(round& r, provision::node n, node_wor
     if (stop || link.error() == net::errc::host_key_changed) {
       // Another host key is not a node that went away: it may be someone else's machine at that address.
       // It is neither used nor ended nor replaced; the user decides (`ferry nodes down` ends it).
-      if (!stop) fail_node(report, n.id, link.error(), diag);
+      if (!stop) report.fail(n.id, link.error(), diag);
       r.one_done();
       co_return;
     }

@@ -5,10 +5,17 @@
 // handed over the moment it is ready, so a job's work on one node starts while others still boot. A node
 // made here stays up afterwards as a warm node, pinned or watched (join_warm_pool).
 //
+// With pool.name set, the nodes are a team pool's instead (node_pool_lease.cpp): each node is a lease of one
+// slot, taken from storage (agent/pool/pool_lease.hpp), renewed while the work runs and given back after
+// it; a lease found lost ends the work on that node. A job's leases are on different nodes.
+//
 // Trace: `ferry:provision` holds `ferry:provision:create` (the provider's call) and one
 // `ferry:provision:node` per node (field `node`, and `warm`), which holds the readiness waits.
 #include "agent/cli/command_context.hpp"
+#include "agent/pool/pool_lease.hpp"
 #include "agent/provide/node_access.hpp"
+#include "agent/provide/pool_access.hpp"
+#include "agent/provide/pool_node_maker.hpp"
 #include "net/node_link.hpp"
 #include "provision/node.hpp"
 #include "provision/provider.hpp"
@@ -18,6 +25,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +46,9 @@ struct provision_report {
   std::size_t failed = 0;   // nodes made that never became ready, and warm ones that did not answer
   std::vector<std::string> failures;  // "node: why", one per failure
   std::chrono::steady_clock::duration until_ready{};  // from the start until the last node was ready
+
+  // One node failed: counted, and said as "id: why".
+  void fail(const std::string& id, const error_code& ec, const diagnostics& diag);
 };
 
 class node_pool {
@@ -51,8 +62,26 @@ class node_pool {
   // More nodes for the same job while it runs (a map whose tasks wait), with the same hand-over.
   boost::asio::awaitable<provision_report> add_nodes(tracing::action& job, std::size_t count, node_work work);
 
+  // Nodes come from the team pool that pool.name names, in `storage`, from now on.
+  void use_pool(net::s3_client& storage) { storage_ = &storage; }
+  bool pooled() const { return storage_ != nullptr; }
+  // The tenant the job's leases are counted against; empty before the pool was opened.
+  std::string tenant() const { return pool_ ? pool_->tenant : std::string(); }
+
  private:
-  struct round;
+  // The group action of one round of provisioning: it ends when its last node is ready or has failed,
+  // while the work on the nodes goes on.
+  struct round {
+    tracing::action act;
+    tracing::action& job;  // the job's action: renewals and give-backs outlive the round
+    std::size_t pending;
+    provision_report* report;
+
+    void one_done() {
+      if (pending > 0 && --pending == 0)
+        act.succeed({{"warm", report->warm}, {"created", report->created}, {"failed", report->failed}});
+    }
+  };
   boost::asio::awaitable<void> take_warm(round& r, provision::node n, node_work& work);
   boost::asio::awaitable<void> make_new(round& r, std::size_t count, node_work& work);
   boost::asio::awaitable<void> ready_new(round& r, provision::node n, node_work& work);
@@ -69,11 +98,37 @@ class node_pool {
   // The job was cancelled during a node's set-up: its action ends as cancelled, and it is not handed over.
   static void set_up_cancelled(round& r, tracing::action& act);
 
+  // ---- a team pool's nodes (node_pool_lease.cpp) ----
+  boost::asio::awaitable<result<void>> open_pool(tracing::action& act, diagnostics& diag);
+  boost::asio::awaitable<void> lease_nodes(round& r, std::size_t count, node_work& work);
+  // One node of the round: a lease, a link to its node, the work under the lease; a node found gone is
+  // dropped from the pool and another leased in its place.
+  boost::asio::awaitable<void> lease_slot(round& r, node_work& work);
+  boost::asio::awaitable<result<pool::held_lease>> acquire_one(round& r, diagnostics& diag);
+  boost::asio::awaitable<result<std::shared_ptr<net::node_link>>> link_to(tracing::action& act,
+                                                                          const provision::node& n,
+                                                                          const pool::held_lease& held,
+                                                                          diagnostics& diag);
+  // The work on a leased node while the lease is renewed every third of its TTL; a lease lost cancels the
+  // work. The lease is given back afterwards (when it was not lost).
+  boost::asio::awaitable<void> work_under_lease(round& r, ready_node& rn, pool::held_lease held, node_work& work);
+  boost::asio::awaitable<void> give_back(tracing::action& act, const pool::held_lease& held);
+  // A node that did not answer, removed from the pool when it is gone (its provider says so, or nobody
+  // else holds a lease on it: an idle node that stopped itself).
+  boost::asio::awaitable<void> drop_if_gone(tracing::action& act, const pool::held_lease& held,
+                                            const provision::node& n, const std::string& reason);
+  void forget_held(const std::string& node_id);
+
   const command_context& ctx_;
   node_access& access_;
   provision::provider& provider_;
   std::chrono::steady_clock::time_point start_;
   std::vector<std::string> taken_;  // ids already handed over in this job
+  net::s3_client* storage_ = nullptr;  // the pool's storage; null: no pool
+  std::optional<pool_access> pool_;
+  std::unique_ptr<provision::provider> pool_provider_;  // authorises the pool's key on the nodes it makes
+  std::unique_ptr<pool_node_maker> maker_;
+  std::vector<std::string> held_;  // pool nodes this job holds a lease on, or found gone
 };
 
 }  // namespace ferry::agent

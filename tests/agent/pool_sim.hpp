@@ -188,7 +188,7 @@ class agent {
       }
       case kind::create_node:
         // The provider makes a node of the pool's size; its address is its name, as good as any here.
-        core_.node_made({"local", fmt::format("made-by-{}-{}", index_, round_), a.node_id, 22, "ssh-ed25519 AAAA",
+        core_.node_made({"local", fmt::format("made-by-{}-{}", index_, round_), a.node_id, 22, "root", "ssh-ed25519 AAAA",
                          limits_.node_slots},
                         now);
         break;

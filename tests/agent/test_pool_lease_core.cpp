@@ -7,6 +7,7 @@
 #include "agent/pool/lease_core.hpp"
 #include "agent/pool/pool_invariants.hpp"
 #include "agent/pool/pool_record.hpp"
+#include "agent/pool/tenant_name.hpp"
 #include "support/sans_io_harness.hpp"
 #include "pool_sim.hpp"
 
@@ -34,6 +35,7 @@ pool_record a_node(std::string id, int capacity, std::vector<lease> leases = {})
   r.provider_id = "i-0123456789abcdef0";
   r.address = "10.0.0.7";
   r.ssh_port = 22;
+  r.user = "ubuntu";
   r.host_key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBx";
   r.capacity = capacity;
   r.created_at = t0 - 3600;
@@ -64,7 +66,7 @@ TEST(pool_record, round_trips_and_serialises_the_same_bytes_whatever_the_order_o
   const auto text = serialise_record(r);
   EXPECT_EQ(text,
             R"({"version":1,"node_id":"node-000","provider":"ec2","provider_id":"i-0123456789abcdef0",)"
-            R"("address":"10.0.0.7","ssh_port":22,"host_key":"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBx",)"
+            R"("address":"10.0.0.7","ssh_port":22,"user":"ubuntu","host_key":"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBx",)"
             R"("capacity":8,"created_at":1699996400,"created_by":"alice","idle_since":null,"leases":[)"
             R"({"id":"a","tenant":"alice","slots":3,"holder":"host:1:abc","expires_at":1700000030},)"
             R"({"id":"b","tenant":"bob","slots":2,"holder":"host:1:abc","expires_at":1700000060}]})"
@@ -120,6 +122,7 @@ TEST(pool_record, a_bad_record_is_refused_with_the_node_and_the_field_named) {
       {with_field("ssh_port", 70000), "'ssh_port' is out of range"},
       {with_field("address", nullptr, true), "'address' is missing"},
       {with_field("address", ""), "'address' is empty"},
+      {with_field("user", ""), "'user' is empty"},
       {with_field("provider", "gcp"), "'provider' is 'gcp', not local, ssh or ec2"},
       {with_field("created_by", ""), "'created_by' is empty"},
       {with_field("node_id", "node-001"), "'node_id' names node 'node-001'"},
@@ -247,6 +250,40 @@ TEST(lease_core, a_full_pool_at_its_maximum_waits_until_the_first_node_would_hav
   EXPECT_EQ(acquire(s, three.until, ask("alice", 3), limits).write->node_id, "node-001");
 }
 
+TEST(lease_core, a_request_never_goes_to_a_node_its_job_holds_and_grows_or_waits_instead) {
+  const auto s = snapshot_of({
+      a_node("node-000", 4, {a_lease("a", "alice", 1, t0 + 100)}),  // the job's own: 3 free
+      a_node("node-001", 4, {a_lease("b", "bob", 4, t0 + 60)}),     // full until +60
+  });
+  auto request = ask("alice", 1);
+  EXPECT_EQ(acquire(s, t0, request, limits).write->node_id, "node-000");
+  request.avoid = {"node-000"};
+  const auto grown = acquire(s, t0, request, limits);
+  ASSERT_EQ(grown.what, acquire_decision::kind::create) << grown.reason;
+  EXPECT_EQ(grown.node_id, "node-002");
+  // At the maximum it waits for the node it does not hold, never for its own.
+  const auto waits = acquire(s, t0, request, {.max_nodes = 2, .node_slots = 4});
+  ASSERT_EQ(waits.what, acquire_decision::kind::wait) << waits.reason;
+  EXPECT_EQ(waits.until, t0 + 60);
+  // Holding every node of a full-sized pool, it can never get another.
+  request.avoid = {"node-000", "node-001"};
+  const auto never = acquire(s, t0, request, {.max_nodes = 2, .node_slots = 4});
+  EXPECT_EQ(never.error, make_error_code(errc::pool_cannot_fit));
+  EXPECT_NE(never.reason.find("beside the 2 the job holds already"), std::string::npos) << never.reason;
+}
+
+TEST(tenant_name, a_tenant_becomes_a_portable_unix_name) {
+  EXPECT_EQ(tenant_unix_name("alice"), "alice");
+  EXPECT_EQ(tenant_unix_name("Alice.Smith@Laptop-3"), "alice_smith-laptop-3");
+  EXPECT_EQ(tenant_unix_name("3d-team"), "_3d-team");
+  EXPECT_EQ(tenant_unix_name("-x"), "_-x");
+  EXPECT_EQ(tenant_unix_name("r\u00e9my ; rm -rf /"), "rmyrm-rf");  // what is not ASCII goes too
+  EXPECT_EQ(tenant_unix_name("!!!"), "");
+  EXPECT_EQ(tenant_unix_name(std::string(40, 'a')), std::string(32, 'a'));
+  EXPECT_EQ(tenant_of("", "bob", "ws.example.org"), "bob-ws_example_org");
+  EXPECT_EQ(tenant_of("Team-A", "bob", "ws"), "team-a");
+}
+
 TEST(lease_core, a_tenant_at_its_cap_only_packs_onto_nodes_it_holds_and_else_waits) {
   const auto s = snapshot_of({
       a_node("node-000", 4, {a_lease("a", "alice", 1, t0 + 90)}),
@@ -307,7 +344,7 @@ TEST(lease_core, renew_extends_a_live_lease_and_refuses_an_expired_one) {
 
 TEST(lease_core, register_writes_the_new_nodes_first_record_with_the_creators_lease) {
   diagnostics diag;
-  const new_node n{"ec2", "i-0abc", "10.0.0.9", 22, "ssh-ed25519 AAAA", 4};
+  const new_node n{"ec2", "i-0abc", "10.0.0.9", 22, "ubuntu", "ssh-ed25519 AAAA", 4};
   const auto w = register_node("node-002", n, t0, ask("alice", 3), diag);
   ASSERT_TRUE(w) << diag.message;
   EXPECT_FALSE(w->if_match);  // If-None-Match: *
@@ -378,7 +415,7 @@ class conflicting_store {
         }
         case acquire_action::kind::create_node:
           log.push_back("create " + a.node_id);
-          core.node_made({"local", "local-7", "10.200.0.7", 22, "ssh-ed25519 AAAA", 4}, now_);
+          core.node_made({"local", "local-7", "10.200.0.7", 22, "root", "ssh-ed25519 AAAA", 4}, now_);
           break;
         case acquire_action::kind::wait_until:
           log.push_back(fmt::format("wait {}", a.until - t0));
@@ -479,7 +516,7 @@ TEST(acquire_core, a_node_made_whose_name_was_taken_joins_under_the_next_name_or
   core.pool_read(two, t0);
   ASSERT_EQ(core.next().what, acquire_action::kind::create_node);
   EXPECT_EQ(core.next().node_id, "node-002");
-  core.node_made({"ec2", "i-mine", "10.0.0.9", 22, "k", 4}, t0 + 40);
+  core.node_made({"ec2", "i-mine", "10.0.0.9", 22, "ubuntu", "k", 4}, t0 + 40);
   ASSERT_EQ(core.next().what, acquire_action::kind::write_record);
   core.write_conflict();
   // The pool is full now: the node made cannot join, and the acquire goes on among the nodes there are.
@@ -497,7 +534,7 @@ TEST(acquire_core, a_node_made_whose_name_was_taken_joins_under_the_next_name_or
   // The same, but a lease elsewhere comes first: the lease is held, and the node made is the shell's to end.
   acquire_core other(ask("alice", 1), limits, 5);
   other.pool_read(two, t0);
-  other.node_made({"ec2", "i-mine", "10.0.0.9", 22, "k", 4}, t0 + 40);
+  other.node_made({"ec2", "i-mine", "10.0.0.9", 22, "ubuntu", "k", 4}, t0 + 40);
   other.write_conflict();
   auto roomy = three;
   roomy.nodes[0].record.leases[0].slots = 2;
@@ -542,7 +579,7 @@ class acquire_sim {
         return true;
       case acquire_action::kind::create_node:
         if (fail) return core_.node_failed(error_at(step), diag), true;
-        core_.node_made({"local", "l-1", "10.200.0.9", 22, "k", 4}, t0 + 1);
+        core_.node_made({"local", "l-1", "10.200.0.9", 22, "root", "k", 4}, t0 + 1);
         return true;
       case acquire_action::kind::wait_until: core_.waited(); return true;
       case acquire_action::kind::finish: break;

@@ -81,7 +81,7 @@ class pool_store_test : public ::testing::Test {
   // given back at once, so that the node is idle and in the pool.
   void register_nodes(pool_store& store, int count, int capacity) {
     for (int i = 0; i < count; ++i) {
-      new_node n{"local", fmt::format("local-{}", i), fmt::format("10.200.0.{}", 10 + i), 22, "ssh-ed25519 AAAA", capacity};
+      new_node n{"local", fmt::format("local-{}", i), fmt::format("10.200.0.{}", 10 + i), 22, "root", "ssh-ed25519 AAAA", capacity};
       lease_request first{fmt::format("setup-{}", i), "admin", 1, 60, "setup"};
       auto w = register_node(node_name(i), n, wall_clock_now(), first, diag);
       ASSERT_TRUE(w) << diag.message;

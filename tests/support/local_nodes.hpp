@@ -74,10 +74,12 @@ class local_workstation {
   local_workstation& operator=(const local_workstation&) = delete;
 
   // The bridge, then moto_ on its address with the bucket; false (with a failure added) without a bridge.
-  bool start_storage() {
+  // `serial`: moto answers one request at a time (moto_options::serial), for tests of racing conditional
+  // writes.
+  bool start_storage(bool serial = false) {
     if (!bridge_up()) return false;
-    moto_.emplace(moto_options{.host = std::string(provision::local::bridge_address)});
-    moto_->make_bucket(bucket_);
+    moto_.emplace(moto_options{.host = std::string(provision::local::bridge_address), .serial = serial});
+    if (!bucket_.empty()) moto_->make_bucket(bucket_);
     return true;
   }
 
