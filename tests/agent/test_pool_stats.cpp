@@ -1,18 +1,23 @@
-// `ferry pool stats`'s figures: hand-written traces of a pool's acquires, releases and nodes leaving,
-// worked out in the comments; an acquire whose agent was killed; traces without a pool.
+// `ferry pool stats`: the figures of hand-written traces of a pool's acquires, releases and nodes leaving,
+// worked out in the comments; an acquire whose agent was killed; traces without a pool; the command as a
+// user runs it.
+#include "agent/cli/report.hpp"
 #include "agent/pool/pool_stats.hpp"
+#include "support/process.hpp"
 #include "support/sample_traces.hpp"
 #include "support/temp_dir.hpp"
 #include "tracing/action_types.hpp"
 #include "tracing/task_tree.hpp"
 #include "tracing/trace_file.hpp"
 
+#include <boost/json/parse.hpp>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 namespace ferry::pool_stats_tests {
 
 using test::msg;
+using test::run_ferry;
 using test::temp_dir;
 namespace types = action_types::pool;
 
@@ -194,6 +199,71 @@ TEST(pool_stats, the_same_traces_give_the_same_figures) {
   const auto a = stats_of(two_tenants()), b = stats_of(two_tenants());
   EXPECT_EQ(a.pool.node_seconds, b.pool.node_seconds);
   EXPECT_EQ(a.tenants.at("bob").idle_node_seconds, b.tenants.at("bob").idle_node_seconds);
+}
+
+struct pool_stats_cli : ::testing::Test {
+  temp_dir dir;
+  test::process_options opts;
+  void SetUp() override {
+    test::use_home(opts, dir.path());
+    opts.unset_env = {"FERRY_TASK_ID"};
+  }
+};
+
+TEST_F(pool_stats_cli, prints_the_figures_as_json) {
+  const auto traces = dir.write("day.jsonl", two_tenants());
+  const auto r = run_ferry({"pool", "stats", traces.string(), "--slots", "2", "--idle", "1m", "--json"}, opts);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto v = boost::json::parse(r.out);
+  EXPECT_EQ(v.at("node_slots"), 2);
+  EXPECT_EQ(v.at("idle_timeout").to_number<double>(), 60);
+  EXPECT_EQ(v.at("nodes"), 2);
+  EXPECT_EQ(v.at("leases"), 4);
+  const auto& pool = v.at("pool");
+  EXPECT_EQ(pool.at("acquires"), 5);
+  EXPECT_EQ(pool.at("failed"), 1);
+  EXPECT_EQ(pool.at("wait_p50").to_number<double>(), 10);
+  EXPECT_EQ(pool.at("wait_p95").to_number<double>(), 60);
+  EXPECT_EQ(pool.at("node_seconds").to_number<double>(), 380);
+  EXPECT_EQ(pool.at("idle_node_seconds").to_number<double>(), 92);
+  EXPECT_EQ(pool.at("leased_slot_seconds").to_number<double>(), 352);
+  EXPECT_NEAR(pool.at("utilisation").to_number<double>(), 352.0 / 760, 1e-9);
+  const auto& bob = v.at("tenants").at("bob");
+  EXPECT_EQ(bob.at("wait_p50").to_number<double>(), 30);
+  EXPECT_EQ(bob.at("node_seconds").to_number<double>(), 104);
+  EXPECT_EQ(bob.at("idle_node_seconds").to_number<double>(), 30);
+  EXPECT_EQ(v.at("tenants").at("ann").at("utilisation").to_number<double>(), 0.5);
+}
+
+TEST_F(pool_stats_cli, takes_slots_and_idle_timeout_from_the_configuration_and_prints_a_table) {
+  // pool.node_slots 1 and pool.idle_timeout 10m by default: n0 runs from 1000 until the traces' last
+  // message at 1300 (before 1200 + 10m), n1 1060..1180.
+  const auto traces = dir.write("day.jsonl", two_tenants());
+  const auto r = run_ferry({"pool", "stats", traces.string(), "--json"}, opts);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto v = boost::json::parse(r.out);
+  EXPECT_EQ(v.at("node_slots"), 1);
+  EXPECT_EQ(v.at("pool").at("node_seconds").to_number<double>(), 300 + 120);
+  EXPECT_NEAR(v.at("pool").at("utilisation").to_number<double>(), 352.0 / 420, 1e-9);
+  const auto text = run_ferry({"pool", "stats", traces.string(), "--slots", "2", "--idle", "1m"}, opts);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("5 acquires of 2 tenants, 4 leases on 2 nodes (2 slots per node"), std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("(pool)"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("46.3%"), std::string::npos) << text.out;
+}
+
+TEST_F(pool_stats_cli, says_so_when_the_traces_hold_no_pool_and_refuses_bad_flags) {
+  const auto none = run_ferry({"pool", "stats", dir.write("map.jsonl", test::map_trace()).string()}, opts);
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_NE(none.err.find("no pool action in these traces"), std::string::npos) << none.err;
+  const auto traces = dir.write("day.jsonl", two_tenants());
+  const auto slots = run_ferry({"pool", "stats", traces.string(), "--slots", "0"}, opts);
+  EXPECT_EQ(slots.exit_code, 2);
+  EXPECT_NE(slots.err.find(agent::error_line("--slots: at least 1 slot per node")), std::string::npos) << slots.err;
+  const auto idle = run_ferry({"pool", "stats", traces.string(), "--idle", "soon"}, opts);
+  EXPECT_EQ(idle.exit_code, 2);
+  EXPECT_NE(idle.err.find("--idle: 'soon' is not a duration"), std::string::npos) << idle.err;
 }
 
 }  // namespace ferry::pool_stats_tests
