@@ -195,12 +195,6 @@ TEST(pool_stats, traces_without_a_pool_are_empty) {
   EXPECT_FALSE(stats_of(two_tenants()).empty());
 }
 
-TEST(pool_stats, the_same_traces_give_the_same_figures) {
-  const auto a = stats_of(two_tenants()), b = stats_of(two_tenants());
-  EXPECT_EQ(a.pool.node_seconds, b.pool.node_seconds);
-  EXPECT_EQ(a.tenants.at("bob").idle_node_seconds, b.tenants.at("bob").idle_node_seconds);
-}
-
 struct pool_stats_cli : ::testing::Test {
   temp_dir dir;
   test::process_options opts;
