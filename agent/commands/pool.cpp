@@ -267,12 +267,12 @@ struct stats_args {
 };
 
 // The settings from the flags, else from the configuration; nullopt with `why` for a flag that is wrong.
-std::optional<pool_stats_settings> stats_settings(const config::settings& config, const stats_args& a,
+std::optional<pool_stats_settings> stats_settings(const config::settings& values, const stats_args& a,
                                                   std::string& why) {
   pool_stats_settings s;
-  s.node_slots = a.slots.value_or(config.pool.node_slots);
+  s.node_slots = a.slots.value_or(values.pool.node_slots);
   if (s.node_slots < 1) return why = "--slots: at least 1 slot per node", std::nullopt;
-  auto idle = config.pool.idle_timeout;
+  auto idle = values.pool.idle_timeout;
   if (!a.idle.empty()) {
     const auto parsed = config::parse_duration(a.idle);
     if (!parsed) return why = fmt::format("--idle: '{}' is not a duration (e.g. 5m, 30m)", a.idle), std::nullopt;
