@@ -116,6 +116,8 @@ namespace pool {
 inline constexpr std::string_view command = "ferry:pool";
 // `ferry pool simulate`: the traced jobs replayed through each policy {policies} -> jobs, tenants.
 inline constexpr std::string_view simulate = "ferry:pool:simulate";
+// `ferry pool stats`: what the pool did in the traces {node_slots, idle_timeout} -> acquires, tenants, nodes.
+inline constexpr std::string_view stats = "ferry:pool:stats";
 // `ferry pool ls` {pool} -> nodes, unreadable.
 inline constexpr std::string_view ls = "ferry:pool:ls";
 // The pool's records read {prefix} -> nodes, unreadable; each record that does not parse {node, reason}.

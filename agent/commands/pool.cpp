@@ -1,5 +1,6 @@
 // `ferry pool ls NAME`: a team pool's nodes and leases as storage holds them. `ferry pool simulate`: what
-// other policies of a team's pool would have done with the jobs in traces.
+// other policies of a team's pool would have done with the jobs in traces. `ferry pool stats`: what the
+// pool did in the traces of the agents that leased from it.
 #include "agent/commands/command.hpp"
 
 #include "agent/cli/exit_code.hpp"
@@ -12,6 +13,7 @@
 #include "agent/pool/pool_chart.hpp"
 #include "agent/pool/pool_lease.hpp"
 #include "agent/pool/pool_simulator.hpp"
+#include "agent/pool/pool_stats.hpp"
 #include "agent/pool/pool_store.hpp"
 #include "agent/pool/pool_workload.hpp"
 #include "config/units.hpp"
@@ -257,6 +259,104 @@ boost::asio::awaitable<int> simulate_command(command_context& ctx, const simulat
   co_return exit_code::success;
 }
 
+struct stats_args {
+  std::vector<std::string> files;
+  std::optional<int> slots;  // else pool.node_slots
+  std::string idle;          // else pool.idle_timeout
+  bool json = false;
+};
+
+// The settings from the flags, else from the configuration; nullopt with `why` for a flag that is wrong.
+std::optional<pool_stats_settings> stats_settings(const config::settings& values, const stats_args& a,
+                                                  std::string& why) {
+  pool_stats_settings s;
+  s.node_slots = a.slots.value_or(values.pool.node_slots);
+  if (s.node_slots < 1) return why = "--slots: at least 1 slot per node", std::nullopt;
+  auto idle = values.pool.idle_timeout;
+  if (!a.idle.empty()) {
+    const auto parsed = config::parse_duration(a.idle);
+    if (!parsed) return why = fmt::format("--idle: '{}' is not a duration (e.g. 5m, 30m)", a.idle), std::nullopt;
+    idle = *parsed;
+  }
+  s.idle_timeout = std::chrono::duration<double>(idle).count();
+  return s;
+}
+
+boost::json::object figures_json(const pool_figures& f) {
+  return {{"acquires", f.acquires},
+          {"failed", f.failed},
+          {"unfinished", f.unfinished},
+          {"wait_p50", json_seconds(f.wait_p50)},
+          {"wait_p95", json_seconds(f.wait_p95)},
+          {"wait_max", json_seconds(f.wait_max)},
+          {"leased_slot_seconds", json_seconds(f.leased_slot_seconds)},
+          {"node_seconds", json_seconds(f.node_seconds)},
+          {"idle_node_seconds", json_seconds(f.idle_node_seconds)},
+          {"utilisation", f.utilisation}};
+}
+
+std::string figures_line(std::string_view who, const pool_figures& f) {
+  return fmt::format("{:<16} {:>8} {:>6} {:>7.1f} s {:>7.1f} s {:>10.3f} {:>10.3f} {:>11.1f}% {:>15.3f}\n", who,
+                     f.acquires, f.failed, f.wait_p50, f.wait_p95, f.leased_slot_seconds / 3600, f.node_seconds / 3600,
+                     100 * f.utilisation, f.idle_node_seconds / 3600);
+}
+
+std::string stats_table(const pool_stats& s) {
+  std::string out = fmt::format("{:<16} {:>8} {:>6} {:>9} {:>9} {:>10} {:>10} {:>12} {:>15}\n", "tenant", "acquires",
+                                "failed", "wait p50", "wait p95", "slot-hours", "node-hours", "utilisation",
+                                "idle node-hours");
+  for (const auto& [tenant, f] : s.tenants) out += figures_line(tenant, f);
+  return out + figures_line("(pool)", s.pool);
+}
+
+boost::asio::awaitable<int> stats_command(command_context& ctx, const stats_args& args) {
+  std::string why;
+  const auto settings = stats_settings(ctx.config.values, args, why);
+  if (!settings) {
+    print_error(why);
+    co_return exit_code::usage;
+  }
+  diagnostics diag;
+  auto set = co_await read_trace_input(ctx, args.files, diag);
+  if (!set) co_return exit_code::failure;
+  auto act = ctx.trace.child(action_types::pool::stats,
+                             {{"node_slots", settings->node_slots}, {"idle_timeout", settings->idle_timeout}});
+  const auto stats = co_await net::offload(
+      ctx.cpu, [&] { return compute_pool_stats(*set, tracing::build_task_trees(*set), *settings); });
+  if (stats.empty()) {
+    print_error("no pool action in these traces (no ferry:pool:acquire, release or node_left): nothing to count");
+    act.fail_exception("no_pool_actions", "no pool action in the traces");
+    co_return exit_code::failure;
+  }
+  act.succeed({{"acquires", stats.pool.acquires},
+               {"tenants", static_cast<std::uint64_t>(stats.tenants.size())},
+               {"nodes", stats.nodes}});
+  if (args.json) {
+    boost::json::object tenants;
+    for (const auto& [name, f] : stats.tenants) tenants[name] = figures_json(f);
+    fmt::print("{}\n", json_line(boost::json::object{{"node_slots", settings->node_slots},
+                                                     {"idle_timeout", json_seconds(settings->idle_timeout)},
+                                                     {"leases", stats.leases},
+                                                     {"releases", stats.releases},
+                                                     {"nodes", stats.nodes},
+                                                     {"node_left", stats.node_left},
+                                                     {"pool", figures_json(stats.pool)},
+                                                     {"tenants", tenants}}));
+    co_return exit_code::success;
+  }
+  fmt::print("{} of {}, {} on {} ({} per node; node-hours estimated with an idle timeout of {}, see docs/pool.md):\n",
+             counted(stats.pool.acquires, "acquire"), counted(stats.tenants.size(), "tenant"),
+             counted(stats.leases, "lease"), counted(stats.nodes, "node"),
+             counted(static_cast<std::size_t>(settings->node_slots), "slot"),
+             config::format_duration(std::chrono::duration_cast<config::duration>(
+                 std::chrono::duration<double>(settings->idle_timeout))));
+  fmt::print("{}", stats_table(stats));
+  if (stats.pool.unfinished > 0)
+    fmt::print("{} never ended (the agent stopped): waited until its task's last message, got nothing\n",
+               counted(stats.pool.unfinished, "acquire"));
+  co_return exit_code::success;
+}
+
 }  // namespace
 
 void add_pool_commands(CLI::App& app, selected_command& selected) {
@@ -295,6 +395,19 @@ void add_pool_commands(CLI::App& app, selected_command& selected) {
   sim_cmd->callback([&selected, sim] {
     selected.action_type = action_types::pool::command;
     selected.run = [sim](command_context& ctx) { return simulate_command(ctx, *sim); };
+  });
+
+  auto st = std::make_shared<stats_args>();
+  auto* st_cmd = pool->add_subcommand(
+      "stats", "what the pool did in traces: waits for a slot, failed acquires, slot-hours, node-hours, utilisation");
+  st_cmd->fallthrough();
+  st_cmd->add_option("files", st->files, "trace files (JSON lines) or directories of them; none: the last command's");
+  st_cmd->add_option("--slots", st->slots, "slots per node (default: pool.node_slots)");
+  st_cmd->add_option("--idle", st->idle, "the pool's idle timeout, for node lifetimes (default: pool.idle_timeout)");
+  st_cmd->add_flag("--json", st->json, "print every figure as JSON");
+  st_cmd->callback([&selected, st] {
+    selected.action_type = action_types::pool::command;
+    selected.run = [st](command_context& ctx) { return stats_command(ctx, *st); };
   });
 }
 
