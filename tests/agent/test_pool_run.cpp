@@ -241,5 +241,80 @@ TEST_F(pool_run, a_killed_agents_slot_comes_back_when_its_lease_expires_and_the_
   EXPECT_TRUE(listing.at("nodes").as_array()[0].at("leases").as_array().empty());
 }
 
+// `pool up` starts the minimum, which later jobs use without making a node; `pool down` ends the nodes of
+// the tenant that made them, and says which it cannot end.
+TEST_F(pool_run, pool_up_starts_the_minimum_and_pool_down_ends_what_this_tenant_made) {
+  const std::map<std::string, std::string> two = {{"FERRY_POOL_MIN_NODES", "2"}};
+  const auto up = run_ferry({"pool", "up"}, tenant_env(tenants_[0], two));
+  ASSERT_EQ(up.exit_code, 0) << up.err;
+  EXPECT_EQ(up.out, "pool team: 2 nodes (2 made now; pool.min_nodes 2)\n");
+  const auto again = run_ferry({"pool", "up"}, tenant_env(tenants_[0], two));
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(again.out, "pool team: 2 nodes (0 made now; pool.min_nodes 2)\n");
+  auto listing = pool_listing(tenants_[0]);
+  ASSERT_EQ(listing.at("nodes").as_array().size(), 2u);
+
+  const auto trace = tenants_[1].home->path() / "run.jsonl";
+  const auto ran = run_ferry({"--trace", trace.string(), "run", "--", "python3", "main.py"}, tenant_env(tenants_[1], two));
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  const auto leases = leases_in(trace);
+  ASSERT_EQ(leases.size(), 1u);
+  EXPECT_FALSE(leases[0].joined) << "the run made a node while the minimum was idle";
+
+  // Not bob's nodes: he cannot end them, and says so.
+  const auto not_his = run_ferry({"pool", "down"}, tenant_env(tenants_[1]));
+  EXPECT_EQ(not_his.exit_code, 1) << not_his.out << not_his.err;
+  EXPECT_TRUE(contains(not_his.err, "made by ann: not this agent's to end")) << not_his.err;
+  EXPECT_EQ(pool_listing(tenants_[1]).at("nodes").as_array().size(), 2u);
+
+  const auto down = run_ferry({"pool", "down"}, tenant_env(tenants_[0]));
+  ASSERT_EQ(down.exit_code, 0) << down.err;
+  EXPECT_EQ(down.out, "pool team: 2 nodes ended, the pool and its key removed\n");
+  EXPECT_TRUE(pool_listing(tenants_[0]).at("nodes").as_array().empty());
+  const auto key = moto_->aws({"s3api", "head-object", "--bucket", "team", "--key", "p/pools/team/ssh-key"});
+  EXPECT_NE(key.exit_code, 0) << "the pool's key is still there";
+}
+
+// A node beyond the minimum that stays idle stops itself; the next job finds it gone, removes its record
+// and grows the pool again under the freed name.
+TEST_F(pool_run, a_node_that_stopped_itself_when_idle_is_removed_from_the_pool_by_the_next_job) {
+  const std::map<std::string, std::string> quick = {{"FERRY_POOL_IDLE_TIMEOUT", "2s"},
+                                                    {"FERRY_NODES_WATCHDOG_INTERVAL", "1s"}};
+  const auto first_trace = tenants_[0].home->path() / "first.jsonl";
+  const auto first = run_ferry({"--trace", first_trace.string(), "run", "--", "python3", "main.py"},
+                               tenant_env(tenants_[0], quick));
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const auto made = leases_in(first_trace);
+  ASSERT_EQ(made.size(), 1u);
+  // Until its sshd is gone: nothing answers at its address any more.
+  const auto listing = pool_listing(tenants_[0]);
+  ASSERT_EQ(listing.at("nodes").as_array().size(), 1u);
+  const auto address = std::string(listing.at("nodes").as_array()[0].at("address").as_string());
+  bool gone = false;
+  for (int i = 0; i < 300 && !gone; ++i) {
+    std::this_thread::sleep_for(100ms);
+    gone = run({"bash", "-c", "exec 3<>/dev/tcp/" + address + "/22"}).exit_code != 0;
+  }
+  ASSERT_TRUE(gone) << "the idle node never stopped itself";
+
+  const auto trace = tenants_[1].home->path() / "next.jsonl";
+  const auto next = run_ferry({"--trace", trace.string(), "run", "--", "python3", "main.py"}, tenant_env(tenants_[1]));
+  ASSERT_EQ(next.exit_code, 0) << next.err;
+  EXPECT_EQ(next.out, "done shared-env bob\n");
+  const auto lines = trace_file_lines(trace);
+  std::size_t left = 0;
+  for (const auto& o : lines)
+    if (trace_type(o) == action_types::pool::node_left && trace_text(o, "node") == made[0].node) ++left;
+  EXPECT_EQ(left, 1u);
+  // The first lease was of the gone node; the second of the node made in its place, under its name.
+  const auto leases = leases_in(trace);
+  ASSERT_EQ(leases.size(), 2u);
+  EXPECT_EQ(leases[0].node, made[0].node);
+  EXPECT_FALSE(leases[0].joined);
+  EXPECT_TRUE(leases[1].joined);
+  EXPECT_EQ(leases[1].node, made[0].node) << "the freed name is the lowest";
+  EXPECT_EQ(pool_listing(tenants_[1]).at("nodes").as_array().size(), 1u);
+}
+
 }  // namespace
 }  // namespace ferry::test::pool_run_tests
