@@ -143,6 +143,8 @@ inline constexpr std::string_view down = "ferry:pool:down";
 inline constexpr std::string_view remove = "ferry:pool:remove";
 // A node's record removed because the node is gone (it stopped itself when idle) {node, reason}.
 inline constexpr std::string_view node_left = "ferry:pool:node_left";
+// A node that did not answer and stays in the pool {node, provider_id, reason}.
+inline constexpr std::string_view node_kept = "ferry:pool:node_kept";
 // A wait for room in a full pool {until}.
 inline constexpr std::string_view wait = "ferry:pool:wait";
 }  // namespace pool

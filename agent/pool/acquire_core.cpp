@@ -63,6 +63,9 @@ void acquire_core::decide(const pool_snapshot& snapshot, pool_time now) {
   auto d = acquire(snapshot, now, request_, limits_);
   switch (d.what) {
     case acquire_decision::kind::write:
+      idle_before_.reset();
+      for (const auto& e : snapshot.nodes)
+        if (e.record.node_id == d.write->node_id) idle_before_ = idle_from(e.record, now);
       do_next(acquire_action::kind::write_record);
       action_.write = std::move(d.write);
       return;
@@ -105,7 +108,7 @@ void acquire_core::written(std::string etag) {
   auto& w = *action_.write;
   const auto* granted = find_lease(w.record, request_.lease_id);
   assert(granted);
-  held_ = held_lease{w.node_id, std::move(etag), w.record, *granted};
+  held_ = held_lease{w.node_id, std::move(etag), w.record, *granted, registering_ ? std::nullopt : idle_before_};
   if (registering_) made_.reset();
   do_next(acquire_action::kind::finish);
 }

@@ -56,6 +56,9 @@ struct held_lease {
   std::string etag;  // of the record as written: the next renew or release writes If-Match it
   pool_record record;
   lease granted;
+  // Since when the node had held no lease when this acquire took it (none: it was busy, or it is new).
+  // A node idle that long may have stopped itself (docs/pool.md): whoever finds it silent judges by it.
+  std::optional<pool_time> idle_before;
 };
 
 class acquire_core {
@@ -108,6 +111,7 @@ class acquire_core {
   std::optional<new_node> made_;   // made, and not yet in the pool
   pool_time made_at_ = 0;
   bool registering_ = false;       // the write that runs is the made node's first record
+  std::optional<pool_time> idle_before_;  // of the node the write that runs leases on
   int conflicts_ = 0;
   int in_a_row_ = 0;
   int waits_ = 0;

@@ -16,6 +16,7 @@
 #include "agent/provide/node_access.hpp"
 #include "agent/provide/pool_access.hpp"
 #include "agent/provide/pool_node_maker.hpp"
+#include "net/async_event.hpp"
 #include "net/node_link.hpp"
 #include "provision/node.hpp"
 #include "provision/provider.hpp"
@@ -100,6 +101,10 @@ class node_pool {
 
   // ---- a team pool's nodes (node_pool_lease.cpp) ----
   boost::asio::awaitable<result<void>> open_pool(tracing::action& act, diagnostics& diag);
+  boost::asio::awaitable<result<void>> open_pool_once(tracing::action& act, diagnostics& diag);
+  // Whether this agent's pool provider lists the node, and its state there.
+  boost::asio::awaitable<std::pair<bool, provision::node_state>> provider_view(tracing::action& act,
+                                                                              const provision::node& n);
   boost::asio::awaitable<void> lease_nodes(round& r, std::size_t count, node_work& work);
   // One node of the round: a lease, a link to its node, the work under the lease; a node found gone is
   // dropped from the pool and another leased in its place.
@@ -113,8 +118,10 @@ class node_pool {
   // work. The lease is given back afterwards (when it was not lost).
   boost::asio::awaitable<void> work_under_lease(round& r, ready_node& rn, pool::held_lease held, node_work& work);
   boost::asio::awaitable<void> give_back(tracing::action& act, const pool::held_lease& held);
-  // A node that did not answer, removed from the pool when it is gone (its provider says so, or nobody
-  // else holds a lease on it: an idle node that stopped itself). True when its record is gone.
+  // A node that did not answer, removed from the pool when it is gone: its provider (when it is ours and
+  // lists it) says it stopped, or, not ours to ask, it had been idle past pool.idle_timeout when the job
+  // took it and nobody else holds it. Its pinned host key goes with it. True when its record is gone;
+  // `ferry:pool:node_kept` says why a node stays.
   boost::asio::awaitable<bool> drop_if_gone(tracing::action& act, const pool::held_lease& held,
                                             const provision::node& n, const std::string& reason);
   void forget_held(const std::string& node_id);
@@ -128,6 +135,9 @@ class node_pool {
   std::optional<pool_access> pool_;
   std::unique_ptr<provision::provider> pool_provider_;  // authorises the pool's key on the nodes it makes
   std::unique_ptr<pool_node_maker> maker_;
+  std::unique_ptr<net::async_event> opening_;  // set once the pool is opened, or failed to open
+  error_code open_error_;
+  diagnostics open_diag_;
   std::vector<std::string> held_;  // pool nodes this job holds a lease on, or found gone
 };
 

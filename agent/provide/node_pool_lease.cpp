@@ -5,6 +5,7 @@
 #include "net/cancellation.hpp"
 #include "net/digest.hpp"
 #include "net/error.hpp"
+#include "net/ssh_known_hosts.hpp"
 #include "net/task_group.hpp"
 #include "provision/make_provider.hpp"
 #include "tracing/action_types.hpp"
@@ -42,7 +43,26 @@ asio::awaitable<void> work_then_flag(node_work& work, ready_node& rn, bool& over
 }  // namespace
 
 asio::awaitable<result<void>> node_pool::open_pool(tracing::action& act, diagnostics& diag) {
+  // Once per job: a round that comes while another opens the pool waits for it, so nothing in flight
+  // loses the pool or the maker under it.
+  if (opening_) {
+    (void)co_await opening_->wait();
+    if (pool_) co_return result<void>{};
+    diag = open_diag_;
+    co_return open_error_;
+  }
   if (pool_) co_return result<void>{};
+  opening_ = std::make_unique<net::async_event>(co_await asio::this_coro::executor);
+  auto opened = co_await open_pool_once(act, diag);
+  if (!opened) {
+    open_error_ = opened.error();
+    open_diag_ = diag;
+  }
+  opening_->set();
+  co_return opened;
+}
+
+asio::awaitable<result<void>> node_pool::open_pool_once(tracing::action& act, diagnostics& diag) {
   auto access = co_await open_pool_access(act, ctx_, *storage_, access_.ssh, diag);
   if (!access) co_return access.error();
   auto provider = provision::make_provider(ctx_.io, pool_node_settings(ctx_.config.values), access->public_key, diag);
@@ -110,7 +130,10 @@ asio::awaitable<void> node_pool::lease_slot(round& r, node_work& work) {
         if (!co_await net::cancelled() && nothing_answers(linked.error())) {
           // Removed, its name is free for a new node; kept, it stays in held_ so that the next acquire
           // avoids it.
-          if (co_await drop_if_gone(r.act, *held, n, why)) forget_held(held->node_id);
+          if (co_await drop_if_gone(r.act, *held, n, why))
+            forget_held(held->node_id);
+          else
+            co_await give_back(r.job, *held);
           continue;
         }
         forget_held(held->node_id);
@@ -138,7 +161,8 @@ asio::awaitable<void> node_pool::lease_slot(round& r, node_work& work) {
     co_return;
   }
   diagnostics d;
-  d.set(fmt::format("{} nodes of the pool in a row did not answer", max_replacements + 1));
+  d.set(fmt::format("{} leases in a row were of nodes that did not answer or that the job held already",
+                    max_replacements + 1));
   report.fail("pool " + pool_name, make_error_code(errc::pool_cannot_grow), d);
   r.one_done();
 }
@@ -162,7 +186,12 @@ asio::awaitable<void> node_pool::work_under_lease(round& r, ready_node& rn, pool
     timer.expires_after(std::chrono::seconds(pool_->renew_every));
     error_code ec;
     co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-    if (over || co_await net::cancelled()) break;  // cancelled: the wait below hands it to the work
+    if (over) break;
+    if (co_await net::cancelled()) {
+      // Ctrl-C: the work is the group's, which did not hear it; the lease lasts while it winds down.
+      group.cancel();
+      break;
+    }
     diagnostics d;
     auto renewed = co_await pool::renew_lease(r.job, pool_->store, held, pool_->ttl, pool_->acquire.max_conflicts,
                                               clock, d);
@@ -199,26 +228,48 @@ asio::awaitable<bool> node_pool::drop_if_gone(tracing::action& act, const pool::
   if (!fresh) co_return false;
   // Gone from the pool already (another agent found it first): its name is free.
   if (!*fresh) co_return true;
-  if ((*fresh)->record.provider_id != held.record.provider_id) co_return false;
   const auto& record = (*fresh)->record;
-  bool gone = false;
-  if (record.provider == pool_provider_->name()) {
-    diagnostics dd;
-    if (auto state = co_await pool_provider_->describe(act, n, dd); state)
-      gone = state->state == provision::node_state::stopped || state->state == provision::node_state::terminated;
-  }
-  if (!gone) {
-    // Nobody else holds it: an idle node that stopped itself. Another's lease says someone uses it.
+  if (record.provider_id != held.record.provider_id) co_return false;
+  const auto kept = [&](std::string_view why) {
+    act.log(action_types::pool::node_kept, {{"node", held.node_id}, {"provider_id", record.provider_id}, {"reason", why}});
+    return false;
+  };
+  // The provider that made it, when it is ours, knows: a node it lists and does not call stopped stays.
+  const auto [listed, state] = co_await provider_view(act, n);
+  if (listed && state != provision::node_state::stopped && state != provision::node_state::terminated)
+    co_return kept("its provider says it runs");
+  if (!listed) {
+    // Not ours to ask: it is gone only if it would have stopped itself, idle past the timeout when this
+    // job took it, with nobody else holding it now; a node of the minimum never stops itself.
     const auto now = pool::wall_clock_now();
-    gone = std::none_of(record.leases.begin(), record.leases.end(), [&](const pool::lease& l) {
+    const auto timeout = std::chrono::duration_cast<std::chrono::seconds>(ctx_.config.values.pool.idle_timeout).count();
+    const bool others = std::any_of(record.leases.begin(), record.leases.end(), [&](const pool::lease& l) {
       return l.id != held.granted.id && !l.expired(now);
     });
+    if (others) co_return kept("another lease on it is live");
+    if (pool_node_index(held.node_id) >= 0 && pool_node_index(held.node_id) < ctx_.config.values.pool.min_nodes)
+      co_return kept("it is of the pool's minimum, which never stops itself");
+    if (timeout <= 0 || !held.idle_before || now - *held.idle_before < timeout)
+      co_return kept("it was not idle long enough to have stopped itself");
   }
-  if (!gone) co_return false;
   auto removed = co_await pool_->store.remove(act, **fresh, d);
-  if (!removed) co_return false;
+  if (!removed) co_return kept(describe(removed.error(), d));
+  diagnostics ignored;
+  (void)net::forget_host_key(pool_->ssh.known_hosts, record.provider_id, ignored);
   act.log(action_types::pool::node_left, {{"node", held.node_id}, {"provider_id", record.provider_id}, {"reason", reason}});
   co_return true;
+}
+
+asio::awaitable<std::pair<bool, provision::node_state>> node_pool::provider_view(tracing::action& act,
+                                                                                const provision::node& n) {
+  using out = std::pair<bool, provision::node_state>;
+  if (n.provider != pool_provider_->name()) co_return out{false, provision::node_state::unknown};
+  diagnostics d;
+  auto all = co_await pool_provider_->list(act, d);
+  if (!all) co_return out{false, provision::node_state::unknown};
+  for (const auto& m : *all)
+    if (m.id == n.id) co_return out{true, m.state};
+  co_return out{false, provision::node_state::unknown};
 }
 
 }  // namespace ferry::agent

@@ -13,6 +13,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -131,7 +132,11 @@ result<void> pin_host_key(const pool_access& access, const std::string& label, c
   key.type = host_key.substr(0, space);
   key.base64 = space == std::string::npos ? std::string() : host_key.substr(space + 1);
   key.fingerprint = net::fingerprint_of(key.type, key.base64);
-  if (key.fingerprint.empty()) {
+  // One word each, as known_hosts holds them: no space or line break from storage reaches the file.
+  const auto one_word = [](const std::string& w) {
+    return !w.empty() && std::all_of(w.begin(), w.end(), [](char c) { return c > ' ' && c < 127; });
+  };
+  if (key.fingerprint.empty() || !one_word(key.type) || !one_word(key.base64)) {
     diag.set(fmt::format("pool node {}: its record's host key is not a key", label));
     return make_error_code(errc::bad_pool_record);
   }

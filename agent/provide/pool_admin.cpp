@@ -4,6 +4,7 @@
 #include "agent/provide/pool_access.hpp"
 #include "agent/provide/pool_node_maker.hpp"
 #include "net/digest.hpp"
+#include "net/ssh_known_hosts.hpp"
 #include "provision/make_provider.hpp"
 #include "tracing/action_types.hpp"
 
@@ -54,8 +55,20 @@ asio::awaitable<result<pool_up_report>> pool_up(tracing::action& parent, const c
   auto& pool = admin->pool;
   pool_node_maker maker(ctx, pool, *admin->provider, access.readiness);
   pool_up_report report;
+  if (s.pool.min_nodes > s.pool.max_nodes) {
+    diag.set(fmt::format("pool.min_nodes ({}) is above pool.max_nodes ({})", s.pool.min_nodes, s.pool.max_nodes));
+    act.fail(make_error_code(errc::pool_cannot_grow), diag);
+    co_return make_error_code(errc::pool_cannot_grow);
+  }
   const pool::pool_clock clock = pool::wall_clock_now;
-  for (;;) {
+  // Each pass makes a node or finds the minimum there; others removing nodes meanwhile cannot keep it
+  // going for ever.
+  for (int pass = 0;; ++pass) {
+    if (pass > 2 * s.pool.min_nodes + 2) {
+      diag.set(fmt::format("the pool did not keep {} nodes while they were made", s.pool.min_nodes));
+      act.fail(make_error_code(errc::pool_cannot_grow), diag);
+      co_return make_error_code(errc::pool_cannot_grow);
+    }
     auto snapshot = co_await pool.store.read(act, diag);
     if (!snapshot) {
       act.fail(snapshot.error(), diag);
@@ -110,7 +123,17 @@ asio::awaitable<result<pool_down_report>> pool_down(tracing::action& parent, con
   const auto now = pool::wall_clock_now();
   for (const auto& e : snapshot->nodes) {
     const auto& r = e.record;
-    if (r.provider != provider.name() || !ours.contains(r.provider_id)) {
+    const bool listed = r.provider == provider.name() && ours.contains(r.provider_id);
+    if (!listed && r.created_by == pool.tenant && r.provider == provider.name() && !pool::busy(r, now)) {
+      // Made by this tenant, and its provider has it no more: the node is gone, only its record is left.
+      diagnostics d;
+      if (auto removed = co_await pool.store.remove(act, e, d); removed) {
+        (void)net::forget_host_key(pool.ssh.known_hosts, r.provider_id, d);
+        report.ended.push_back(r.node_id);
+        continue;
+      }
+    }
+    if (!listed) {
       report.kept.push_back(fmt::format("{}: {} node {} made by {}: not this agent's to end", r.node_id, r.provider,
                                         r.provider_id, r.created_by));
       continue;
@@ -127,6 +150,7 @@ asio::awaitable<result<pool_down_report>> pool_down(tracing::action& parent, con
       report.kept.push_back(fmt::format("{}: {}", r.node_id, describe(removed.error(), d)));
       continue;
     }
+    (void)net::forget_host_key(pool.ssh.known_hosts, r.provider_id, d);
     auto n = node_of_record(r, s);
     if (auto ended = co_await provider.terminate(act, n, d); !ended) {
       report.kept.push_back(fmt::format("{}: out of the pool, but {} could not end {}: {}", r.node_id, provider.name(),

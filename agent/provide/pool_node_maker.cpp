@@ -12,10 +12,7 @@ namespace ferry::agent {
 
 namespace asio = boost::asio;
 
-namespace {
-
-// node-000 -> 0; -1 for a name the pool did not give.
-int index_of(std::string_view node_id) {
+int pool_node_index(std::string_view node_id) {
   constexpr std::string_view prefix = "node-";
   if (!node_id.starts_with(prefix)) return -1;
   int out = 0;
@@ -26,10 +23,9 @@ int index_of(std::string_view node_id) {
   return out;
 }
 
-}  // namespace
-
 config::settings pool_node_settings(const config::settings& s) {
   auto out = s;
+  out.dirs.state = s.dirs.state / "pool";
   out.nodes.min_nodes = s.pool.min_nodes;
   out.nodes.max_nodes = s.pool.max_nodes;
   out.nodes.idle_timeout = s.pool.idle_timeout;
@@ -109,7 +105,7 @@ asio::awaitable<result<pool::new_node>> pool_node_maker::make(tracing::action& a
   const auto settings = pool_node_settings(ctx_.config.values);
   const auto watch = watchdog_settings::from(settings);
   const auto stop = provider_.self_stop_command(n);
-  const int index = index_of(node_id);
+  const int index = pool_node_index(node_id);
   if (watch.enabled() && !stop.empty() && (index < 0 || index >= settings.pool.min_nodes)) {
     diagnostics d;
     if (auto installed = co_await install_watchdog(act, *link, n, stop, watch, d); !installed)

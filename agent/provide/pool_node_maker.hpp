@@ -29,8 +29,12 @@ namespace ferry::agent {
 provision::node node_of_record(const pool::pool_record& r, const config::settings& s);
 
 // The settings a pool's nodes are made and watched with: nodes.min_nodes, max_nodes and idle_timeout
-// replaced by pool.*.
+// replaced by pool.*, and the provider's own state (the local provider's node dirs) under <state>/pool/,
+// apart from the user's private nodes: `ferry nodes` neither lists nor ends a pool's nodes.
 config::settings pool_node_settings(const config::settings& s);
+
+// node-000 -> 0; -1 for a name the pool does not give.
+int pool_node_index(std::string_view node_id);
 
 class pool_node_maker {
  public:

@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <sstream>
 #include <thread>
 
 namespace ferry::test::pool_run_tests {
@@ -69,6 +70,21 @@ std::vector<traced_lease> leases_in(const fs::path& trace) {
   return out;
 }
 
+// Whether the trace so far (complete lines only: the agent may be writing the last) has an action of
+// `type` started.
+bool has_started(const fs::path& trace, std::string_view type) {
+  std::ifstream in(trace);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  text.erase(text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1);
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty()) continue;
+    const auto o = json::parse(line).as_object();
+    if (trace_type(o) == type && trace_text(o, "action_status") == "started") return true;
+  }
+  return false;
+}
+
 std::size_t started(const std::vector<json::object>& lines, std::string_view type) {
   std::size_t n = 0;
   for (const auto& o : lines)
@@ -81,7 +97,8 @@ class pool_run : public local_nodes {
   struct tenant {
     std::string name;
     std::unique_ptr<temp_dir> home;
-    std::unique_ptr<local_node_guard> guard;
+    std::unique_ptr<local_node_guard> guard;       // the pool's nodes it made
+    std::unique_ptr<local_node_guard> own_guard;   // its private nodes (none should be made)
     fs::path project() const { return home->path() / "project"; }
   };
 
@@ -92,8 +109,9 @@ class pool_run : public local_nodes {
     if (IsSkipped()) return;
     ASSERT_TRUE(start_storage(true));
     for (const auto* name : {"ann", "bob", "cat"}) {
-      tenant t{name, std::make_unique<temp_dir>(), nullptr};
-      t.guard = std::make_unique<local_node_guard>(t.home->path() / "state" / "ferry" / "local");
+      tenant t{name, std::make_unique<temp_dir>(), nullptr, nullptr};
+      t.guard = std::make_unique<local_node_guard>(t.home->path() / "state" / "ferry" / "pool" / "local");
+      t.own_guard = std::make_unique<local_node_guard>(t.home->path() / "state" / "ferry" / "local");
       make_project(t);
       tenants_.push_back(std::move(t));
     }
@@ -101,7 +119,10 @@ class pool_run : public local_nodes {
   }
 
   void TearDown() override {
-    for (auto& t : tenants_) t.guard->cleanup();
+    for (auto& t : tenants_) {
+      t.guard->cleanup();
+      t.own_guard->cleanup();
+    }
   }
 
   // The same environment for every tenant (a venv with a package), and a workspace of its own.
@@ -337,7 +358,10 @@ TEST_F(pool_run, a_node_that_stopped_itself_when_idle_is_removed_from_the_pool_b
   ASSERT_TRUE(gone) << "the idle node never stopped itself";
 
   const auto trace = tenants_[1].home->path() / "next.jsonl";
-  const auto next = run_ferry({"--trace", trace.string(), "run", "--", "python3", "main.py"}, tenant_env(tenants_[1]));
+  // The team's settings: bob knows the node had been idle past the timeout, so it stopped itself (his
+  // provider cannot ask ann's).
+  const auto next = run_ferry({"--trace", trace.string(), "run", "--", "python3", "main.py"},
+                              tenant_env(tenants_[1], quick));
   ASSERT_EQ(next.exit_code, 0) << next.err;
   EXPECT_EQ(next.out, "done shared-env bob\n");
   const auto lines = trace_file_lines(trace);
@@ -353,6 +377,80 @@ TEST_F(pool_run, a_node_that_stopped_itself_when_idle_is_removed_from_the_pool_b
   EXPECT_TRUE(leases[1].joined);
   EXPECT_EQ(leases[1].node, made[0].node) << "the freed name is the lowest";
   EXPECT_EQ(pool_listing(tenants_[1]).at("nodes").as_array().size(), 1u);
+}
+
+// Ctrl-C of a job on a pool: the command on the shared node ends, the lease is given back, and the
+// agent exits as interrupted.
+TEST_F(pool_run, ctrl_c_stops_the_command_on_the_pool_node_and_gives_the_lease_back) {
+  const auto trace = tenants_[0].home->path() / "interrupted.jsonl";
+  auto job = spawn_ferry({"--trace", trace.string(), "run", "--", "python3", "main.py", "600"}, tenant_env(tenants_[0]));
+  bool running = false;
+  for (int i = 0; i < 600 && !running; ++i) {
+    std::this_thread::sleep_for(100ms);
+    running = has_started(trace, action_types::agent::task) && !processes_naming("main.py 600").empty();
+  }
+  if (!running) {
+    job->signal(SIGKILL);
+    FAIL() << "the command never started: " << job->wait().err;
+  }
+  job->signal(SIGINT);
+  const auto r = job->wait();
+  EXPECT_EQ(r.exit_code, 130) << r.err;
+  const auto leases = leases_in(trace);
+  ASSERT_EQ(leases.size(), 1u);
+  EXPECT_GE(leases[0].given_back, leases[0].taken) << "the lease was not given back";
+  const auto listing = pool_listing(tenants_[0]);
+  ASSERT_EQ(listing.at("nodes").as_array().size(), 1u);
+  EXPECT_TRUE(listing.at("nodes").as_array()[0].at("leases").as_array().empty()) << json::serialize(listing);
+  EXPECT_EQ(processes_naming("main.py 600"), std::vector<std::string>{});
+}
+
+// A node that does not answer one tenant while another holds a live lease on it stays in the pool: its
+// silence may be this agent's network, not the node. The job leases elsewhere, and gives back what it took.
+TEST_F(pool_run, a_silent_node_that_another_tenant_holds_stays_in_the_pool) {
+  // A record of ann's, on an address where nothing listens, with a live lease of hers.
+  const auto key_dir = tenants_[0].home->path() / "hostkey";
+  fs::create_directories(key_dir);
+  ASSERT_EQ(run({"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", (key_dir / "k").string()}).exit_code, 0);
+  const auto pub = read_file(key_dir / "k.pub");
+  const auto host_key = pub.substr(0, pub.find(' ', pub.find(' ') + 1));
+  const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                       std::chrono::system_clock::now().time_since_epoch()).count();
+  agent::pool::pool_record r;
+  r.node_id = "node-000";
+  r.provider = "local";
+  r.provider_id = "local-silent";
+  r.address = "10.200.255.254";
+  r.user = "root";
+  r.host_key = host_key;
+  r.capacity = 2;
+  r.created_at = now - 60;
+  r.created_by = "ann";
+  r.leases.push_back({"ann-lease", "ann", 1, "elsewhere:1:abc", now + 3600});
+  const auto file = key_dir / "node-000.json";
+  write_file(file, agent::pool::serialise_record(r));
+  ASSERT_EQ(moto_->aws({"s3", "cp", "--quiet", file.string(), "s3://team/p/pools/team/nodes/node-000.json"}).exit_code, 0);
+
+  const auto trace = tenants_[1].home->path() / "bob.jsonl";
+  const auto ran = run_ferry({"--trace", trace.string(), "run", "--", "python3", "main.py"},
+                             tenant_env(tenants_[1], {{"FERRY_POOL_NODE_SLOTS", "2"}, {"FERRY_SSH_CONNECT_TIMEOUT", "2s"}}));
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  EXPECT_EQ(ran.out, "done shared-env bob\n");
+  std::size_t kept = 0;
+  for (const auto& o : trace_file_lines(trace))
+    if (trace_type(o) == action_types::pool::node_kept && trace_text(o, "node") == "node-000") ++kept;
+  EXPECT_EQ(kept, 1u);
+  const auto leases = leases_in(trace);
+  ASSERT_EQ(leases.size(), 2u);
+  EXPECT_EQ(leases[0].node, "node-000");
+  EXPECT_GE(leases[0].given_back, leases[0].taken) << "the lease on the silent node was kept";
+  EXPECT_EQ(leases[1].node, "node-001");
+  const auto listing = pool_listing(tenants_[1]);
+  const auto& nodes = listing.at("nodes").as_array();
+  ASSERT_EQ(nodes.size(), 2u);
+  EXPECT_EQ(nodes[0].at("node").as_string(), "node-000");
+  ASSERT_EQ(nodes[0].at("leases").as_array().size(), 1u);
+  EXPECT_EQ(nodes[0].at("leases").as_array()[0].at("tenant").as_string(), "ann");
 }
 
 }  // namespace
