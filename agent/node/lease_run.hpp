@@ -18,7 +18,9 @@
 //     the same grace before a KILL (ferry cancels a remote command by TERM to lease-run's own group, which
 //     no longer holds the command's). Otherwise its exit is the command's: the same code, or, for a
 //     command killed by a signal, that signal raised on itself; 127 when ARGV cannot be found, 126 when it
-//     cannot be run. The command is KILLed when lease-run dies first (ferry's own KILL after its grace).
+//     cannot be run. Should lease-run itself be KILLed first (ferry's own KILL after ssh.kill_grace, which
+//     races lease-run's), the command's first process is KILLed with it; what that process started and left
+//     behind a TERM it ignores is then out of reach, as with any command that leaves ferry's process group.
 namespace ferry::agent::node {
 
 // argv[0] is the program, argv[1] the subcommand.
