@@ -16,6 +16,7 @@ class category_impl final : public boost::system::error_category {
       case errc::node_lacks_tools: return "the node program could not be put on the node";
       case errc::materialise_failed: return "materialising layers failed on the node";
       case errc::watchdog_failed: return "the node's idle watchdog could not be set up";
+      case errc::node_lease_failed: return "the lease could not be set on the node";
       case errc::bad_stage: return "bad staging request";
       case errc::stage_failed: return "staging failed on the node";
       case errc::bad_cluster_record: return "a cluster's state file cannot be read";

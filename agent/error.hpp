@@ -20,6 +20,7 @@ enum class errc {
 
   // Warm nodes (agent/provide/node_watchdog.hpp).
   watchdog_failed,       // a node's idle watchdog could not be installed or stopped (diagnostics say why)
+  node_lease_failed,     // a pool lease's expiry could not be written on a node (agent/provide/node_lease.hpp)
 
   // Data staging (agent/materialise/stage.hpp).
   bad_stage,             // a --stage or --stage-window that cannot work (bad spec, empty prefix, window too small)

@@ -328,6 +328,9 @@ inline constexpr std::string_view stage_object = "ferry:stage:object";    // {pa
 inline constexpr std::string_view stage_attempt = "ferry:stage:attempt";  // {attempt}: one try at it
 // `ferry-node watchdog`: the node's idle watchdog set; its success carries the outcome.
 inline constexpr std::string_view watchdog = "ferry:node:watchdog";
+// A pool lease's expiry written on a node (agent/provide/node_lease.hpp) {node, lease, expires_at} -> kept:
+// true when the node held a later one already.
+inline constexpr std::string_view lease = "ferry:node:lease";
 // The program put in place by ferry {node, sha256, bytes}.
 inline constexpr std::string_view install = "ferry:node:install";
 // Written by ferry at the level handed to a node that lacked the program, which then wrote nothing there.

@@ -11,16 +11,21 @@
 //                                  stage_objects.hpp)
 //   ferry-node watchdog            the node's idle watchdog started, replaced or stopped (idle_watchdog.hpp)
 //   ferry-node watchdog-loop DIR   the watchdog itself, detached
+//   ferry-node lease-run FILE [--grace SECONDS] -- ARGV...
+//                                  ARGV, ended once the pool lease in FILE has expired (lease_run.hpp)
+//   ferry-node lease-set FILE EXPIRES_AT
+//                                  that lease's expiry moved forward (lease_run.hpp)
 //   ferry-node install SHA256 PATH this very file, checked to hash to SHA256, renamed to PATH
 //   ferry-node version
 //
-// Exit codes: 0 done, 1 failed (the reason on stderr and in the trace), 2 bad usage or plan, 130 stopped
+// Exit codes (lease-run's are its command's, lease_run.hpp): 0 done, 1 failed (the reason on stderr and in the trace), 2 bad usage or plan, 130 stopped
 // by a signal (TERM, INT or HUP), in any phase from the wait for the plan on: the work is cancelled and
 // every action still ends, as cancelled (or with its outcome, for work whose end a signal is: serve, or
 // that finishes first: watchdog); work that has not ended within the plan's shutdown_grace_ms is cut off
 // with the root action ended.
 #include "agent/node/error.hpp"
 #include "agent/node/idle_watchdog.hpp"
+#include "agent/node/lease_run.hpp"
 #include "agent/node/line_reader.hpp"
 #include "agent/node/materialise_layers.hpp"
 #include "agent/node/layer_cache.hpp"
@@ -457,10 +462,12 @@ int main(int argc, char** argv) {
   if (command == "serve" && argc == 2) return serve();
   if (command == "watchdog" && argc == 2) return watchdog();
   if (command == "watchdog-loop" && argc == 3) return node::watchdog_loop(argv[2]);
+  if (command == "lease-run") return node::lease_run(argc, argv);
+  if (command == "lease-set") return node::lease_set(argc, argv);
   if (command == "install" && argc == 4) return install(argv[2], argv[3]);
   if (command == "version" && argc == 2) {
     std::printf("ferry-node %s\n", FERRY_VERSION);
     return 0;
   }
-  return say(2, "usage: ferry-node materialise < PLAN | stage < PLAN | serve < REQUEST | watchdog < SETTINGS | install SHA256 PATH | version");
+  return say(2, "usage: ferry-node materialise < PLAN | stage < PLAN | serve < REQUEST | watchdog < SETTINGS | lease-run FILE [--grace SECONDS] -- ARGV... | lease-set FILE EXPIRES_AT | install SHA256 PATH | version");
 }

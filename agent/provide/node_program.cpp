@@ -17,11 +17,6 @@
 namespace ferry::agent {
 namespace {
 
-// The cache directory as a shell word: the plan's, quoted, or the XDG default expanded on the node.
-std::string cache_word(const std::string& cache_dir) {
-  return cache_dir.empty() ? std::string("\"${XDG_CACHE_HOME:-$HOME/.cache}/ferry\"") : net::shell_quote(cache_dir);
-}
-
 std::string path_assignment(const std::string& node_path) {
   return node_path.empty() ? std::string() : fmt::format("PATH={}; export PATH; ", net::shell_quote(node_path));
 }
@@ -34,6 +29,10 @@ std::filesystem::path beside_executable() {
 }
 
 }  // namespace
+
+std::string node_cache_word(const std::string& cache_dir) {
+  return cache_dir.empty() ? std::string("\"${XDG_CACHE_HOME:-$HOME/.cache}/ferry\"") : net::shell_quote(cache_dir);
+}
 
 result<std::shared_ptr<const node_program>> load_node_program(const std::filesystem::path& path, diagnostics& diag) {
   auto program = std::make_shared<node_program>();
@@ -73,7 +72,7 @@ result<std::shared_ptr<const node_program>> shared_node_program(const std::files
 std::string node_program_command(const node_program& program, const std::string& cache_dir,
                                  const std::string& arguments, const std::string& node_path) {
   return fmt::format("{}p={}/bin/ferry-node-{}; if [ -x \"$p\" ]; then exec \"$p\" {}; fi; echo '{}' >&2; exit 127",
-                     path_assignment(node_path), cache_word(cache_dir), program.sha256, arguments, missing_marker);
+                     path_assignment(node_path), node_cache_word(cache_dir), program.sha256, arguments, missing_marker);
 }
 
 asio::awaitable<result<void>> install_node_program(tracing::action& parent, net::node_link& link,
@@ -87,7 +86,7 @@ asio::awaitable<result<void>> install_node_program(tracing::action& parent, net:
       "{}d={}/bin; t=\"$d/.ferry-node.$$\"; trap 'rm -f \"$t\"' EXIT; trap 'exit 129' HUP; trap 'exit 130' INT; "
       "trap 'exit 143' TERM; mkdir -p \"$d\" && cat > \"$t\" && chmod 700 \"$t\" && "
       "\"$t\" install {} \"$d/ferry-node-{}\"",
-      path_assignment(node_path), cache_word(cache_dir), program.sha256, program.sha256);
+      path_assignment(node_path), node_cache_word(cache_dir), program.sha256, program.sha256);
   net::buffer_source input(program.bytes);
   net::collect_sink output(64 << 10);
   net::exec_request request{command, &input, &output};

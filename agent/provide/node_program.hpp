@@ -32,6 +32,10 @@ result<std::shared_ptr<const node_program>> load_node_program(const std::filesys
 // The same, read once per process and path: the program does not change while ferry runs.
 result<std::shared_ptr<const node_program>> shared_node_program(const std::filesystem::path& path, diagnostics& diag);
 
+// The node's cache directory as a word for its sh: `cache_dir` quoted, or, when empty, the XDG default
+// (${XDG_CACHE_HOME:-$HOME/.cache}/ferry) for the node to expand.
+std::string node_cache_word(const std::string& cache_dir);
+
 // A shell line that runs the program with `arguments` on the node when it is there, and otherwise
 // exits 127 after printing missing_marker on stderr.
 std::string node_program_command(const node_program& program, const std::string& cache_dir,
