@@ -1,5 +1,7 @@
 #include "agent/job/job.hpp"
 
+#include "agent/provide/node_lease.hpp"
+
 #include "agent/error.hpp"
 #include "agent/pack/pack_summary.hpp"
 #include "agent/cli/plural.hpp"
@@ -161,6 +163,7 @@ result<void> job::open(std::string_view provider, diagnostics& diag) {
   auto program = shared_node_program(s.agent.node_program, diag);
   if (!program) return program.error();
   materialise_.program = std::move(*program);
+  pool_->lease_files(materialise_.program, materialise_.cache_dir);
   return {};
 }
 
@@ -223,6 +226,22 @@ asio::awaitable<void> job::pack_step(diagnostics& diag) {
     act.succeed({{"layers", times_.layers}, {"cached", times_.layers_cached},
                  {"uploaded_bytes", packed_->report.uploaded_bytes}, {"manifest", packed_->report.manifest_key}});
   }
+}
+
+asio::awaitable<bool> job::under_lease(ready_node& node, environment& env) {
+  if (node.lease_id.empty()) co_return true;
+  diagnostics diag;
+  auto set = co_await set_node_lease(act_, *node.link, *materialise_.program, materialise_.cache_dir, node.lease_id,
+                                     node.lease_expires_at, diag);
+  if (!set) {
+    // Without the lease's file the node would refuse every command under it: no work here.
+    if (set.error() != asio::error::operation_aborted)
+      failures_.push_back(fmt::format("{}: {}", node.node.id, describe(set.error(), diag)));
+    co_return false;
+  }
+  env.lease = node_lease_wrap{materialise_.program, materialise_.cache_dir, node.lease_id,
+                              std::chrono::duration_cast<std::chrono::seconds>(ctx_.config.values.ssh.kill_grace)};
+  co_return true;
 }
 
 asio::awaitable<bool> job::python_fits(ready_node& node, const environment& env) {
@@ -306,7 +325,7 @@ asio::awaitable<void> job::work_when_ready(ready_node& node, lazy_link& link) {
   if (link.early && !stopped && !work_over_) {
     began_work(node.node.id, begin);
     job_node jn{node, *link.early};
-    if (co_await python_fits(node, *link.early)) co_await work_(jn);
+    if (co_await under_lease(node, *link.early) && co_await python_fits(node, *link.early)) co_await work_(jn);
   }
 }
 
@@ -432,7 +451,7 @@ asio::awaitable<void> job::node_steps(ready_node& node, const fanout_role* fan) 
   began_work(node.node.id, begin);
   times_.layers_fetched += env->layers_fetched;
   job_node jn{node, *env};
-  if (co_await python_fits(node, *env)) co_await work_(jn);
+  if (co_await under_lease(node, *env) && co_await python_fits(node, *env)) co_await work_(jn);
 }
 
 asio::awaitable<void> job::provide(std::size_t count) {

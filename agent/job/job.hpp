@@ -128,6 +128,9 @@ class job {
   void began_work(const std::string& node, std::chrono::steady_clock::time_point begin);
   // The node's steps, which work_over() stops while the node's work has not begun.
   boost::asio::awaitable<void> steps_until_work_over(ready_node& node);
+  // On a pool's node: the lease's file put on the node, and env's commands made to run under the lease;
+  // false (a failure said) when the file could not be written: the node gets no work.
+  boost::asio::awaitable<bool> under_lease(ready_node& node, environment& env);
   // The node's interpreter fits the packed environment (check_python); false: the node gets no work.
   boost::asio::awaitable<bool> python_fits(ready_node& node, const environment& env);
   // The order the nodes' commands imported layers in, merged with the stored one, stored when it changed.

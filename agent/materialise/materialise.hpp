@@ -31,6 +31,7 @@
 
 #include <boost/asio/awaitable.hpp>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -61,6 +62,15 @@ struct materialise_options {
   static materialise_options from(const config::settings& settings);
 };
 
+// A pool's node: every command the job sends there runs under the job's lease of it, through the node
+// program's lease-run (agent/provide/node_lease.hpp), which ends the command once the lease has expired.
+struct node_lease_wrap {
+  std::shared_ptr<const node_program> program;
+  std::string cache_dir;
+  std::string lease_id;
+  std::chrono::seconds grace{};  // ssh.kill_grace: between TERM and KILL
+};
+
 struct environment {                     // what the node now holds for this plan
   std::string workdir;                   // absolute path on the node
   std::vector<std::string> python_path;  // absolute layer dirs, in plan order
@@ -78,6 +88,7 @@ struct environment {                     // what the node now holds for this pla
   std::string site_file;
   std::vector<std::string> imported;
   std::size_t layers_left = 0;
+  std::optional<node_lease_wrap> lease;  // set by the job on a pool's node
 };
 
 // Between a lazy start's materialise and the work on that node.

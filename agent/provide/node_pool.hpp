@@ -14,6 +14,7 @@
 #include "agent/cli/command_context.hpp"
 #include "agent/pool/pool_lease.hpp"
 #include "agent/provide/node_access.hpp"
+#include "agent/provide/node_program.hpp"
 #include "agent/provide/pool_access.hpp"
 #include "agent/provide/pool_node_maker.hpp"
 #include "net/async_event.hpp"
@@ -36,6 +37,9 @@ struct ready_node {
   provision::node node;
   std::shared_ptr<net::node_link> link;
   bool warm = false;  // from the registry, not made for this job
+  // A pool's node: the job's lease of it, and its expiry as last renewed (node_pool_lease.cpp).
+  std::string lease_id;
+  std::int64_t lease_expires_at = 0;
 };
 
 // A job's work on one node; runs in its own coroutine, as many at once as there are ready nodes.
@@ -66,6 +70,12 @@ class node_pool {
   // Nodes come from the team pool that pool.name names, in `storage`, from now on.
   void use_pool(net::s3_client& storage) { storage_ = &storage; }
   bool pooled() const { return storage_ != nullptr; }
+  // The node program and cache dir through which each renewal moves the lease's expiry on the node too
+  // (node_lease.hpp), once the job has put the program there.
+  void lease_files(std::shared_ptr<const node_program> program, std::string cache_dir) {
+    program_ = std::move(program);
+    cache_dir_ = std::move(cache_dir);
+  }
   // The tenant the job's leases are counted against; empty before the pool was opened.
   std::string tenant() const { return pool_ ? pool_->tenant : std::string(); }
 
@@ -139,6 +149,8 @@ class node_pool {
   error_code open_error_;
   diagnostics open_diag_;
   std::vector<std::string> held_;  // pool nodes this job holds a lease on, or found gone
+  std::shared_ptr<const node_program> program_;
+  std::string cache_dir_;
 };
 
 }  // namespace ferry::agent

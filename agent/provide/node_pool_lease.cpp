@@ -2,6 +2,7 @@
 #include "agent/provide/node_pool.hpp"
 
 #include "agent/error.hpp"
+#include "agent/provide/node_lease.hpp"
 #include "net/cancellation.hpp"
 #include "net/digest.hpp"
 #include "net/error.hpp"
@@ -155,7 +156,7 @@ asio::awaitable<void> node_pool::lease_slot(round& r, node_work& work) {
     ++(made_here ? report.created : report.warm);
     note_ready(report);
     r.one_done();
-    ready_node rn{std::move(n), std::move(link), !made_here};
+    ready_node rn{std::move(n), std::move(link), !made_here, held->granted.id, held->granted.expires_at};
     co_await work_under_lease(r, rn, std::move(*held), work);
     if (rn.link) rn.link->close();
     co_return;
@@ -197,6 +198,13 @@ asio::awaitable<void> node_pool::work_under_lease(round& r, ready_node& rn, pool
                                               clock, d);
     if (renewed) {
       held = std::move(*renewed);
+      rn.lease_expires_at = held.granted.expires_at;
+      // The node's copy too, once the job has put the node program there (before that, the job writes it).
+      if (program_ && rn.link) {
+        diagnostics ignored;
+        (void)co_await set_node_lease(r.job, *rn.link, *program_, cache_dir_, held.granted.id,
+                                      held.granted.expires_at, ignored);
+      }
       continue;
     }
     // Storage that fails for a while costs nothing until the lease would have expired; then the slots may

@@ -1,10 +1,12 @@
 #include "agent/provide/pool_node_maker.hpp"
 
 #include "agent/error.hpp"
+#include "agent/provide/node_access.hpp"
 #include "agent/provide/node_watchdog.hpp"
 #include "agent/provide/warm_nodes.hpp"
 #include "net/ssh_known_hosts.hpp"
 #include "provision/readiness.hpp"
+#include "tracing/action_types.hpp"
 
 #include <fmt/format.h>
 

@@ -1,5 +1,7 @@
 #include "agent/run/task_command.hpp"
 
+#include "agent/provide/node_lease.hpp"
+
 #include "net/shell_quote.hpp"
 
 #include <fmt/format.h>
@@ -114,6 +116,8 @@ task_line task_command(const environment& env, std::string_view task_id, const e
   }
   out.command += "exec ";
   out.command += net::quote_argv(argv);
+  // On a pool's node, the whole line runs under the job's lease there.
+  if (env.lease) wrap_in_lease(out, *env.lease->program, env.lease->cache_dir, env.lease->lease_id, env.lease->grace);
   return out;
 }
 

@@ -34,6 +34,7 @@ bool runs_python(const std::vector<std::string>& argv);
 // That program as the command names it ("python3", "/opt/venv/bin/python"); empty when it runs no Python.
 std::string python_program(const std::vector<std::string>& argv);
 
+// With env.lease (a pool's node), the line runs under the lease (node_lease.hpp's wrap_in_lease).
 task_line task_command(const environment& env, std::string_view task_id, const env_vars& vars,
                        const std::vector<std::string>& argv);
 

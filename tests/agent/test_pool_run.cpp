@@ -273,9 +273,9 @@ TEST_F(pool_run, the_second_tenants_run_of_the_same_environment_downloads_no_sha
 TEST_F(pool_run, a_killed_agents_slot_comes_back_when_its_lease_expires_and_the_next_job_takes_it) {
   const std::map<std::string, std::string> one_node = {{"FERRY_POOL_MAX_NODES", "1"}, {"FERRY_POOL_LEASE_TTL", "10s"}};
   auto victim = spawn_ferry({"run", "--", "python3", "main.py", "600"}, tenant_env(tenants_[0], one_node));
-  // Until the victim holds its lease.
+  // Until the victim holds its lease and its command runs on the node.
   bool held = false;
-  for (int i = 0; i < 600 && !held; ++i) {
+  for (int i = 0; i < 600 && !(held && !processes_naming("main.py 600").empty()); ++i) {
     std::this_thread::sleep_for(100ms);
     const auto ls = run_ferry({"pool", "ls", "team", "--json"}, tenant_env(tenants_[0]));
     if (ls.exit_code != 0) continue;
@@ -283,8 +283,16 @@ TEST_F(pool_run, a_killed_agents_slot_comes_back_when_its_lease_expires_and_the_
     for (const auto& n : listing.at("nodes").as_array()) held = held || !n.at("leases").as_array().empty();
   }
   ASSERT_TRUE(held) << "the victim never held a lease";
+  ASSERT_FALSE(processes_naming("main.py 600").empty()) << "the victim's command never ran";
   victim->signal(SIGKILL);
   (void)victim->wait();
+  // Its command goes on running on the node until its lease expires; then the node program ends it.
+  bool ended = false;
+  for (int i = 0; i < 1200 && !ended; ++i) {
+    std::this_thread::sleep_for(100ms);
+    ended = processes_naming("main.py 600").empty();
+  }
+  EXPECT_TRUE(ended) << "the killed agent's command outlived its lease: " << fmt::format("{}", fmt::join(processes_naming("main.py 600"), "; "));
 
   const auto trace = tenants_[1].home->path() / "next.jsonl";
   const auto next = run_ferry({"--trace", trace.string(), "run", "--", "python3", "main.py"},
@@ -377,6 +385,27 @@ TEST_F(pool_run, a_node_that_stopped_itself_when_idle_is_removed_from_the_pool_b
   EXPECT_TRUE(leases[1].joined);
   EXPECT_EQ(leases[1].node, made[0].node) << "the freed name is the lowest";
   EXPECT_EQ(pool_listing(tenants_[1]).at("nodes").as_array().size(), 1u);
+}
+
+// A map on a pool: its nodes are leases, more of them as its tasks wait, each on a node of its own, all
+// given back at the end.
+TEST_F(pool_run, a_map_leases_its_nodes_from_the_pool_and_gives_them_back) {
+  const auto trace = tenants_[0].home->path() / "map.jsonl";
+  const auto mapped = run_ferry({"--trace", trace.string(), "map", "--nodes", "2", "--range", "1..6", "--concurrency",
+                                 "1", "--", "python3", "main.py", "0.5"},
+                                tenant_env(tenants_[0], {{"FERRY_POOL_MAX_NODES", "3"}}));
+  ASSERT_EQ(mapped.exit_code, 0) << mapped.err;
+  EXPECT_EQ(std::count(mapped.out.begin(), mapped.out.end(), '\n'), 6) << mapped.out;
+  const auto leases = leases_in(trace);
+  ASSERT_GE(leases.size(), 2u);
+  std::set<std::string> nodes;
+  for (const auto& l : leases) {
+    EXPECT_TRUE(nodes.insert(l.node).second) << "two of the map's leases on " << l.node;
+    EXPECT_GE(l.given_back, l.taken) << l.node;
+  }
+  const auto listing = pool_listing(tenants_[0]);
+  EXPECT_LE(listing.at("nodes").as_array().size(), 3u);
+  for (const auto& n : listing.at("nodes").as_array()) EXPECT_TRUE(n.at("leases").as_array().empty());
 }
 
 // Ctrl-C of a job on a pool: the command on the shared node ends, the lease is given back, and the
