@@ -54,13 +54,10 @@ using namespace std::chrono_literals;
 namespace test_zip = node::test_zip;
 
 std::shared_ptr<const node_program> the_program() {
-  static const auto program = [] {
-    diagnostics diag;
-    auto p = load_node_program(FERRY_NODE_PROGRAM, diag);
-    if (!p) throw std::runtime_error(diag.message);
-    return *p;
-  }();
-  return program;
+  diagnostics diag;
+  auto p = shared_node_program(FERRY_NODE_PROGRAM, diag);
+  if (!p) throw std::runtime_error(diag.message);
+  return *p;
 }
 
 materialise_options test_options() {

@@ -237,13 +237,10 @@ TEST_F(node_lease, lease_run_without_its_lease_file_never_starts_the_command) {
 // ---- The agent's half, over a real sshd ----
 
 std::shared_ptr<const node_program> the_program() {
-  static const auto program = [] {
-    diagnostics diag;
-    auto p = load_node_program(FERRY_NODE_PROGRAM, diag);
-    if (!p) throw std::runtime_error(diag.message);
-    return *p;
-  }();
-  return program;
+  diagnostics diag;
+  auto p = shared_node_program(FERRY_NODE_PROGRAM, diag);
+  if (!p) throw std::runtime_error(diag.message);
+  return *p;
 }
 
 class node_lease_link : public net::ssh_server_test {
