@@ -35,6 +35,9 @@ struct ready_node {
   provision::node node;
   std::shared_ptr<net::node_link> link;
   bool warm = false;  // from the registry, not made for this job
+  // A team pool's node: the Unix user the job's commands run as there (agent/node/tenant_account.hpp);
+  // empty outside a pool.
+  std::string tenant_user;
 };
 
 // A job's work on one node; runs in its own coroutine, as many at once as there are ready nodes.

@@ -2,6 +2,7 @@
 #include "agent/provide/node_pool.hpp"
 
 #include "agent/error.hpp"
+#include "agent/pool/tenant_name.hpp"
 #include "net/cancellation.hpp"
 #include "net/digest.hpp"
 #include "net/error.hpp"
@@ -132,7 +133,7 @@ asio::awaitable<void> node_pool::lease_slot(round& r, node_work& work) {
     ++(made_here ? report.created : report.warm);
     note_ready(report);
     r.one_done();
-    ready_node rn{std::move(n), std::move(link), !made_here};
+    ready_node rn{std::move(n), std::move(link), !made_here, pool::tenant_user_name(pool_->tenant)};
     co_await work_under_lease(r, rn, std::move(*held), work);
     if (rn.link) rn.link->close();
     co_return;

@@ -113,6 +113,8 @@ task_line task_command(const environment& env, std::string_view task_id, const e
         end);
   }
   out.command += "exec ";
+  // A pool tenant's command: the node program becomes its user, then execs it (the same process).
+  if (!env.runner.empty()) out.command += env.runner + " ";
   out.command += net::quote_argv(argv);
   return out;
 }
