@@ -303,6 +303,9 @@ inline constexpr std::string_view peer = "ferry:materialise:peer";
 inline constexpr std::string_view serve = "ferry:node:serve";
 inline constexpr std::string_view listening = "ferry:serve:listening";
 inline constexpr std::string_view cache = "ferry:materialise:cache";      // message {cache_dir}
+// Message {user, dir}: a pool tenant's plan (agent/node/tenant_account.hpp): its Unix user, made on first
+// use, and its own directory; the environment layers go to the shared cache (`cache`).
+inline constexpr std::string_view tenant = "ferry:materialise:tenant";
 inline constexpr std::string_view evicted = "ferry:materialise:evicted";  // message {layer, disk_bytes}
 // Message {layer, name}: the layer's plan line came and it joined the queue. Its start after another layer's
 // then reads as rank order (both were queued) or as arrival order (it came later).

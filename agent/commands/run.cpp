@@ -90,14 +90,17 @@ asio::awaitable<void> run_on(tracing::action& job_act, job_node& jn, run_state& 
   result.node = jn.ready.node.id;
   result.name = jn.ready.node.name;
   const bool streaming = !state.stages.empty() && state.stages.front().window > 0;
+  // On a pool's node, staged as the tenant's own user (it outlives the stager, which refers to it).
+  auto staging = state.staging;
+  staging.tenant = jn.ready.tenant_user;
   if (!state.stages.empty() && !streaming) {
-    if (auto ec = co_await stage_all(job_act, *jn.ready.link, state.stages, state.staging, result.diag); ec) {
+    if (auto ec = co_await stage_all(job_act, *jn.ready.link, state.stages, staging, result.diag); ec) {
       result.error = ec;
       co_return;
     }
   }
   stager streamer;
-  if (streaming) start_stager(co_await asio::this_coro::executor, job_act, *jn.ready.link, state.stages, state.staging, streamer);
+  if (streaming) start_stager(co_await asio::this_coro::executor, job_act, *jn.ready.link, state.stages, staging, streamer);
   auto task = job_act.child(action_types::agent::task, {{"node", jn.ready.node.id},
                                                         {"submitted_at", unix_now()},
                                                         {"command", net::quote_argv(state.args.command)}});
@@ -106,7 +109,7 @@ asio::awaitable<void> run_on(tracing::action& job_act, job_node& jn, run_state& 
   net::exec_request request;
   auto line = task_command(jn.env, task.hand_off_task_id(), state.vars, state.args.command);
   // The stream's directories exist before the command looks for them, however late the stager starts.
-  if (streaming) line.command = streamed_dirs_line(state.stages) + line.command;
+  if (streaming) line.command = streamed_dirs_line(state.stages, jn.env.runner) + line.command;
   request.command = command_for(jn.ready.node, line.command);
   net::buffer_source env_input(line.input);
   if (!line.input.empty()) request.input = &env_input;

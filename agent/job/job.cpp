@@ -305,9 +305,21 @@ void job::hurry(const std::vector<std::string>& ids) {
     if (auto it = layer_index_.find(id); it != layer_index_.end()) progress_->hurry(it->second);
 }
 
+materialise_options job::options_for(const ready_node& node) const {
+  auto o = materialise_;
+  o.tenant = node.tenant_user;
+  return o;
+}
+
+void job::as_tenant(const ready_node& node, environment& env) const {
+  if (!node.tenant_user.empty())
+    env.runner = as_tenant_words(*materialise_.program, materialise_.cache_dir, node.tenant_user);
+}
+
 asio::awaitable<void> job::materialise_beside(ready_node& node, lazy_link& link, const fanout_role* fan,
                                               diagnostics& diag, std::optional<result<environment>>& out) {
-  out = co_await materialise_lazily(act_, *node.link, feed_, materialise_, link, diag, fan);
+  const auto options = options_for(node);
+  out = co_await materialise_lazily(act_, *node.link, feed_, options, link, diag, fan);
   if (fanout_) fanout_->landed(node.node.id);
 }
 
@@ -324,6 +336,7 @@ asio::awaitable<void> job::work_when_ready(ready_node& node, lazy_link& link) {
   const bool stopped = co_await net::cancelled();  // (not in the condition: GCC 12 and co_await in &&)
   if (link.early && !stopped && !work_over_) {
     began_work(node.node.id, begin);
+    as_tenant(node, *link.early);
     job_node jn{node, *link.early};
     if (co_await under_lease(node, *link.early) && co_await python_fits(node, *link.early)) co_await work_(jn);
   }
@@ -434,7 +447,8 @@ asio::awaitable<void> job::node_steps(ready_node& node, const fanout_role* fan) 
   if (lazy_) co_return co_await on_node_lazily(node, fan);
   diagnostics diag;
   const auto begin = std::chrono::steady_clock::now();
-  auto env = co_await materialise(act_, *node.link, feed_, materialise_, diag, fan);
+  const auto options = options_for(node);
+  auto env = co_await materialise(act_, *node.link, feed_, options, diag, fan);
   if (fanout_) fanout_->landed(node.node.id);
   if (!env) {
     // A pack that failed says why itself; its nodes only saw their plan stop short.
@@ -450,6 +464,7 @@ asio::awaitable<void> job::node_steps(ready_node& node, const fanout_role* fan) 
   // What the environment cost beyond the pack and the node: from the later of the two to its end.
   began_work(node.node.id, begin);
   times_.layers_fetched += env->layers_fetched;
+  as_tenant(node, *env);
   job_node jn{node, *env};
   if (co_await under_lease(node, *env) && co_await python_fits(node, *env)) co_await work_(jn);
 }

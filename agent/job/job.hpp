@@ -115,6 +115,10 @@ class job {
 
  private:
   boost::asio::awaitable<void> pack_step(diagnostics& diag);
+  // The node program's options for this node: on a team pool's node, its tenant's user.
+  materialise_options options_for(const ready_node& node) const;
+  // On a team pool's node, the command runs as the tenant's own user (env.runner).
+  void as_tenant(const ready_node& node, environment& env) const;
   // `asked`: when the job asked for the node (its start, or an add_nodes call).
   boost::asio::awaitable<void> on_node(ready_node& node, std::chrono::steady_clock::time_point asked);
   // The node's steps (its layers, then the work), beside its fan-out server when it has children.

@@ -103,6 +103,7 @@ asio::awaitable<result<environment>> materialise_from(tracing::action& parent, n
   }
   auto trace = node_trace(act, node_name);
   node::plan_header header{options.cache_dir, options.cache_cap, {}, options.limits, lazy != nullptr};
+  header.tenant = options.tenant;
   if (fan) {
     header.peer_token = fan->token;
     header.serve_id = fan->serve_id;

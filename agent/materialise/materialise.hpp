@@ -55,6 +55,10 @@ struct materialise_options {
   std::shared_ptr<const node_program> program;  // must be set: load_node_program()
   // PATH for ferry's commands on the node; empty: the login's. Tests narrow it to show what a node needs.
   std::string node_path;
+  // On a team pool's shared node: the tenant's Unix user there (agent/pool/tenant_name.hpp's
+  // tenant_user_name), whom the node program makes on first use; environment layers then go to the node's
+  // shared cache, and the workspace to the tenant's own (agent/node/tenant_account.hpp). Empty: no tenant.
+  std::string tenant;
 
   // The limits from config (net.connect_timeout, agent.download_timeout as the read deadline,
   // net.retry.*, agent.cache_lock_timeout, agent.download_parallelism) and nodes.cache_size; the program
@@ -86,6 +90,9 @@ struct environment {                     // what the node now holds for this pla
   // PYTHONPATH, and the site file (FERRY_SITE) from which the hook makes sys.path the local one.
   std::string hook_dir;
   std::string site_file;
+  // Shell words the command's argv is handed to on the node (a pool tenant's `ferry-node as-tenant USER
+  // --`, task_command.hpp); empty: the command runs as the login user.
+  std::string runner;
   std::vector<std::string> imported;
   std::size_t layers_left = 0;
   std::optional<node_lease_wrap> lease;  // set by the job on a pool's node

@@ -23,10 +23,10 @@ asio::awaitable<error_code> stage_all(tracing::action& job_act, net::node_link& 
   co_return error_code{};
 }
 
-std::string streamed_dirs_line(const std::vector<stage_plan>& plans) {
+std::string streamed_dirs_line(const std::vector<stage_plan>& plans, const std::string& runner) {
   std::vector<std::string> argv{"mkdir", "-p", "--"};
   for (const auto& plan : plans) argv.push_back(plan.node_dir);
-  return net::quote_argv(argv) + " || exit 1\n";
+  return (runner.empty() ? std::string() : runner + " ") + net::quote_argv(argv) + " || exit 1\n";
 }
 
 // A stream that fails is said at once, not only when the command ends (which may be hours later): the

@@ -20,8 +20,10 @@ namespace ferry::agent {
 asio::awaitable<error_code> stage_all(tracing::action& job_act, net::node_link& link, const std::vector<stage_plan>& plans,
                                       const stage_options& options, diagnostics& diag);
 
-// `mkdir -p` of every streamed directory, as a line for the node's shell.
-std::string streamed_dirs_line(const std::vector<stage_plan>& plans);
+// `mkdir -p` of every streamed directory, as a line for the node's shell; through `runner` (a pool
+// tenant's `ferry-node as-tenant USER --`, materialise.hpp's environment::runner) when not empty, so that
+// the tenant's user makes them and its stager may write there.
+std::string streamed_dirs_line(const std::vector<stage_plan>& plans, const std::string& runner = {});
 
 // With a window the data streams in while the command runs: the stager is started first and stopped
 // (its remote downloads killed) when the command ends, whoever ended it. It is always waited for.

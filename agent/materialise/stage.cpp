@@ -146,7 +146,8 @@ asio::awaitable<result<stage_result>> stage(tracing::action& parent, net::node_l
   };
   const auto begin = std::chrono::steady_clock::now();
   const node_call call{options.program, options.cache_dir, options.node_path, "stage", action_types::node::stage};
-  node::stage_request request{{}, plan.source, plan.node_dir, plan.window, options.limits, plan.objects};
+  node::stage_request request{{}, plan.source, plan.node_dir, plan.window, options.limits, plan.objects,
+                              options.tenant};
   auto trace = node_trace(act, link.node());
   auto answer = co_await call_node(act, link, call, text_input([&](const std::string& task_id) {
                                      request.task_id = task_id;

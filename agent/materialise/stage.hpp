@@ -45,6 +45,9 @@ struct stage_options {
   std::shared_ptr<const node_program> program;  // must be set: load_node_program()
   std::string cache_dir;  // where the program is kept on the node; empty: the default
   std::string node_path;  // PATH for the program's command line; empty: the login's
+  // On a team pool's node: the tenant's Unix user, as whom the node program stages (NODE_DIR must then be
+  // a place that user may write, such as under its home or /tmp). Empty: the login user.
+  std::string tenant;
 
   // The limits from config (net.connect_timeout, agent.download_timeout as the read deadline, net.retry.*,
   // agent.stage_parallelism); the program is left unset.

@@ -20,6 +20,7 @@ class category_impl final : public boost::system::error_category {
       case errc::self_check_failed: return "node program does not match its digest";
       case errc::serve_failed: return "cannot serve shards to peers";
       case errc::not_packed: return "object in storage does not match what this workstation packed";
+      case errc::tenant_failed: return "cannot run the tenant as its own user on the node";
     }
     return "unknown node error";
   }

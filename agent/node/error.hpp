@@ -19,6 +19,7 @@ enum class errc {
   self_check_failed,  // the node program's own bytes do not have the SHA-256 it was sent under
   serve_failed,       // `serve` could not listen on the node's address
   not_packed,         // a shard's entries are not the ones the workstation packed (its id does not match)
+  tenant_failed,      // a pool tenant cannot run as its own user here (not root, no useradd, a name taken)
 };
 
 const boost::system::error_category& category();

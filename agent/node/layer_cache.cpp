@@ -52,7 +52,7 @@ void remove_tree(int parent, const char* name) {
   ::unlinkat(parent, name, AT_REMOVEDIR);
 }
 
-result<layer_cache> layer_cache::open(std::string dir, diagnostics& diag) {
+result<layer_cache> layer_cache::open(std::string dir, diagnostics& diag, mode_t mode) {
   if (dir.empty()) {
     if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg == '/') {
       dir = std::string(xdg) + "/ferry";
@@ -63,7 +63,7 @@ result<layer_cache> layer_cache::open(std::string dir, diagnostics& diag) {
     }
   }
   layer_cache cache(std::move(dir));
-  if (!make_dirs(cache.layers_, 0700))
+  if (!make_dirs(cache.layers_, mode) || (mode != 0700 && ::chmod(cache.layers_.c_str(), mode) != 0))
     return cache_error(diag, fmt::format("cannot create the layer cache {}: {}", cache.layers_, std::strerror(errno)));
   return cache;
 }

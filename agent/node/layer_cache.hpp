@@ -7,12 +7,14 @@
 //   <cache>/layers/<id>.tmp.*    a layer being made; a stale one (its maker died) is removed under the lock
 // A layer is cached exactly when its marker exists. Locks are per layer, so two runs on one node wait only
 // for the layers they share. Everything is made with the node user's umask, as plain files: no tool but the
-// node program touches it.
+// node program touches it. A cache that pool tenants read (tenant_account.hpp) has its layers directory
+// 0755 under a umask of 022: every tenant reads the layers, only the node program (root) writes them.
 #include "packaging/unique_fd.hpp"
 #include "tracing/diagnostics.hpp"
 
 #include <cstdint>
 #include <set>
+#include <sys/types.h>
 #include <string>
 #include <vector>
 
@@ -25,8 +27,9 @@ struct evicted_layer {
 
 class layer_cache {
  public:
-  // Creates <dir>/layers when missing. `dir` empty: ${XDG_CACHE_HOME:-$HOME/.cache}/ferry.
-  static result<layer_cache> open(std::string dir, diagnostics& diag);
+  // Creates <dir>/layers when missing, and gives it `mode` (what is missing above it too). `dir` empty:
+  // ${XDG_CACHE_HOME:-$HOME/.cache}/ferry.
+  static result<layer_cache> open(std::string dir, diagnostics& diag, mode_t mode = 0700);
 
   const std::string& dir() const { return dir_; }
   std::string layer_dir(std::string_view id) const;

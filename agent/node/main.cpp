@@ -16,6 +16,9 @@
 //   ferry-node lease-set FILE EXPIRES_AT
 //                                  that lease's expiry moved forward (lease_run.hpp)
 //   ferry-node install SHA256 PATH this very file, checked to hash to SHA256, renamed to PATH
+//   ferry-node as-tenant USER -- ARGV
+//                                  ARGV exec'd as a pool tenant's own Unix user, made on first use
+//                                  (tenant_account.hpp); its exit status and signals are the command's
 //   ferry-node version
 //
 // Exit codes (lease-run's are its command's, lease_run.hpp): 0 done, 1 failed (the reason on stderr and in the trace), 2 bad usage or plan, 130 stopped
@@ -32,6 +35,7 @@
 #include "agent/node/peer_server.hpp"
 #include "agent/node/stage_objects.hpp"
 #include "agent/node/stage_plan.hpp"
+#include "agent/node/tenant_account.hpp"
 #include "net/cancellation.hpp"
 #include "net/digest.hpp"
 #include "net/tls_context.hpp"
@@ -61,6 +65,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <iostream>
 #include <unistd.h>
 
@@ -399,6 +404,12 @@ int stage() {
         staging plan;
         static_cast<node::stage_request&>(plan) = std::move(header->first);
         plan.count = header->second;
+        // A pool tenant's data: written as its user, where it may write, its alone.
+        if (!plan.tenant.empty()) {
+          auto became = node::become_tenant(plan.tenant, diag);
+          if (!became) return became.error();
+          ::umask(077);
+        }
         return plan;
       },
       read_and_stage,
@@ -455,8 +466,11 @@ int watchdog() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::signal(SIGPIPE, SIG_IGN);
   const std::string command = argc > 1 ? argv[1] : "";
+  // Before anything else: the command inherits this process as sh would have left it.
+  if (command == "as-tenant" && argc >= 5 && std::string_view(argv[3]) == "--")
+    return node::exec_as_tenant(argv[2], argv + 4);
+  std::signal(SIGPIPE, SIG_IGN);
   if (command == "materialise" && argc == 2) return materialise();
   if (command == "stage" && argc == 2) return stage();
   if (command == "serve" && argc == 2) return serve();
@@ -469,5 +483,5 @@ int main(int argc, char** argv) {
     std::printf("ferry-node %s\n", FERRY_VERSION);
     return 0;
   }
-  return say(2, "usage: ferry-node materialise < PLAN | stage < PLAN | serve < REQUEST | watchdog < SETTINGS | lease-run FILE [--grace SECONDS] -- ARGV... | lease-set FILE EXPIRES_AT | install SHA256 PATH | version");
+  return say(2, "usage: ferry-node materialise < PLAN | stage < PLAN | serve < REQUEST | watchdog < SETTINGS | lease-run FILE [--grace SECONDS] -- ARGV... | lease-set FILE EXPIRES_AT | install SHA256 PATH | as-tenant USER -- ARGV | version");
 }

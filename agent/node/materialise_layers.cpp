@@ -5,7 +5,8 @@
 
 #include "agent/node/error.hpp"
 #include "agent/node/import_server.hpp"
-#include "agent/node/layer_cache.hpp"
+#include "agent/node/layer_places.hpp"
+#include "agent/node/tenant_account.hpp"
 #include "agent/node/peer_server.hpp"
 #include "agent/node/python_files.hpp"
 #include "tracing/sink.hpp"
@@ -67,11 +68,11 @@ class slot {
 struct shared_state {
   // A constructor, not braces: GCC 12 destroys a temporary twice when a coroutine aggregate-initialises
   // from it.
-  shared_state(fetch_context& c, const layer_cache& lc, asio::any_io_executor io)
+  shared_state(fetch_context& c, layer_places& lc, asio::any_io_executor io)
       : ctx(c), cache(lc), slots(io, static_cast<std::size_t>(std::max(1, c.limits.parallelism))), shards_came(io) {}
 
   fetch_context& ctx;
-  const layer_cache& cache;
+  layer_places& cache;
   slots_channel slots;  // shards downloading at once
   net::notifier shards_came;  // a shard line came, or the plan stops: a shard waiting for its line looks again
   bool stop = false;  // a layer failed for good: start nothing new
@@ -125,9 +126,10 @@ asio::awaitable<result<packaging::unique_fd>> lock_layer(tracing::action& parent
   }
 }
 
-result<void> check_space(const layer_cache& cache, const layer_source& layer, diagnostics& diag) {
+result<void> check_space(const layer_places& cache, const layer_source& layer, diagnostics& diag) {
   struct statvfs fs {};
-  const auto dir = cache.dir() + "/layers";
+  auto dir = cache.layer_dir(layer.id);
+  dir.resize(dir.rfind('/'));
   if (::statvfs(dir.c_str(), &fs) != 0) return {};
   const auto free = std::uint64_t(fs.f_bavail) * fs.f_frsize;
   const auto needed = content_bytes(layer);
@@ -187,7 +189,7 @@ asio::awaitable<void> fetch_one(tracing::action& act, shared_state& s, const lay
 // A layer's temporary directory, removed on every way out (an exception too) unless it became the layer.
 class temp_dir_guard {
  public:
-  temp_dir_guard(const layer_cache& cache, std::string path) : cache_(cache), path_(std::move(path)) {}
+  temp_dir_guard(const layer_places& cache, std::string path) : cache_(cache), path_(std::move(path)) {}
   temp_dir_guard(const temp_dir_guard&) = delete;
   temp_dir_guard& operator=(const temp_dir_guard&) = delete;
   ~temp_dir_guard() {
@@ -196,7 +198,7 @@ class temp_dir_guard {
   void keep() { kept_ = true; }
 
  private:
-  const layer_cache& cache_;
+  const layer_places& cache_;
   std::string path_;
   bool kept_ = false;
 };
@@ -357,7 +359,7 @@ asio::awaitable<const layer_source*> next_layer(arrivals& in) {
 }
 
 // The plan's site as the command's import hook reads it (site_file.hpp); the file's path.
-result<std::string> write_site(const layer_cache& cache, const plan_site& site, diagnostics& diag) {
+result<std::string> write_site(const layer_places& cache, const plan_site& site, diagnostics& diag) {
   const auto layer_dir = [&](const std::string& id) { return cache.layer_dir(id); };
   const auto text = site_file_text(site, layer_dir);
   const auto paths = path_map_text(site, layer_dir);
@@ -371,10 +373,10 @@ result<std::string> write_site(const layer_cache& cache, const plan_site& site, 
 // import hook is served while the rest arrives, and a work_done line (or the input's end after the plan's)
 // ends it all, whatever is still on its way.
 struct lazy_start {
-  lazy_start(tracing::action& a, const layer_cache& c) : act(a), cache(c) {}
+  lazy_start(tracing::action& a, layer_places& c) : act(a), cache(c) {}
 
   tracing::action& act;
-  const layer_cache& cache;
+  layer_places& cache;
   import_gate gate;
   std::unique_ptr<import_server> server;
   std::string hook_dir;
@@ -465,9 +467,10 @@ asio::awaitable<bool> wake_workers(arrivals& in, bool ended) {
 }
 
 // Takes a plan line; a layer queued for the first time is said in the trace, with when it came.
-result<plan_progress::taken> take_line(tracing::action& act, plan_progress& plan, plan_line line,
-                                       diagnostics& diag) {
+result<plan_progress::taken> take_line(tracing::action& act, layer_places& places, plan_progress& plan,
+                                       plan_line line, diagnostics& diag) {
   const auto* placed = std::get_if<placed_layer>(&line);
+  if (placed) places.note(placed->layer.id, placed->layer.name);
   std::string id = placed ? placed->layer.id : std::string(), name = placed ? placed->layer.name : std::string();
   auto taken = plan.take(std::move(line), diag);
   if (taken && *taken == plan_progress::taken::queued)
@@ -510,7 +513,7 @@ asio::awaitable<void> read_plan(tracing::action& act, line_source& next, arrival
     if (!parsed) co_return fail(parsed.error());
     if (took_peer(s, act, *parsed)) continue;
     const auto shard = shard_of(*parsed);
-    auto taken = take_line(act, in.plan, std::move(*parsed), diag);
+    auto taken = take_line(act, s.cache, in.plan, std::move(*parsed), diag);
     if (!taken) co_return in.stop(s);
     if (*taken == plan_progress::taken::shard) shard_came(act, s, in.plan, shard);
     if (*taken != plan_progress::taken::queued && *taken != plan_progress::taken::ended) continue;
@@ -546,7 +549,7 @@ asio::awaitable<void> read_lazy_plan(line_source& next, arrivals& in, shared_sta
     if (std::holds_alternative<plan_work_done>(*parsed)) co_return lazy.finish(in, s);
     if (in.plan.stopping()) continue;  // the plan stopped short: the rest is not fetched
     const auto shard = shard_of(*parsed);
-    auto taken = take_line(lazy.act, in.plan, std::move(*parsed), diag);
+    auto taken = take_line(lazy.act, s.cache, in.plan, std::move(*parsed), diag);
     if (!taken) {
       in.stop(s);  // a shard that waits for its line gives up
       lazy.stopped(describe(taken.error(), diag));
@@ -563,6 +566,7 @@ asio::awaitable<void> read_lazy_plan(line_source& next, arrivals& in, shared_sta
       continue;
     }
     if (*taken == plan_progress::taken::catalogue) {
+      for (const auto& e : in.plan.catalogue()->layers) lazy.cache.note(e.id, e.name);
       lazy.gate.open(*in.plan.catalogue(), [&](const std::string& id) { return lazy.cache.layer_dir(id); });
       lazy.look();
       continue;
@@ -602,7 +606,7 @@ asio::awaitable<void> work_on_layers(tracing::action& act, shared_state& s, arri
   }
 }
 
-result<std::string> empty_workdir(const layer_cache& cache, diagnostics& diag) {
+result<std::string> empty_workdir(const layer_places& cache, diagnostics& diag) {
   // A command without a workspace runs in an empty directory of the cache, never in a layer.
   auto dir = cache.dir() + "/empty";
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
@@ -613,7 +617,7 @@ result<std::string> empty_workdir(const layer_cache& cache, diagnostics& diag) {
 }
 
 asio::awaitable<result<materialised>> materialise_lazily(tracing::action& act, shared_state& s, arrivals& in,
-                                                         const layer_cache& cache, const plan_header& header,
+                                                         layer_places& cache, const plan_header& header,
                                                          line_source& next, const std::function<void()>& stop_reading,
                                                          diagnostics& diag) {
   lazy_start lazy(act, cache);
@@ -632,6 +636,16 @@ asio::awaitable<result<materialised>> materialise_lazily(tracing::action& act, s
                                     diag);
   if (!server) co_return server.error();
   lazy.server = std::move(*server);
+  if (const auto* user = cache.user(); user) {
+    // The tenant's command alone reaches the socket: its directory is its user's, 0700.
+    const auto& socket = lazy.server->socket_path();
+    const auto dir = socket.substr(0, socket.rfind('/'));
+    if (::lchown(dir.c_str(), user->uid, user->gid) != 0 || ::lchown(socket.c_str(), user->uid, user->gid) != 0) {
+      diag.set(fmt::format("cannot hand the import hook's socket {} to {}: {}", socket, user->name,
+                           std::strerror(errno)));
+      co_return make_error_code(errc::tenant_failed);
+    }
+  }
   std::vector<asio::awaitable<void>> layers;
   for (int i = 0; i < in.workers; ++i) layers.push_back(work_on_layers(act, s, in, stop_reading, &lazy));
   std::vector<asio::awaitable<void>> work;
@@ -656,18 +670,49 @@ asio::awaitable<result<materialised>> materialise_lazily(tracing::action& act, s
   co_return m;
 }
 
+// The node's own cache, or with a tenant (made on first use) the shared cache and the tenant's own.
+result<layer_places> places_of(const plan_header& header, diagnostics& diag) {
+  if (header.tenant.empty()) {
+    auto cache = layer_cache::open(header.cache_dir, diag);
+    if (!cache) return cache.error();
+    return layer_places(std::move(*cache));
+  }
+  auto user = ensure_tenant_user(header.tenant, diag);
+  if (!user) return user.error();
+  // Every tenant reads what the node program writes: whatever root's umask, 0755 and 0644.
+  ::umask(022);
+  const auto shared_dir = header.cache_dir.empty() ? std::string(shared_cache_dir) : header.cache_dir;
+  auto shared = layer_cache::open(shared_dir, diag, 0755);
+  if (!shared) return shared.error();
+  if (::chmod(shared->dir().c_str(), 0755) != 0) {
+    diag.set(fmt::format("cannot open {} to the node's tenants: {}", shared->dir(), std::strerror(errno)));
+    return make_error_code(errc::tenant_failed);
+  }
+  auto dir = tenant_dir(shared->dir(), *user, diag);
+  if (!dir) return dir.error();
+  auto own = layer_cache::open(*dir, diag, 0755);
+  if (!own) return own.error();
+  return layer_places(std::move(*shared), std::move(*own), std::move(*user));
+}
+
 }  // namespace
 
 asio::awaitable<result<materialised>> materialise_layers(tracing::action& act, fetch_context& ctx,
                                                           const plan_header& header, line_source next,
                                                           std::function<void()> stop_reading, diagnostics& diag) {
-  auto cache = layer_cache::open(header.cache_dir, diag);
+  auto cache = places_of(header, diag);
   if (!cache) co_return cache.error();
-  act.log(action_types::node::cache, {{"cache_dir", cache->dir()}});
+  act.log(action_types::node::cache, {{"cache_dir", cache->shared_dir()}});
+  if (const auto* user = cache->user()) act.log(action_types::node::tenant, {{"user", user->name}, {"dir", cache->dir()}});
   auto io = co_await asio::this_coro::executor;
   shared_state s(ctx, *cache, io);
   s.token = header.peer_token;
-  ctx.serve_dir = header.serve_id.empty() ? std::string() : serve_dir_of(cache->dir(), header.serve_id);
+  // The copies a node keeps for its children stay in the node's own cache, where `serve` looks: root's.
+  if (!header.serve_id.empty()) {
+    auto own = layer_cache::open(header.cache_dir, diag);
+    if (!own) co_return own.error();
+    ctx.serve_dir = serve_dir_of(own->dir(), header.serve_id);
+  }
   // However this ends, the node's server stops holding peers' requests for copies that will not come.
   struct over_at_end {
     const std::string& dir;

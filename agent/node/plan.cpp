@@ -2,6 +2,7 @@
 
 #include "agent/node/error.hpp"
 #include "agent/node/plan_reader.hpp"
+#include "agent/node/tenant_user.hpp"
 
 #include <boost/json.hpp>
 #include <fmt/format.h>
@@ -122,6 +123,7 @@ std::string header_line(const plan_header& h) {
   if (h.lazy) o["lazy"] = true;
   if (!h.serve_id.empty()) o["serve_id"] = h.serve_id;
   if (!h.peer_token.empty()) o["peer_token"] = h.peer_token;
+  if (!h.tenant.empty()) o["tenant"] = h.tenant;
   return json::serialize(json::object{{"header", std::move(o)}});
 }
 
@@ -212,7 +214,10 @@ result<plan_header> read_header(const json::object& top, diagnostics& diag) {
   }
   if (top.contains("serve_id")) h.serve_id = r.text("serve_id");
   if (top.contains("peer_token")) h.peer_token = r.text("peer_token");
+  if (top.contains("tenant")) h.tenant = r.text("tenant");
   if (r.ec) return r.ec;
+  if (!h.tenant.empty() && !tenant_user_ok(h.tenant))
+    return bad(diag, fmt::format("the plan's header.tenant '{}' is not a tenant's user name", h.tenant.substr(0, 64)));
   if (!h.serve_id.empty() && (h.serve_id.size() > 64 || !is_hex(h.serve_id)))
     return bad(diag, "the plan's header.serve_id is not hex");
   if (!h.peer_token.empty() && (h.peer_token.size() != 64 || !is_hex(h.peer_token)))

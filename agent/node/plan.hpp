@@ -89,6 +89,10 @@ struct plan_header {
   // kept. peer_token: the job's secret, which a peer line's server asks for.
   std::string serve_id;
   std::string peer_token;
+  // A pool tenant's Unix user (tenant_user.hpp), made on first use: the environment layers go to the node's
+  // shared cache (tenant_account.hpp), its workspace and everything else of this plan to its own directory,
+  // and a lazy start's socket is its alone. Empty: no tenant, the node's own cache as before.
+  std::string tenant;
 };
 
 // Another node of the job serves this job's shards: from now on, a layer's first attempt fetches them

@@ -2,6 +2,7 @@
 
 #include "agent/node/entry_name.hpp"
 #include "agent/node/plan_reader.hpp"
+#include "agent/node/tenant_user.hpp"
 
 namespace ferry::agent::node {
 
@@ -9,12 +10,11 @@ namespace json = boost::json;
 using namespace plan_reading;
 
 std::string stage_lines(const stage_request& r) {
-  std::string out = json::serialize(json::object{{"stage", json::object{{"task_id", r.task_id},
-                                                                        {"source", r.source},
-                                                                        {"node_dir", r.node_dir},
-                                                                        {"window", r.window},
-                                                                        {"limits", limits_json(r.limits)},
-                                                                        {"objects", r.objects.size()}}}});
+  json::object header{{"task_id", r.task_id},     {"source", r.source},
+                      {"node_dir", r.node_dir},   {"window", r.window},
+                      {"limits", limits_json(r.limits)}, {"objects", r.objects.size()}};
+  if (!r.tenant.empty()) header["tenant"] = r.tenant;
+  std::string out = json::serialize(json::object{{"stage", std::move(header)}});
   out += '\n';
   for (const auto& o : r.objects) {
     out += json::serialize(
@@ -49,7 +49,10 @@ result<std::pair<stage_request, std::size_t>> parse_stage_header(std::string_vie
   out.node_dir = r.text("node_dir");
   out.window = r.number_or("window", 0);
   const auto count = r.number("objects");
+  if ((*o)->contains("tenant")) out.tenant = r.text("tenant");
   if (r.ec) return r.ec;
+  if (!out.tenant.empty() && !tenant_user_ok(out.tenant))
+    return bad(diag, fmt::format("the staging plan's tenant '{}' is not a tenant's user name", out.tenant.substr(0, 64)));
   if (out.node_dir.empty() || out.node_dir.front() != '/' || !one_line(out.node_dir))
     return bad(diag, fmt::format("the staging directory '{}' is not an absolute path on one line", out.node_dir));
   auto limits = read_limits((*o)->if_contains("limits"), diag);

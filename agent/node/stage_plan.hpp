@@ -28,6 +28,10 @@ struct stage_request {
   std::uint64_t window = 0;
   node_limits limits;    // parallelism: objects downloading at once (without a window)
   std::vector<stage_object> objects;  // in delivery order
+  // A pool tenant's Unix user (tenant_user.hpp): the program becomes that user before it writes anything,
+  // so the data lands only where the tenant may write, as its own (0700 directories, 0600 files). Empty:
+  // the login user.
+  std::string tenant;
 };
 
 // The whole request: {"stage":{task_id, source, node_dir, window, limits, objects: N}} and then N lines

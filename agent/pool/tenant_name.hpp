@@ -16,4 +16,10 @@ std::string tenant_unix_name(std::string_view wanted);
 // The tenant of this agent: `configured` (pool.tenant) when not empty, else `user`@`host`, as a Unix name.
 std::string tenant_of(std::string_view configured, std::string_view user, std::string_view host);
 
+// The Unix user a tenant's commands run as on a shared node (agent/node/tenant_user.hpp): "ferry-" and the
+// tenant, so that it never takes the name of an account the node already has. A tenant too long for that
+// within 32 characters keeps its first 17, then '-' and 8 hex digits of a hash of the whole name, so that
+// two long tenants that share a beginning stay two users. Empty for an empty tenant.
+std::string tenant_user_name(std::string_view tenant);
+
 }  // namespace ferry::agent::pool

@@ -40,6 +40,9 @@ struct ready_node {
   // A pool's node: the job's lease of it, and its expiry as last renewed (node_pool_lease.cpp).
   std::string lease_id;
   std::int64_t lease_expires_at = 0;
+  // A team pool's node: the Unix user the job's commands run as there (agent/node/tenant_account.hpp);
+  // empty outside a pool.
+  std::string tenant_user;
 };
 
 // A job's work on one node; runs in its own coroutine, as many at once as there are ready nodes.

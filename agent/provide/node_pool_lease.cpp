@@ -3,6 +3,7 @@
 
 #include "agent/error.hpp"
 #include "agent/provide/node_lease.hpp"
+#include "agent/pool/tenant_name.hpp"
 #include "net/cancellation.hpp"
 #include "net/digest.hpp"
 #include "net/error.hpp"
@@ -156,7 +157,8 @@ asio::awaitable<void> node_pool::lease_slot(round& r, node_work& work) {
     ++(made_here ? report.created : report.warm);
     note_ready(report);
     r.one_done();
-    ready_node rn{std::move(n), std::move(link), !made_here, held->granted.id, held->granted.expires_at};
+    ready_node rn{std::move(n), std::move(link), !made_here, held->granted.id, held->granted.expires_at,
+                  pool::tenant_user_name(pool_->tenant)};
     co_await work_under_lease(r, rn, std::move(*held), work);
     if (rn.link) rn.link->close();
     co_return;

@@ -75,6 +75,11 @@ std::string node_program_command(const node_program& program, const std::string&
                      path_assignment(node_path), node_cache_word(cache_dir), program.sha256, arguments, missing_marker);
 }
 
+std::string as_tenant_words(const node_program& program, const std::string& cache_dir, const std::string& user) {
+  return fmt::format("{}/bin/ferry-node-{} as-tenant {} --", cache_word(cache_dir), program.sha256,
+                     net::shell_quote(user));
+}
+
 asio::awaitable<result<void>> install_node_program(tracing::action& parent, net::node_link& link,
                                                    const node_program& program, const std::string& cache_dir,
                                                    const std::string& node_path, diagnostics& diag) {

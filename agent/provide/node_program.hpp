@@ -42,6 +42,11 @@ std::string node_program_command(const node_program& program, const std::string&
                                  const std::string& arguments, const std::string& node_path = "");
 inline constexpr std::string_view missing_marker = "ferry-node: not installed";
 
+// The shell words that hand a command's argv to the program on the node, to run as a pool tenant's own
+// user `user`: `<program> as-tenant USER --` (agent/node/tenant_account.hpp). The program is there: the
+// layers' materialise, which always comes first, made sure of it.
+std::string as_tenant_words(const node_program& program, const std::string& cache_dir, const std::string& user);
+
 // Puts the program on the node behind `link`. Traced as ferry:node:install.
 // `node_path`, when not empty, is the PATH the install runs with.
 asio::awaitable<result<void>> install_node_program(tracing::action& parent, net::node_link& link,

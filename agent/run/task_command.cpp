@@ -115,6 +115,8 @@ task_line task_command(const environment& env, std::string_view task_id, const e
         end);
   }
   out.command += "exec ";
+  // A pool tenant's command: the node program becomes its user, then execs it (the same process).
+  if (!env.runner.empty()) out.command += env.runner + " ";
   out.command += net::quote_argv(argv);
   // On a pool's node, the whole line runs under the job's lease there.
   if (env.lease) wrap_in_lease(out, *env.lease->program, env.lease->cache_dir, env.lease->lease_id, env.lease->grace);

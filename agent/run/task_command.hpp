@@ -2,7 +2,10 @@
 // The line a node's sh runs for one task: in the workspace layer, with the layers on PYTHONPATH in
 // sys.path order, FERRY_TASK_ID set to the task's serialised eliot id (a Python program that uses eliot
 // continues the trace with it), the user's --env variables, and the command itself, exec'd so that its
-// exit status and signals are its own.
+// exit status and signals are its own. On a team pool's node it is exec'd through env.runner
+// (`ferry-node as-tenant USER --`), which becomes the tenant's own Unix user first: everything before it
+// (the cd, the variables, the --env values read from stdin) is done by the login user's sh, and the values
+// reach only the command.
 //
 // The --env values never enter the line: it is traced (ssh:exec) and it is the argv of the node's shell,
 // which any user of the node can read in /proc. They travel on the command's stdin instead, as quoted

@@ -42,12 +42,18 @@ std::string boot_script_text(const sshd_layout& l) {
   // In its own mount namespace: the login user's home is the node's empty dir (so no rc file of the host
   // runs at login), and /run/netns is let go, so that this namespace does not keep other nodes' network
   // namespaces alive after they are deleted. The namespace's id is left for terminate to find stragglers.
+  // A node is shared by a pool's tenants, each its own Unix user: its /proc is a procfs of its own that
+  // shows a user only its own processes (hidepid=invisible; root sees all), and its /var/cache, where the
+  // node program keeps the tenants' shared layer cache, is the node's own empty dir.
   const auto inner = fmt::format(
       "readlink /proc/self/ns/mnt > {}\n"
       "umount -l /run/netns 2>/dev/null\n"
       "mount --bind {} {} || exit 1\n"
+      "mount -t proc -o hidepid=invisible proc /proc || exit 1\n"
+      "mkdir -p -m 755 {} && mount --bind {} /var/cache || exit 1\n"
       "{}",
-      shell_quote(l.mount_ns().string()), shell_quote(l.home().string()), shell_quote(l.login_home.string()), sshd);
+      shell_quote(l.mount_ns().string()), shell_quote(l.home().string()), shell_quote(l.login_home.string()),
+      shell_quote(l.var_cache().string()), shell_quote(l.var_cache().string()), sshd);
   const auto enter = l.netns.empty() ? std::string()
                                      : fmt::format("nsenter --net={} -- ", shell_quote("/run/netns/" + l.netns));
   return out + fmt::format("exec {}unshare --mount --propagation private -- /bin/sh -c {}\n", enter,

@@ -21,6 +21,9 @@ struct sshd_layout {
 
   std::filesystem::path home() const { return dir / "home"; }
   std::filesystem::path cache() const { return dir / "cache"; }
+  // Covers /var/cache in the node's mount namespace: where a pool tenant's node keeps its shared layer
+  // cache (agent/node/tenant_account.hpp), fresh per node as the home is.
+  std::filesystem::path var_cache() const { return dir / "var-cache"; }
   std::filesystem::path host_key() const { return dir / "ssh_host_ed25519_key"; }
   std::filesystem::path authorized_keys() const { return dir / "authorized_keys"; }
   std::filesystem::path config() const { return dir / "sshd_config"; }

@@ -1,7 +1,9 @@
 // `ferry run` on a team's pool (pool.name) end to end: tenants that share nothing but storage (each its
 // own HOME, so its own config, key, state and cache) lease the slots of local nodes (sshd in network
 // namespaces) from records in moto_server, which answers one request at a time (moto checks If-Match
-// and stores without a lock; S3 does both at once).
+// and stores without a lock; S3 does both at once). On a node, each tenant's commands run as a Unix user of
+// its own (ferry-ann, ferry-bob, ferry-cat), made on first use in the machine's /etc/passwd, which local
+// nodes share: the fixture removes them before and after each test.
 #include "agent/pool/pool_invariants.hpp"
 #include "agent/pool/pool_record.hpp"
 #include "tracing/action_types.hpp"
@@ -12,6 +14,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>
+
+#include <sys/stat.h>
 
 #include <atomic>
 #include <csignal>
@@ -107,6 +111,7 @@ class pool_run : public local_nodes {
   void SetUp() override {
     local_nodes::SetUp();
     if (IsSkipped()) return;
+    remove_tenant_users();  // an earlier run's, killed before its TearDown: each test makes its own
     ASSERT_TRUE(start_storage(true));
     for (const auto* name : {"ann", "bob", "cat"}) {
       tenant t{name, std::make_unique<temp_dir>(), nullptr, nullptr};
@@ -119,10 +124,32 @@ class pool_run : public local_nodes {
   }
 
   void TearDown() override {
+    end_nodes_and_users();
+  }
+
+  static std::string user_of(const tenant& t) { return "ferry-" + t.name; }
+
+  // The tenant's user as /etc/passwd has it; empty when there is none.
+  static std::string passwd_line(const std::string& user) {
+    const auto r = run({"getent", "passwd", user});
+    return r.exit_code == 0 ? r.out : std::string();
+  }
+
+  // Only users the node program made (its comment): never someone's own account of the same name.
+  void remove_tenant_users() const {
+    for (const auto* name : {"ann", "bob", "cat"}) {
+      const auto user = std::string("ferry-") + name;
+      if (contains(passwd_line(user), ":ferry tenant:")) run({"userdel", "--remove", "--force", user});
+    }
+  }
+
+  // The nodes first: a user whose processes still run is not removed whole.
+  void end_nodes_and_users() {
     for (auto& t : tenants_) {
       t.guard->cleanup();
       t.own_guard->cleanup();
     }
+    remove_tenant_users();
   }
 
   // The same environment for every tenant (a venv with a package), and a workspace of its own.
@@ -480,6 +507,104 @@ TEST_F(pool_run, a_silent_node_that_another_tenant_holds_stays_in_the_pool) {
   EXPECT_EQ(nodes[0].at("node").as_string(), "node-000");
   ASSERT_EQ(nodes[0].at("leases").as_array().size(), 1u);
   EXPECT_EQ(nodes[0].at("leases").as_array()[0].at("tenant").as_string(), "ann");
+
+// Two tenants on one node at once (one node of two slots): each command runs as its tenant's own user, and
+// the second cannot read the first's workspace, see its process, or read its environment.
+TEST_F(pool_run, two_tenants_on_one_node_run_as_their_own_users_and_cannot_reach_each_others_work) {
+  const std::map<std::string, std::string> one_node = {{"FERRY_POOL_MAX_NODES", "1"}, {"FERRY_POOL_NODE_SLOTS", "2"}};
+  // Where the first command says where it is and waits to be let go: a directory every user may write.
+  temp_dir meet;
+  fs::permissions(meet.path(), fs::perms::all);
+  const auto info = meet.path() / "ann.info";
+  const auto ann_trace = tenants_[0].home->path() / "ann.jsonl";
+  auto ann = spawn_ferry({"--trace", ann_trace.string(), "run", "--env", "SECRET=ann-secret-value", "--", "sh", "-c",
+                          "echo \"$(id -un) $(pwd) $$\" > \"$1/ann.tmp\" && mv \"$1/ann.tmp\" \"$1/ann.info\"; i=0; "
+                          "while [ ! -e \"$1/done\" ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done; id -un",
+                          "sh", meet.path().string()},
+                         tenant_env(tenants_[0], one_node));
+  for (int i = 0; i < 1200 && !fs::exists(info); ++i) std::this_thread::sleep_for(100ms);
+  ASSERT_TRUE(fs::exists(info)) << "ann's command never ran";
+  std::istringstream said(read_file(info));
+  std::string ann_user, ann_dir, ann_pid;
+  said >> ann_user >> ann_dir >> ann_pid;
+  EXPECT_EQ(ann_user, "ferry-ann");
+  EXPECT_TRUE(contains(ann_dir, "/tenants/ferry-ann/")) << ann_dir;
+
+  const auto bob_trace = tenants_[1].home->path() / "bob.jsonl";
+  const auto bob = run_ferry(
+      {"--trace", bob_trace.string(), "run", "--", "sh", "-c",
+       "id -un; cat \"$1/whoami\" 2>&1; if [ -e /proc/$2 ]; then echo \"sees $2\"; else echo \"hides $2\"; fi; "
+       "cat /proc/$2/environ 2>&1 | tr '\\000\\n' '  '; echo; ls /proc | grep -qx \"$2\" && echo listed || echo unlisted",
+       "sh", ann_dir, ann_pid},
+      tenant_env(tenants_[1], one_node));
+  write_file(meet.path() / "done", "");
+  const auto ann_end = ann->wait();
+  EXPECT_EQ(ann_end.exit_code, 0) << ann_end.err;
+  EXPECT_EQ(ann_end.out, "ferry-ann\n");
+  ASSERT_EQ(bob.exit_code, 0) << bob.err;
+  std::istringstream lines(bob.out);
+  std::string who, read, proc, environ, listed;
+  std::getline(lines, who);
+  std::getline(lines, read);
+  std::getline(lines, proc);
+  std::getline(lines, environ);
+  std::getline(lines, listed);
+  EXPECT_EQ(who, "ferry-bob");
+  EXPECT_TRUE(contains(read, "Permission denied")) << "bob read ann's workspace: " << read;
+  EXPECT_EQ(proc, "hides " + ann_pid);
+  EXPECT_FALSE(contains(bob.out, "ann-secret-value")) << bob.out;
+  EXPECT_TRUE(contains(environ, "No such file or directory")) << environ;
+  EXPECT_EQ(listed, "unlisted");
+  // Both on the one node, at once.
+  const auto a = leases_in(ann_trace), b = leases_in(bob_trace);
+  ASSERT_EQ(a.size(), 1u);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(a[0].node, b[0].node);
+  EXPECT_LT(b[0].taken, a[0].given_back);
+}
+
+// Data a tenant stages lands as its own (the node program stages as its user): the other tenant on the
+// node cannot read it, nor stage where the first may not let it write.
+TEST_F(pool_run, a_tenants_staged_data_is_its_own) {
+  const std::map<std::string, std::string> one_node = {{"FERRY_POOL_MAX_NODES", "1"}};
+  write_file(tenants_[0].home->path() / "data" / "secret.txt", "ann's data\n");
+  const auto put = moto_->aws({"s3", "cp", "--recursive", "--quiet", (tenants_[0].home->path() / "data").string(),
+                               "s3://team/data"});
+  ASSERT_EQ(put.exit_code, 0) << put.err;
+  temp_dir meet;
+  fs::permissions(meet.path(), fs::perms::all);
+  const auto staged = meet.path() / "ann-data";
+  const auto ann = run_ferry({"run", "--stage", "s3://team/data=" + staged.string(), "--", "sh", "-c",
+                              "cat \"$1/secret.txt\"; stat -c '%U %a' \"$1\" \"$1/secret.txt\"", "sh", staged.string()},
+                             tenant_env(tenants_[0], one_node));
+  ASSERT_EQ(ann.exit_code, 0) << ann.err;
+  EXPECT_EQ(ann.out, "ann's data\nferry-ann 700\nferry-ann 600\n");
+  const auto bob = run_ferry({"run", "--", "sh", "-c", "cat \"$1/secret.txt\" 2>&1 || true", "sh", staged.string()},
+                             tenant_env(tenants_[1], one_node));
+  ASSERT_EQ(bob.exit_code, 0) << bob.err;
+  EXPECT_TRUE(contains(bob.out, "Permission denied")) << bob.out;
+  // Nor may bob's staging write into ann's directory: it runs as bob.
+  const auto into = run_ferry({"run", "--stage", "s3://team/data=" + (staged / "more").string(), "--", "true"},
+                              tenant_env(tenants_[1], one_node));
+  EXPECT_NE(into.exit_code, 0) << into.out;
+  EXPECT_TRUE(contains(into.err, "Permission denied")) << into.err;
+}
+
+// A tenant's user is made on its first run on the machine (its home the tenant's alone), and the fixture
+// leaves none behind: local nodes share the workstation's /etc/passwd.
+TEST_F(pool_run, a_tenants_user_is_made_on_first_use_and_none_is_left_on_the_machine) {
+  for (const auto& t : tenants_) ASSERT_EQ(passwd_line(user_of(t)), "") << "left by an earlier run";
+  const auto ran = run_ferry({"run", "--", "sh", "-c", "id -un; echo $HOME"}, tenant_env(tenants_[0]));
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  EXPECT_EQ(ran.out, "ferry-ann\n/home/ferry-ann\n");
+  const auto line = passwd_line("ferry-ann");
+  EXPECT_TRUE(contains(line, ":ferry tenant:/home/ferry-ann:")) << line;
+  struct stat st {};
+  ASSERT_EQ(::stat("/home/ferry-ann", &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  end_nodes_and_users();
+  for (const auto& t : tenants_) EXPECT_EQ(passwd_line(user_of(t)), "") << user_of(t) << " is left on the machine";
+  EXPECT_FALSE(fs::exists("/home/ferry-ann"));
 }
 
 }  // namespace

@@ -40,6 +40,9 @@ TEST(sshd_files, boot_script_enters_the_namespaces_and_covers_the_home) {
   EXPECT_TRUE(contains(text, "exec nsenter --net='/run/netns/ferry-local-abc123' -- unshare --mount")) << text;
   EXPECT_TRUE(contains(text, "mount --bind '\\''/state dir/local/local-abc123/home'\\'' '\\''/root'\\''")) << text;
   EXPECT_TRUE(contains(text, "exec '\\''/usr/sbin/sshd'\\'' -D -e -f")) << text;
+  // Tenants of a pool see only their own processes, and the shared layer cache is the node's own.
+  EXPECT_TRUE(contains(text, "mount -t proc -o hidepid=invisible proc /proc || exit 1\n")) << text;
+  EXPECT_TRUE(contains(text, "mount --bind '\\''/state dir/local/local-abc123/var-cache'\\'' /var/cache")) << text;
   const auto plain = boot_script_text(layout(false, {}));
   EXPECT_FALSE(contains(plain, "sleep"));
   EXPECT_FALSE(contains(plain, "unshare"));
