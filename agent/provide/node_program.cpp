@@ -76,7 +76,7 @@ std::string node_program_command(const node_program& program, const std::string&
 }
 
 std::string as_tenant_words(const node_program& program, const std::string& cache_dir, const std::string& user) {
-  return fmt::format("{}/bin/ferry-node-{} as-tenant {} --", cache_word(cache_dir), program.sha256,
+  return fmt::format("{}/bin/ferry-node-{} as-tenant {} --", node_cache_word(cache_dir), program.sha256,
                      net::shell_quote(user));
 }
 

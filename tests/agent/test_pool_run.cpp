@@ -507,6 +507,7 @@ TEST_F(pool_run, a_silent_node_that_another_tenant_holds_stays_in_the_pool) {
   EXPECT_EQ(nodes[0].at("node").as_string(), "node-000");
   ASSERT_EQ(nodes[0].at("leases").as_array().size(), 1u);
   EXPECT_EQ(nodes[0].at("leases").as_array()[0].at("tenant").as_string(), "ann");
+}
 
 // Two tenants on one node at once (one node of two slots): each command runs as its tenant's own user, and
 // the second cannot read the first's workspace, see its process, or read its environment.
