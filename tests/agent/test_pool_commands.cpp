@@ -63,6 +63,31 @@ TEST(pool_workload, a_job_is_its_start_tenant_nodes_and_the_span_of_its_tasks) {
   EXPECT_EQ(by_tenant.at("-").duration, 13);
 }
 
+// A run on a team pool: its trace names the record it leased (node-000) and one it only wrote to in a
+// conflict (node-001) besides the node its task ran on (local-a): it held one slot.
+TEST(pool_workload, a_job_on_a_pool_holds_the_slots_of_the_nodes_its_tasks_ran_on_not_the_records_it_named) {
+  temp_dir dir;
+  const auto s = stats_of(
+      dir, "pool.jsonl",
+      msg("1", 100, action_types::run::job, "started", "", "P") +
+          msg("2,1", 100, action_types::pool::acquire, "started", R"(,"tenant":"ann","slots":1,"lease":"l1")", "P") +
+          msg("2,2,1", 100.1, action_types::pool::write, "started", R"(,"node":"node-001","condition":"if_match")", "P") +
+          msg("2,2,2", 100.2, action_types::pool::write, "failed", R"(,"exception":"x","reason":"precondition_failed")", "P") +
+          msg("2,3", 101, action_types::pool::acquire, "succeeded", R"(,"node":"node-000","joined":false)", "P") +
+          msg("3,1", 101, action_types::provision::node, "started", R"(,"node":"local-a","pool_node":"node-000")", "P") +
+          msg("3,2", 102, action_types::provision::node, "succeeded", "", "P") +
+          msg("4,1", 102, action_types::agent::task, "started", R"(,"node":"local-a")", "P") +
+          msg("4,2", 106, action_types::agent::task, "succeeded", R"(,"exit_code":0)", "P") +
+          msg("5,1", 106, action_types::pool::release, "started", R"(,"node":"node-000","lease":"l1")", "P") +
+          msg("5,2", 106.1, action_types::pool::release, "succeeded", "", "P") +
+          msg("6", 106.2, action_types::run::job, "succeeded", "", "P"));
+  const auto jobs = agent::pool::workload_from(s);
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0].tenant, "ann");
+  EXPECT_EQ(jobs[0].slots, 1);
+  EXPECT_EQ(jobs[0].duration, 4);
+}
+
 TEST(pool_workload, a_job_that_ran_no_task_held_no_slot) {
   temp_dir dir;
   const auto s = stats_of(dir, "none.jsonl",
