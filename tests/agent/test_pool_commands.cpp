@@ -112,8 +112,10 @@ struct pool_cli : ::testing::Test {
 TEST_F(pool_cli, simulate_replays_the_traced_jobs_through_each_policy) {
   const auto traces = dir.write("day.jsonl", tenant_run("A", 5000, "ann", "n1", 10) + tenant_run("B", 5001, "bob", "n2", 10));
   const auto chart = dir.path() / "nodes.svg";
+  // --poll 0s: a waiting job sees a freed slot at once (the default, pool.poll, would have bob read the
+  // pool every 5 s from his arrival).
   const auto r = run_ferry({"pool", "simulate", traces.string(), "--min", "0,1", "--max", "1", "--idle", "5m", "--boot",
-                            "45s", "--chart", chart.string(), "--json"},
+                            "45s", "--poll", "0s", "--chart", chart.string(), "--json"},
                            opts);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto v = boost::json::parse(r.out);
@@ -123,6 +125,7 @@ TEST_F(pool_cli, simulate_replays_the_traced_jobs_through_each_policy) {
   EXPECT_EQ(cold.at("policy"), "min 0, idle 5m");
   EXPECT_EQ(cold.at("wait_p50").to_number<double>(), 45);
   EXPECT_EQ(cold.at("wait_max").to_number<double>(), 54);
+  EXPECT_EQ(cold.at("wait_mean").to_number<double>(), 49.5);
   EXPECT_EQ(cold.at("node_seconds").to_number<double>(), 365);
   EXPECT_EQ(cold.at("tenants").at("bob").at("wait_max").to_number<double>(), 54);
   const auto& warm = v.at("policies").at(1);
