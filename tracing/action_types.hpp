@@ -136,6 +136,9 @@ inline constexpr std::string_view release = "ferry:pool:release";
 inline constexpr std::string_view unregistered_node = "ferry:pool:unregistered_node";
 // A lease the holder found lost while its work ran {node, lease, reason}: the work there is stopped.
 inline constexpr std::string_view lease_lost = "ferry:pool:lease_lost";
+// `ferry pool up` {pool, min_nodes} -> nodes, made; `ferry pool down` {pool, force} -> ended, kept.
+inline constexpr std::string_view up = "ferry:pool:up";
+inline constexpr std::string_view down = "ferry:pool:down";
 // One conditional DELETE of a record {node, condition}; failed with precondition_failed: a conflict.
 inline constexpr std::string_view remove = "ferry:pool:remove";
 // A node's record removed because the node is gone (it stopped itself when idle) {node, reason}.

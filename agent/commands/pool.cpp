@@ -1,4 +1,5 @@
-// `ferry pool ls NAME`: a team pool's nodes and leases as storage holds them. `ferry pool simulate`: what
+// `ferry pool ls [NAME]`: a team pool's nodes and leases as storage holds them. `ferry pool up|down [NAME]`:
+// start the pool's minimum, end its nodes (agent/provide/pool_admin.hpp). `ferry pool simulate`: what
 // other policies of a team's pool would have done with the jobs in traces. `ferry pool stats`: what the
 // pool did in the traces of the agents that leased from it.
 #include "agent/commands/command.hpp"
@@ -10,6 +11,8 @@
 #include "agent/cli/trace_input.hpp"
 #include "agent/error.hpp"
 #include "agent/pack/pack_job.hpp"
+#include "agent/provide/node_access.hpp"
+#include "agent/provide/pool_admin.hpp"
 #include "agent/pool/pool_chart.hpp"
 #include "agent/pool/pool_lease.hpp"
 #include "agent/pool/pool_simulator.hpp"
@@ -77,9 +80,20 @@ std::string record_line(const pool_entry& e, pool_time now) {
                      fmt::format("{}/{}", used_slots(r, now), r.capacity), leases);
 }
 
-boost::asio::awaitable<int> ls_command(command_context& ctx, const ls_args& args) {
+// NAME, else pool.name; empty when neither says.
+std::string pool_name_of(const command_context& ctx, const std::string& name) {
+  return name.empty() ? ctx.config.values.pool.name : name;
+}
+
+boost::asio::awaitable<int> ls_command(command_context& ctx, ls_args args) {
+  args.name = pool_name_of(ctx, args.name);
   auto act = ctx.trace.child(action_types::pool::ls, {{"pool", args.name}});
   diagnostics diag;
+  if (args.name.empty()) {
+    print_error("which pool? name it (ferry pool ls NAME) or set pool.name");
+    act.fail(make_error_code(errc::bad_pool_name), "no pool named");
+    co_return exit_code::usage;
+  }
   if (auto named = check_pool_name(args.name, diag); !named) {
     print_error(diag.message);
     act.fail(named.error(), diag);
@@ -118,6 +132,53 @@ boost::asio::awaitable<int> ls_command(command_context& ctx, const ls_args& args
   for (const auto& u : snapshot->unreadable)
     fmt::print("{:<12} unreadable: its record breaks the pool's rules (the trace's ferry:pool:unreadable says how)\n", u);
   co_return exit_code::success;
+}
+
+struct up_down_args {
+  std::string name;
+  bool force = false;
+};
+
+// `pool up` and `pool down`: the pool named (NAME over pool.name), in storage, through this agent's nodes.
+boost::asio::awaitable<int> up_down_command(command_context& ctx, const up_down_args& args, bool up) {
+  auto config = ctx.config;
+  config.values.pool.name = pool_name_of(ctx, args.name);
+  command_context named{config, ctx.options, ctx.trace, ctx.cpu, ctx.io, ctx.interactive};
+  diagnostics diag;
+  if (config.values.pool.name.empty()) {
+    print_error(fmt::format("which pool? name it (ferry pool {} NAME) or set pool.name", up ? "up" : "down"));
+    co_return exit_code::usage;
+  }
+  if (auto ok = check_pool_name(config.values.pool.name, diag); !ok) {
+    print_error(diag.message);
+    co_return exit_code::usage;
+  }
+  if (config.storage.unset() || config.storage.malformed()) {
+    if (config.storage.malformed()) {
+      (void)config.storage.refuse(diag);
+      co_return report(ctx.trace, make_error_code(errc::no_storage), diag, exit_code::usage);
+    }
+    diag.set("storage.url is not set: a pool lives in storage (put storage.url = \"s3://BUCKET/PREFIX\" in ferry.toml)");
+    co_return report(ctx.trace, make_error_code(errc::no_storage), diag);
+  }
+  auto session = net::open_s3_session(ctx.io, ctx.cpu, config.values, net::process_environment(), diag, stall_notice());
+  if (!session) co_return report(ctx.trace, session.error(), diag);
+  auto access = open_node_access(named, diag);
+  if (!access) co_return report(ctx.trace, access.error(), diag);
+  const auto& name = config.values.pool.name;
+  if (up) {
+    auto done = co_await pool_up(ctx.trace, named, *session->s3, *access, diag);
+    if (!done) co_return report(ctx.trace, done.error(), diag);
+    fmt::print("pool {}: {} ({} made now; pool.min_nodes {})\n", name, counted(done->nodes, "node"), done->made,
+               config.values.pool.min_nodes);
+    co_return exit_code::success;
+  }
+  auto done = co_await pool_down(ctx.trace, named, *session->s3, *access, args.force, diag);
+  if (!done) co_return report(ctx.trace, done.error(), diag);
+  fmt::print("pool {}: {} ended{}\n", name, counted(done->ended.size(), "node"),
+             done->key_removed ? ", the pool and its key removed" : "");
+  for (const auto& k : done->kept) fmt::print(stderr, "ferry: kept {}\n", k);
+  co_return done->kept.empty() ? exit_code::success : exit_code::failure;
 }
 
 struct simulate_args {
@@ -376,12 +437,26 @@ void add_pool_commands(CLI::App& app, selected_command& selected) {
   auto ls = std::make_shared<ls_args>();
   auto* ls_cmd = pool->add_subcommand("ls", "list a pool's nodes and who leases their slots, as storage holds them");
   ls_cmd->fallthrough();
-  ls_cmd->add_option("name", ls->name, "the pool's name (PREFIX/pools/NAME/ under storage.url)")->required();
+  ls_cmd->add_option("name", ls->name, "the pool's name (PREFIX/pools/NAME/ under storage.url); default: pool.name");
   ls_cmd->add_flag("--json", ls->json, "print every record as JSON");
   ls_cmd->callback([&selected, ls] {
     selected.action_type = action_types::pool::command;
     selected.run = [ls](command_context& ctx) { return ls_command(ctx, *ls); };
   });
+
+  for (const bool up : {true, false}) {
+    auto a = std::make_shared<up_down_args>();
+    auto* cmd = pool->add_subcommand(up ? "up" : "down",
+                                     up ? "start the pool's minimum (pool.min_nodes) of nodes"
+                                        : "end the pool's nodes that this agent's provider made, and the pool with them");
+    cmd->fallthrough();
+    cmd->add_option("name", a->name, "the pool's name; default: pool.name");
+    if (!up) cmd->add_flag("--force", a->force, "end nodes whose slots are leased too");
+    cmd->callback([&selected, a, up] {
+      selected.action_type = action_types::pool::command;
+      selected.run = [a, up](command_context& ctx) { return up_down_command(ctx, *a, up); };
+    });
+  }
 
   auto sim = std::make_shared<simulate_args>();
   auto* sim_cmd = pool->add_subcommand(

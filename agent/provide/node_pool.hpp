@@ -114,8 +114,8 @@ class node_pool {
   boost::asio::awaitable<void> work_under_lease(round& r, ready_node& rn, pool::held_lease held, node_work& work);
   boost::asio::awaitable<void> give_back(tracing::action& act, const pool::held_lease& held);
   // A node that did not answer, removed from the pool when it is gone (its provider says so, or nobody
-  // else holds a lease on it: an idle node that stopped itself).
-  boost::asio::awaitable<void> drop_if_gone(tracing::action& act, const pool::held_lease& held,
+  // else holds a lease on it: an idle node that stopped itself). True when its record is gone.
+  boost::asio::awaitable<bool> drop_if_gone(tracing::action& act, const pool::held_lease& held,
                                             const provision::node& n, const std::string& reason);
   void forget_held(const std::string& node_id);
 

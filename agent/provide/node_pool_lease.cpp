@@ -108,8 +108,9 @@ asio::awaitable<void> node_pool::lease_slot(round& r, node_work& work) {
         act.fail(linked.error(), diag);
         const auto why = describe(linked.error(), diag);
         if (!co_await net::cancelled() && nothing_answers(linked.error())) {
-          // Kept in held_: the next acquire avoids it even when it could not be dropped.
-          co_await drop_if_gone(r.act, *held, n, why);
+          // Removed, its name is free for a new node; kept, it stays in held_ so that the next acquire
+          // avoids it.
+          if (co_await drop_if_gone(r.act, *held, n, why)) forget_held(held->node_id);
           continue;
         }
         forget_held(held->node_id);
@@ -191,11 +192,14 @@ asio::awaitable<void> node_pool::give_back(tracing::action& act, const pool::hel
   (void)co_await net::shielded(pool::release_lease(act, pool_->store, held, pool_->acquire.max_conflicts, clock, d));
 }
 
-asio::awaitable<void> node_pool::drop_if_gone(tracing::action& act, const pool::held_lease& held,
+asio::awaitable<bool> node_pool::drop_if_gone(tracing::action& act, const pool::held_lease& held,
                                               const provision::node& n, const std::string& reason) {
   diagnostics d;
   auto fresh = co_await pool_->store.read_one(act, held.node_id, d);
-  if (!fresh || !*fresh || (*fresh)->record.provider_id != held.record.provider_id) co_return;
+  if (!fresh) co_return false;
+  // Gone from the pool already (another agent found it first): its name is free.
+  if (!*fresh) co_return true;
+  if ((*fresh)->record.provider_id != held.record.provider_id) co_return false;
   const auto& record = (*fresh)->record;
   bool gone = false;
   if (record.provider == pool_provider_->name()) {
@@ -210,9 +214,11 @@ asio::awaitable<void> node_pool::drop_if_gone(tracing::action& act, const pool::
       return l.id != held.granted.id && !l.expired(now);
     });
   }
-  if (!gone) co_return;
-  if (auto removed = co_await pool_->store.remove(act, **fresh, d); removed)
-    act.log(action_types::pool::node_left, {{"node", held.node_id}, {"provider_id", record.provider_id}, {"reason", reason}});
+  if (!gone) co_return false;
+  auto removed = co_await pool_->store.remove(act, **fresh, d);
+  if (!removed) co_return false;
+  act.log(action_types::pool::node_left, {{"node", held.node_id}, {"provider_id", record.provider_id}, {"reason", reason}});
+  co_return true;
 }
 
 }  // namespace ferry::agent

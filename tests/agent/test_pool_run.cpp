@@ -10,8 +10,10 @@
 
 #include <boost/json.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <csignal>
 #include <map>
 #include <memory>
@@ -135,6 +137,34 @@ class pool_run : public local_nodes {
     return json::parse(ls.out).as_object();
   }
 
+  // Snapshots of the pool's records, read with the aws CLI while `running` holds, each checked by the
+  // pool's invariant checker; the violations found, and how many snapshots had a record.
+  struct watch_report {
+    std::vector<std::string> violations;
+    std::size_t snapshots = 0;
+  };
+  watch_report watch_records(const std::atomic<bool>& running) const {
+    watch_report out;
+    for (int round = 0; running; ++round) {
+      const auto dir = tenants_[0].home->path() / fmt::format("records-{}", round);
+      const auto copied = moto_->aws({"s3", "cp", "--recursive", "--quiet", "s3://team/p/pools/team/nodes/", dir.string()});
+      if (copied.exit_code != 0 || !fs::exists(dir)) continue;
+      std::vector<agent::pool::pool_record> records;
+      for (const auto& e : fs::directory_iterator(dir)) {
+        diagnostics diag;
+        auto r = agent::pool::parse_record(read_file(e.path()), e.path().stem().string(), diag);
+        if (!r) out.violations.push_back(e.path().filename().string() + ": " + diag.message);
+        else records.push_back(std::move(*r));
+      }
+      if (records.empty()) continue;
+      ++out.snapshots;
+      const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                           std::chrono::system_clock::now().time_since_epoch()).count();
+      for (auto& v : agent::pool::check_pool(records, now)) out.violations.push_back(std::move(v));
+    }
+    return out;
+  }
+
   std::vector<tenant> tenants_;
 };
 
@@ -149,17 +179,26 @@ TEST_F(pool_run, three_tenants_run_twelve_jobs_at_once_on_a_pool_of_four_nodes) 
     jobs.emplace_back(&t, spawn_ferry({"--trace", traces.back().string(), "run", "--", "python3", "main.py", "1"},
                                       tenant_env(t)));
   }
+  // The invariant checker over the records in storage, as often as it can read them while the jobs run.
+  std::atomic<bool> running{true};
+  watch_report watched;
+  std::thread watcher([&] { watched = watch_records(running); });
   std::vector<traced_lease> all;
   for (std::size_t i = 0; i < jobs.size(); ++i) {
     const auto r = jobs[i].second->wait();
     EXPECT_EQ(r.exit_code, 0) << "job " << i << ": " << r.out << r.err;
     EXPECT_EQ(r.out, fmt::format("done shared-env {}\n", jobs[i].first->name)) << r.err;
     auto leases = leases_in(traces[i]);
-    ASSERT_EQ(leases.size(), 1u) << traces[i];
+    EXPECT_EQ(leases.size(), 1u) << traces[i];
+    if (leases.size() != 1) continue;  // (no ASSERT: the watcher must be joined)
     EXPECT_EQ(leases[0].tenant, jobs[i].first->name);
     EXPECT_GE(leases[0].given_back, leases[0].taken) << "job " << i << " did not give its lease back";
     all.push_back(leases[0]);
   }
+  running = false;
+  watcher.join();
+  EXPECT_GE(watched.snapshots, 1u) << "the records were never read while the jobs ran";
+  EXPECT_TRUE(watched.violations.empty()) << fmt::format("{}", fmt::join(watched.violations, "\n"));
   // One slot per node: two leases of one node never overlap in time.
   std::map<std::string, std::vector<traced_lease>> by_node;
   std::size_t joined = 0;
@@ -239,6 +278,81 @@ TEST_F(pool_run, a_killed_agents_slot_comes_back_when_its_lease_expires_and_the_
   const auto listing = pool_listing(tenants_[1]);
   ASSERT_EQ(listing.at("nodes").as_array().size(), 1u);
   EXPECT_TRUE(listing.at("nodes").as_array()[0].at("leases").as_array().empty());
+}
+
+// `pool up` starts the minimum, which later jobs use without making a node; `pool down` ends the nodes of
+// the tenant that made them, and says which it cannot end.
+TEST_F(pool_run, pool_up_starts_the_minimum_and_pool_down_ends_what_this_tenant_made) {
+  const std::map<std::string, std::string> two = {{"FERRY_POOL_MIN_NODES", "2"}};
+  const auto up = run_ferry({"pool", "up"}, tenant_env(tenants_[0], two));
+  ASSERT_EQ(up.exit_code, 0) << up.err;
+  EXPECT_EQ(up.out, "pool team: 2 nodes (2 made now; pool.min_nodes 2)\n");
+  const auto again = run_ferry({"pool", "up"}, tenant_env(tenants_[0], two));
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(again.out, "pool team: 2 nodes (0 made now; pool.min_nodes 2)\n");
+  auto listing = pool_listing(tenants_[0]);
+  ASSERT_EQ(listing.at("nodes").as_array().size(), 2u);
+
+  const auto trace = tenants_[1].home->path() / "run.jsonl";
+  const auto ran = run_ferry({"--trace", trace.string(), "run", "--", "python3", "main.py"}, tenant_env(tenants_[1], two));
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  const auto leases = leases_in(trace);
+  ASSERT_EQ(leases.size(), 1u);
+  EXPECT_FALSE(leases[0].joined) << "the run made a node while the minimum was idle";
+
+  // Not bob's nodes: he cannot end them, and says so.
+  const auto not_his = run_ferry({"pool", "down"}, tenant_env(tenants_[1]));
+  EXPECT_EQ(not_his.exit_code, 1) << not_his.out << not_his.err;
+  EXPECT_TRUE(contains(not_his.err, "made by ann: not this agent's to end")) << not_his.err;
+  EXPECT_EQ(pool_listing(tenants_[1]).at("nodes").as_array().size(), 2u);
+
+  const auto down = run_ferry({"pool", "down"}, tenant_env(tenants_[0]));
+  ASSERT_EQ(down.exit_code, 0) << down.err;
+  EXPECT_EQ(down.out, "pool team: 2 nodes ended, the pool and its key removed\n");
+  EXPECT_TRUE(pool_listing(tenants_[0]).at("nodes").as_array().empty());
+  const auto key = moto_->aws({"s3api", "head-object", "--bucket", "team", "--key", "p/pools/team/ssh-key"});
+  EXPECT_NE(key.exit_code, 0) << "the pool's key is still there";
+}
+
+// A node beyond the minimum that stays idle stops itself; the next job finds it gone, removes its record
+// and grows the pool again under the freed name.
+TEST_F(pool_run, a_node_that_stopped_itself_when_idle_is_removed_from_the_pool_by_the_next_job) {
+  const std::map<std::string, std::string> quick = {{"FERRY_POOL_IDLE_TIMEOUT", "2s"},
+                                                    {"FERRY_NODES_WATCHDOG_INTERVAL", "1s"}};
+  const auto first_trace = tenants_[0].home->path() / "first.jsonl";
+  const auto first = run_ferry({"--trace", first_trace.string(), "run", "--", "python3", "main.py"},
+                               tenant_env(tenants_[0], quick));
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const auto made = leases_in(first_trace);
+  ASSERT_EQ(made.size(), 1u);
+  // Until its sshd is gone: nothing answers at its address any more.
+  const auto listing = pool_listing(tenants_[0]);
+  ASSERT_EQ(listing.at("nodes").as_array().size(), 1u);
+  const auto address = std::string(listing.at("nodes").as_array()[0].at("address").as_string());
+  bool gone = false;
+  for (int i = 0; i < 300 && !gone; ++i) {
+    std::this_thread::sleep_for(100ms);
+    gone = run({"bash", "-c", "exec 3<>/dev/tcp/" + address + "/22"}).exit_code != 0;
+  }
+  ASSERT_TRUE(gone) << "the idle node never stopped itself";
+
+  const auto trace = tenants_[1].home->path() / "next.jsonl";
+  const auto next = run_ferry({"--trace", trace.string(), "run", "--", "python3", "main.py"}, tenant_env(tenants_[1]));
+  ASSERT_EQ(next.exit_code, 0) << next.err;
+  EXPECT_EQ(next.out, "done shared-env bob\n");
+  const auto lines = trace_file_lines(trace);
+  std::size_t left = 0;
+  for (const auto& o : lines)
+    if (trace_type(o) == action_types::pool::node_left && trace_text(o, "node") == made[0].node) ++left;
+  EXPECT_EQ(left, 1u);
+  // The first lease was of the gone node; the second of the node made in its place, under its name.
+  const auto leases = leases_in(trace);
+  ASSERT_EQ(leases.size(), 2u);
+  EXPECT_EQ(leases[0].node, made[0].node);
+  EXPECT_FALSE(leases[0].joined);
+  EXPECT_TRUE(leases[1].joined);
+  EXPECT_EQ(leases[1].node, made[0].node) << "the freed name is the lowest";
+  EXPECT_EQ(pool_listing(tenants_[1]).at("nodes").as_array().size(), 1u);
 }
 
 }  // namespace
