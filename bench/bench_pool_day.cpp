@@ -116,7 +116,8 @@ std::vector<user_job> plan_day(const day_settings& s) {
 struct user {
   std::string name;
   std::unique_ptr<test::temp_dir> home;
-  std::unique_ptr<test::local_node_guard> guard;
+  std::unique_ptr<test::local_node_guard> guard;       // its own nodes (none: it runs on the pool)
+  std::unique_ptr<test::local_node_guard> pool_guard;  // the nodes its agent made for the pool
   fs::path project() const { return home->path() / "project"; }
 };
 
@@ -140,14 +141,18 @@ class pool_day {
                slot_seconds, s_.max_nodes, s_.idle, s_.seed);
     std::fflush(stdout);
     for (const int min_nodes : s_.mins) run_day(jobs, min_nodes);
-    for (auto& u : users_) u.guard->cleanup();
+    for (auto& u : users_) {
+      u.guard->cleanup();
+      u.pool_guard->cleanup();
+    }
     return 0;
   }
 
  private:
   void make_user(const std::string& name) {
-    user u{name, std::make_unique<test::temp_dir>(), nullptr};
+    user u{name, std::make_unique<test::temp_dir>(), nullptr, nullptr};
     u.guard = std::make_unique<test::local_node_guard>(u.home->path() / "state" / "ferry" / "local");
+    u.pool_guard = std::make_unique<test::local_node_guard>(u.home->path() / "state" / "ferry" / "pool" / "local");
     test::write_file(u.project() / "task.py", "import sys, time\ntime.sleep(float(sys.argv[1]))\nprint(sys.argv[1])\n");
     test::write_file(u.project() / ".gitignore", ".venv/\n");
     std::string why;

@@ -68,6 +68,7 @@ class pool_day : public local_nodes {
     std::string name;
     std::unique_ptr<temp_dir> home;
     std::unique_ptr<local_node_guard> guard;
+    std::unique_ptr<local_node_guard> pool_guard;  // the nodes its agent made for the pool
     fs::path project() const { return home->path() / "project"; }
   };
 
@@ -76,8 +77,9 @@ class pool_day : public local_nodes {
     if (IsSkipped()) return;
     ASSERT_TRUE(start_storage(true));
     for (const auto* name : {"ann", "bob", "cat"}) {
-      tenant t{name, std::make_unique<temp_dir>(), nullptr};
+      tenant t{name, std::make_unique<temp_dir>(), nullptr, nullptr};
       t.guard = std::make_unique<local_node_guard>(t.home->path() / "state" / "ferry" / "local");
+      t.pool_guard = std::make_unique<local_node_guard>(t.home->path() / "state" / "ferry" / "pool" / "local");
       make_project(t);
       tenants_.push_back(std::move(t));
     }
@@ -85,7 +87,10 @@ class pool_day : public local_nodes {
   }
 
   void TearDown() override {
-    for (auto& t : tenants_) t.guard->cleanup();
+    for (auto& t : tenants_) {
+      t.guard->cleanup();
+      t.pool_guard->cleanup();
+    }
   }
 
   // A venv each, as a tenant's project has (the same environment: its layers are shared on the nodes).
