@@ -187,6 +187,7 @@ struct simulate_args {
   int max_nodes = 8;
   std::vector<std::string> idle{"30m"};
   std::string boot = "45s";
+  std::string poll;  // else pool.poll
   int capacity = 1;
   int per_tenant = 0;
   std::string chart;
@@ -200,7 +201,8 @@ struct policy_case {
 };
 
 // Every combination of --min and --idle, or the reason the command line cannot be run.
-std::optional<std::vector<policy_case>> policy_grid(const simulate_args& a, std::string& why) {
+std::optional<std::vector<policy_case>> policy_grid(const simulate_args& a, config::duration default_poll,
+                                                    std::string& why) {
   pool_policy base;
   base.max_nodes = a.max_nodes;
   base.capacity = a.capacity;
@@ -208,6 +210,9 @@ std::optional<std::vector<policy_case>> policy_grid(const simulate_args& a, std:
   const auto boot = config::parse_duration(a.boot);
   if (!boot) return why = fmt::format("--boot: '{}' is not a duration (e.g. 45s, 2m)", a.boot), std::nullopt;
   base.boot = std::chrono::duration<double>(*boot).count();
+  const auto poll = a.poll.empty() ? std::optional(default_poll) : config::parse_duration(a.poll);
+  if (!poll) return why = fmt::format("--poll: '{}' is not a duration (e.g. 5s, 500ms)", a.poll), std::nullopt;
+  base.poll = std::chrono::duration<double>(*poll).count();
   if (a.max_nodes < 1) return why = "--max: at least 1 node", std::nullopt;
   if (a.capacity < 1) return why = "--capacity: at least 1 slot per node", std::nullopt;
   if (a.per_tenant < 0) return why = "--per-tenant: 0 (no cap) or more nodes", std::nullopt;
@@ -248,15 +253,18 @@ boost::json::object to_json(const policy_case& c, const sim_result& r) {
     tenants[name] = {{"jobs", w.jobs},
                      {"wait_p50", json_seconds(w.p50)},
                      {"wait_p95", json_seconds(w.p95)},
-                     {"wait_max", json_seconds(w.max)}};
+                     {"wait_max", json_seconds(w.max)},
+                     {"wait_mean", json_seconds(w.mean)}};
   return {{"policy", c.label},
           {"min_nodes", c.policy.min_nodes},
           {"max_nodes", c.policy.max_nodes},
           {"idle_timeout", json_seconds(c.policy.idle_timeout)},
           {"boot", json_seconds(c.policy.boot)},
+          {"poll", json_seconds(c.policy.poll)},
           {"wait_p50", json_seconds(r.waits.p50)},
           {"wait_p95", json_seconds(r.waits.p95)},
           {"wait_max", json_seconds(r.waits.max)},
+          {"wait_mean", json_seconds(r.waits.mean)},
           {"node_seconds", json_seconds(r.node_seconds)},
           {"idle_node_seconds", json_seconds(r.idle_node_seconds)},
           {"utilisation", r.utilisation},
@@ -266,7 +274,7 @@ boost::json::object to_json(const policy_case& c, const sim_result& r) {
 
 boost::asio::awaitable<int> simulate_command(command_context& ctx, const simulate_args& args) {
   std::string why;
-  const auto cases = policy_grid(args, why);
+  const auto cases = policy_grid(args, ctx.config.values.pool.poll, why);
   if (!cases) {
     print_error(why);
     co_return exit_code::usage;
@@ -350,6 +358,7 @@ boost::json::object figures_json(const pool_figures& f) {
           {"wait_p50", json_seconds(f.wait_p50)},
           {"wait_p95", json_seconds(f.wait_p95)},
           {"wait_max", json_seconds(f.wait_max)},
+          {"wait_mean", json_seconds(f.wait_mean)},
           {"leased_slot_seconds", json_seconds(f.leased_slot_seconds)},
           {"node_seconds", json_seconds(f.node_seconds)},
           {"idle_node_seconds", json_seconds(f.idle_node_seconds)},
@@ -462,6 +471,7 @@ void add_pool_commands(CLI::App& app, selected_command& selected) {
       ->delimiter(',')
       ->capture_default_str();
   sim_cmd->add_option("--boot", sim->boot, "what a new node takes to be ready")->capture_default_str();
+  sim_cmd->add_option("--poll", sim->poll, "how often a job waiting for a slot reads the pool (default: pool.poll)");
   sim_cmd->add_option("--capacity", sim->capacity, "slots per node")->capture_default_str();
   sim_cmd->add_option("--per-tenant", sim->per_tenant, "the most nodes' worth of slots one tenant holds; 0: no cap")
       ->capture_default_str();

@@ -32,7 +32,7 @@ struct sim_running {
 
 void check_simulation_input(const std::vector<sim_job>& jobs, const pool_policy& p) {
   if (p.max_nodes < 1 || p.max_nodes < p.min_nodes || p.min_nodes < 0 || p.capacity < 1 ||
-      p.max_nodes_per_tenant < 0 || p.idle_timeout < 0 || p.boot < 0)
+      p.max_nodes_per_tenant < 0 || p.idle_timeout < 0 || p.boot < 0 || p.poll < 0 || !std::isfinite(p.poll))
     throw std::invalid_argument("pool policy: needs 0 <= min_nodes <= max_nodes, max_nodes >= 1, capacity >= 1 "
                                 "and no negative time");
   for (const auto& j : jobs)
@@ -42,12 +42,14 @@ void check_simulation_input(const std::vector<sim_job>& jobs, const pool_policy&
 
 sim_waits waits_of(std::vector<double> w) {
   std::sort(w.begin(), w.end());
-  return {w.size(), tracing::nearest_rank(w, 50), tracing::nearest_rank(w, 95), w.empty() ? 0 : w.back()};
+  const double mean = w.empty() ? 0 : std::accumulate(w.begin(), w.end(), 0.0) / static_cast<double>(w.size());
+  return {w.size(), tracing::nearest_rank(w, 50), tracing::nearest_rank(w, 95), w.empty() ? 0 : w.back(), mean};
 }
 
 class simulation {
  public:
-  simulation(const std::vector<sim_job>& jobs, const pool_policy& p) : jobs_(jobs), p_(p), starts_(jobs.size(), sim_never) {
+  simulation(const std::vector<sim_job>& jobs, const pool_policy& p)
+      : jobs_(jobs), p_(p), starts_(jobs.size(), sim_never), next_read_(jobs.size(), 0) {
     order_.resize(jobs.size());
     std::iota(order_.begin(), order_.end(), std::size_t{0});
     std::stable_sort(order_.begin(), order_.end(),
@@ -71,14 +73,20 @@ class simulation {
   // stop last, so that one a job just took stays.
   // A job of no duration ends at the moment it starts: the pass repeats until nothing more ends now.
   void step(double now) {
-    while (next_arrival_ < order_.size() && jobs_[order_[next_arrival_]].arrival <= now)
+    while (next_arrival_ < order_.size() && jobs_[order_[next_arrival_]].arrival <= now) {
+      next_read_[order_[next_arrival_]] = jobs_[order_[next_arrival_]].arrival;
       waiting_.push_back(order_[next_arrival_++]);
+    }
+    booted_slots_ = 0;
+    for (const auto& n : nodes_)
+      if (n.up() && n.ready == now && n.created < now) booted_slots_ += p_.capacity;
     do {
       end_jobs(now);
       place(now);
       grow(now);
       place(now);
     } while (std::any_of(running_.begin(), running_.end(), [now](const sim_running& r) { return r.end <= now; }));
+    for (auto index : waiting_) schedule_read(index, now);
     stop_idle(now);
   }
 
@@ -142,16 +150,31 @@ class simulation {
     return free;
   }
 
+  // The waiting jobs that read the pool now, in arrival order, and those the nodes booted now were made
+  // for (step() sets the next read of those that found too few free slots).
   void place(double now) {
     for (auto it = waiting_.begin(); it != waiting_.end();) {
       const auto& j = jobs_[*it];
-      if (!within_cap(j) || free_ready(now) < j.slots) {
+      const bool booted_for_it = booted_slots_ > 0;
+      if (!(reads_now(*it, now) || booted_for_it) || !within_cap(j) || free_ready(now) < j.slots) {
         ++it;
         continue;
       }
+      if (!reads_now(*it, now)) booted_slots_ -= std::min(booted_slots_, j.slots);
       start(*it, now);
       it = waiting_.erase(it);
     }
+  }
+
+  bool reads_now(std::size_t job, double now) const { return p_.poll == 0 || next_read_[job] <= now; }
+
+  // A waiting job's next read: its arrival plus a whole number of polls, after now.
+  void schedule_read(std::size_t job, double now) {
+    if (p_.poll == 0 || next_read_[job] > now) return;
+    const double arrival = jobs_[job].arrival;
+    double k = std::floor((now - arrival) / p_.poll) + 1;
+    while (arrival + k * p_.poll <= now) ++k;  // rounding
+    next_read_[job] = arrival + k * p_.poll;
   }
 
   // Slots from the busiest ready nodes first, so that idle ones can time out.
@@ -209,6 +232,7 @@ class simulation {
       n.ready = now + p_.boot;
       n.idle_since = n.ready;
       nodes_.push_back(n);
+      if (p_.boot == 0) booted_slots_ += p_.capacity;  // ready at once, for the jobs that asked
     }
   }
 
@@ -218,6 +242,10 @@ class simulation {
     double next = sim_never;
     if (next_arrival_ < order_.size()) next = std::min(next, jobs_[order_[next_arrival_]].arrival);
     for (const auto& r : running_) next = std::min(next, r.end);
+    // The waiting jobs' next reads (those the pool can never hold read in vain: not an event).
+    if (p_.poll > 0)
+      for (auto index : waiting_)
+        if (placeable(jobs_[index]) && next_read_[index] > now) next = std::min(next, next_read_[index]);
     const bool work_left = next_arrival_ < order_.size() || !running_.empty();
     const bool may_stop = work_left && need() == 0 && live() > p_.min_nodes;
     for (const auto& n : nodes_) {
@@ -287,6 +315,8 @@ class simulation {
   const std::vector<sim_job>& jobs_;
   pool_policy p_;
   std::vector<double> starts_;
+  std::vector<double> next_read_;  // per job, while it waits: when it reads the pool next (poll > 0)
+  int booted_slots_ = 0;           // slots of nodes that finished booting at this step, for their askers
   std::vector<std::size_t> order_;  // job indices by arrival
   std::size_t next_arrival_ = 0;
   std::vector<std::size_t> waiting_;

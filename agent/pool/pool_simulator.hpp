@@ -8,7 +8,11 @@
 //     one that fits goes before an earlier one that does not (each agent leases for itself, nobody queues);
 //   - slots that waiting jobs need and no node up or booting will free make new nodes, up to `max_nodes`,
 //     each ready `boot` seconds after it was asked for;
-//   - a node beyond the minimum that stays idle for `idle_timeout` stops itself.
+//   - a node beyond the minimum that stays idle for `idle_timeout` stops itself;
+//   - a job that found no room and no node to make for it reads the pool again every `poll` seconds from
+//     its arrival, so a slot freed between two reads waits for the next, and goes to whichever job reads
+//     first: one that arrives then, or one of the waiting whose read comes sooner. A node that finishes
+//     booting goes to the jobs that asked for it, in arrival order, at once (the acquire that made it).
 // Node-seconds count each node from its creation (boot included) until it stops; nodes still up when the
 // work ends count until they would stop (the minimum: until the work ends).
 #include <map>
@@ -31,12 +35,14 @@ struct pool_policy {
   int max_nodes_per_tenant = 0;  // a tenant holds at most this many nodes' worth of slots; 0: no cap
   double idle_timeout = 0;       // seconds; 0: a node beyond the minimum stops as soon as it is idle
   double boot = 0;               // seconds from asking for a node until it is ready
+  double poll = 0;               // seconds between a waiting job's reads of the pool; 0: it sees a slot at once
   int capacity = 1;              // slots per node
 };
 
 struct sim_waits {
   std::size_t jobs = 0;
   double p50 = 0, p95 = 0, max = 0;  // seconds from arrival to start (nearest rank)
+  double mean = 0;
 };
 
 struct sim_result {

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <numeric>
 #include <optional>
 #include <tuple>
 
@@ -190,6 +191,7 @@ void summarise_waits(std::vector<double> waits, pool_figures& f) {
   f.wait_p50 = tracing::nearest_rank(waits, 50);
   f.wait_p95 = tracing::nearest_rank(waits, 95);
   f.wait_max = waits.empty() ? 0 : waits.back();
+  f.wait_mean = waits.empty() ? 0 : std::accumulate(waits.begin(), waits.end(), 0.0) / static_cast<double>(waits.size());
 }
 
 double utilisation(double slot_seconds, double node_seconds, int node_slots) {

@@ -49,6 +49,7 @@ struct pool_figures {
   std::size_t failed = 0;      // ended failed or cancelled: a wait that got nothing
   std::size_t unfinished = 0;  // never ended in the traces (the agent was killed)
   double wait_p50 = 0, wait_p95 = 0, wait_max = 0;  // seconds, every acquire's (nearest rank)
+  double wait_mean = 0;
   double leased_slot_seconds = 0;
   double node_seconds = 0;
   double idle_node_seconds = 0;

@@ -63,6 +63,31 @@ TEST(pool_workload, a_job_is_its_start_tenant_nodes_and_the_span_of_its_tasks) {
   EXPECT_EQ(by_tenant.at("-").duration, 13);
 }
 
+// A run on a team pool: its trace names the record it leased (node-000) and one it only wrote to in a
+// conflict (node-001) besides the node its task ran on (local-a): it held one slot.
+TEST(pool_workload, a_job_on_a_pool_holds_the_slots_of_the_nodes_its_tasks_ran_on_not_the_records_it_named) {
+  temp_dir dir;
+  const auto s = stats_of(
+      dir, "pool.jsonl",
+      msg("1", 100, action_types::run::job, "started", "", "P") +
+          msg("2,1", 100, action_types::pool::acquire, "started", R"(,"tenant":"ann","slots":1,"lease":"l1")", "P") +
+          msg("2,2,1", 100.1, action_types::pool::write, "started", R"(,"node":"node-001","condition":"if_match")", "P") +
+          msg("2,2,2", 100.2, action_types::pool::write, "failed", R"(,"exception":"x","reason":"precondition_failed")", "P") +
+          msg("2,3", 101, action_types::pool::acquire, "succeeded", R"(,"node":"node-000","joined":false)", "P") +
+          msg("3,1", 101, action_types::provision::node, "started", R"(,"node":"local-a","pool_node":"node-000")", "P") +
+          msg("3,2", 102, action_types::provision::node, "succeeded", "", "P") +
+          msg("4,1", 102, action_types::agent::task, "started", R"(,"node":"local-a")", "P") +
+          msg("4,2", 106, action_types::agent::task, "succeeded", R"(,"exit_code":0)", "P") +
+          msg("5,1", 106, action_types::pool::release, "started", R"(,"node":"node-000","lease":"l1")", "P") +
+          msg("5,2", 106.1, action_types::pool::release, "succeeded", "", "P") +
+          msg("6", 106.2, action_types::run::job, "succeeded", "", "P"));
+  const auto jobs = agent::pool::workload_from(s);
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0].tenant, "ann");
+  EXPECT_EQ(jobs[0].slots, 1);
+  EXPECT_EQ(jobs[0].duration, 4);
+}
+
 TEST(pool_workload, a_job_that_ran_no_task_held_no_slot) {
   temp_dir dir;
   const auto s = stats_of(dir, "none.jsonl",
@@ -87,8 +112,10 @@ struct pool_cli : ::testing::Test {
 TEST_F(pool_cli, simulate_replays_the_traced_jobs_through_each_policy) {
   const auto traces = dir.write("day.jsonl", tenant_run("A", 5000, "ann", "n1", 10) + tenant_run("B", 5001, "bob", "n2", 10));
   const auto chart = dir.path() / "nodes.svg";
+  // --poll 0s: a waiting job sees a freed slot at once (the default, pool.poll, would have bob read the
+  // pool every 5 s from his arrival).
   const auto r = run_ferry({"pool", "simulate", traces.string(), "--min", "0,1", "--max", "1", "--idle", "5m", "--boot",
-                            "45s", "--chart", chart.string(), "--json"},
+                            "45s", "--poll", "0s", "--chart", chart.string(), "--json"},
                            opts);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto v = boost::json::parse(r.out);
@@ -98,6 +125,7 @@ TEST_F(pool_cli, simulate_replays_the_traced_jobs_through_each_policy) {
   EXPECT_EQ(cold.at("policy"), "min 0, idle 5m");
   EXPECT_EQ(cold.at("wait_p50").to_number<double>(), 45);
   EXPECT_EQ(cold.at("wait_max").to_number<double>(), 54);
+  EXPECT_EQ(cold.at("wait_mean").to_number<double>(), 49.5);
   EXPECT_EQ(cold.at("node_seconds").to_number<double>(), 365);
   EXPECT_EQ(cold.at("tenants").at("bob").at("wait_max").to_number<double>(), 54);
   const auto& warm = v.at("policies").at(1);

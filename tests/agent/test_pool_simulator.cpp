@@ -60,6 +60,37 @@ TEST(pool_simulator, the_maximum_makes_later_jobs_wait_for_a_slot) {
   EXPECT_DOUBLE_EQ(r.utilisation, 1.0);
 }
 
+TEST(pool_simulator, a_waiting_job_sees_a_freed_slot_at_its_next_read_of_the_pool) {
+  // One one-slot node, polls every 4 s. ann holds it from 0 to 10. bob arrives at 1 and reads at 1, 5, 9
+  // and 13: he starts at 13, not 10. cid arrives at 12, after the slot was freed and before bob's read:
+  // she reads at once and takes it; bob, reading at 13, 17, ..., starts when cid ends at 15, at 17.
+  auto p = policy(1, 1, 0, 60);
+  p.poll = 4;
+  const auto r = simulate({{0, "ann", 1, 10}, {1, "bob", 1, 2}, {12, "cid", 1, 3}}, p);
+  EXPECT_DOUBLE_EQ(r.starts[0], 0);
+  EXPECT_DOUBLE_EQ(r.starts[2], 12);
+  EXPECT_DOUBLE_EQ(r.starts[1], 17);
+  EXPECT_DOUBLE_EQ(r.waits.mean, (0 + 16 + 0) / 3.0);
+  // Without polls (0), the freed slot is bob's at 10.
+  p.poll = 0;
+  const auto at_once = simulate({{0, "ann", 1, 10}, {1, "bob", 1, 2}, {12, "cid", 1, 3}}, p);
+  EXPECT_DOUBLE_EQ(at_once.starts[1], 10);
+  EXPECT_DOUBLE_EQ(at_once.starts[2], 12);
+}
+
+TEST(pool_simulator, a_node_booted_for_a_waiting_job_is_its_own_at_once_whatever_its_polls) {
+  // Boot 3 s, polls every 10 s: ann waits for the node made for her, not for her next read.
+  auto p = policy(0, 2, 3, 60);
+  p.poll = 10;
+  const auto r = simulate({{0, "ann", 1, 5}}, p);
+  EXPECT_DOUBLE_EQ(r.starts[0], 3);
+  // Two slots on a warm minimum of one: the node made for the second is ready at 3, and ann starts then.
+  auto warm = policy(1, 2, 3, 60);
+  warm.poll = 10;
+  const auto two = simulate({{0, "ann", 2, 5}}, warm);
+  EXPECT_DOUBLE_EQ(two.starts[0], 3);
+}
+
 TEST(pool_simulator, slots_are_packed_onto_busy_nodes_before_idle_ones) {
   // Two-slot nodes: the second job shares the first node, so one node is enough.
   const auto r = simulate({{0, "ann", 1, 10}, {1, "bob", 1, 10}}, policy(0, 4, 0, 0, 2));

@@ -105,13 +105,14 @@ TEST(pool_stats, two_tenants_waits_hours_utilisation_and_idle) {
   EXPECT_EQ(s.releases, 3u);
   EXPECT_EQ(s.nodes, 2u);
   EXPECT_EQ(s.node_left, 1u);
-  // Pool waits 2, 2, 10, 30, 60: p50 the 3rd, p95 the 5th.
+  // Pool waits 2, 2, 10, 30, 60: p50 the 3rd, p95 the 5th, mean 104 / 5.
   EXPECT_EQ(s.pool.acquires, 5u);
   EXPECT_EQ(s.pool.failed, 1u);
   EXPECT_EQ(s.pool.unfinished, 0u);
   EXPECT_DOUBLE_EQ(s.pool.wait_p50, 10);
   EXPECT_DOUBLE_EQ(s.pool.wait_p95, 60);
   EXPECT_DOUBLE_EQ(s.pool.wait_max, 60);
+  EXPECT_DOUBLE_EQ(s.pool.wait_mean, 104.0 / 5);
   EXPECT_DOUBLE_EQ(s.pool.node_seconds, 380);
   EXPECT_DOUBLE_EQ(s.pool.leased_slot_seconds, 352);
   EXPECT_DOUBLE_EQ(s.pool.idle_node_seconds, 92);
