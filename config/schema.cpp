@@ -568,7 +568,7 @@ const std::vector<key_spec>& table() {
                     "a team's shared pool of nodes in storage (PREFIX/pools/NAME/) that run, map and cluster lease "
                     "slots from; empty: private nodes"),
       key<&S::pool, &pool_settings::tenant>("pool.tenant", R"("")",
-          "who a pool's slots are counted against, a Unix name on shared nodes; empty: $USER@host"),
+          "who a pool's slots are counted against; on a shared node its commands run as the Unix user ferry-NAME, made on first use; empty: $USER@host"),
       ranged<0, max_node_count, &S::pool, &pool_settings::min_nodes>("pool.min_nodes", "0",
           "nodes the pool keeps however idle (takes the place of nodes.min_nodes)"),
       ranged<1, max_node_count, &S::pool, &pool_settings::max_nodes>("pool.max_nodes", "4",
