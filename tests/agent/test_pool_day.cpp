@@ -18,7 +18,7 @@
 // job's end.
 #include "tracing/action_types.hpp"
 
-#include "local_run.hpp"
+#include "pool_tenants.hpp"
 
 #include <boost/json.hpp>
 #include <fmt/format.h>
@@ -62,39 +62,10 @@ void expect_close(double real, double simulated, double floor, const std::string
 
 double number(const json::value& v) { return v.to_number<double>(); }
 
-class pool_day : public local_nodes {
+class pool_day : public pool_tenants {
  protected:
-  struct tenant {
-    std::string name;
-    std::unique_ptr<temp_dir> home;
-    std::unique_ptr<local_node_guard> guard;
-    std::unique_ptr<local_node_guard> pool_guard;  // the nodes its agent made for the pool
-    fs::path project() const { return home->path() / "project"; }
-  };
-
-  void SetUp() override {
-    local_nodes::SetUp();
-    if (IsSkipped()) return;
-    ASSERT_TRUE(start_storage(true));
-    for (const auto* name : {"ann", "bob", "cat"}) {
-      tenant t{name, std::make_unique<temp_dir>(), nullptr, nullptr};
-      t.guard = std::make_unique<local_node_guard>(t.home->path() / "state" / "ferry" / "local");
-      t.pool_guard = std::make_unique<local_node_guard>(t.home->path() / "state" / "ferry" / "pool" / "local");
-      make_project(t);
-      tenants_.push_back(std::move(t));
-    }
-    moto_->make_bucket("team");
-  }
-
-  void TearDown() override {
-    for (auto& t : tenants_) {
-      t.guard->cleanup();
-      t.pool_guard->cleanup();
-    }
-  }
-
   // A venv each, as a tenant's project has (the same environment: its layers are shared on the nodes).
-  void make_project(const tenant& t) {
+  void make_project(const tenant& t) override {
     write_file(t.project() / "main.py", "import sys, time\ntime.sleep(float(sys.argv[1]))\nprint('done')\n");
     write_file(t.project() / ".gitignore", ".venv/\n");
     std::string why;
@@ -103,9 +74,7 @@ class pool_day : public local_nodes {
   }
 
   process_options tenant_env(const tenant& t) const {
-    auto o = local_ferry_env(*moto_, t.home->path(), "s3://team/p", t.project());
-    o.env["FERRY_POOL_NAME"] = "team";
-    o.env["FERRY_POOL_TENANT"] = t.name;
+    auto o = pool_env(t);
     o.env["FERRY_POOL_MAX_NODES"] = "2";
     o.env["FERRY_POOL_MIN_NODES"] = "0";
     o.env["FERRY_POOL_NODE_SLOTS"] = "1";
@@ -145,7 +114,6 @@ class pool_day : public local_nodes {
     return last;
   }
 
-  std::vector<tenant> tenants_;
   temp_dir traces_;
 };
 

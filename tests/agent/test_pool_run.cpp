@@ -8,7 +8,7 @@
 #include "agent/pool/pool_record.hpp"
 #include "tracing/action_types.hpp"
 
-#include "local_run.hpp"
+#include "pool_tenants.hpp"
 
 #include <boost/json.hpp>
 #include <fmt/format.h>
@@ -96,64 +96,10 @@ std::size_t started(const std::vector<json::object>& lines, std::string_view typ
   return n;
 }
 
-class pool_run : public local_nodes {
+class pool_run : public pool_tenants {
  protected:
-  struct tenant {
-    std::string name;
-    std::unique_ptr<temp_dir> home;
-    std::unique_ptr<local_node_guard> guard;       // the pool's nodes it made
-    std::unique_ptr<local_node_guard> own_guard;   // its private nodes (none should be made)
-    fs::path project() const { return home->path() / "project"; }
-  };
-
-  pool_run() : local_nodes() {}
-
-  void SetUp() override {
-    local_nodes::SetUp();
-    if (IsSkipped()) return;
-    remove_tenant_users();  // an earlier run's, killed before its TearDown: each test makes its own
-    ASSERT_TRUE(start_storage(true));
-    for (const auto* name : {"ann", "bob", "cat"}) {
-      tenant t{name, std::make_unique<temp_dir>(), nullptr, nullptr};
-      t.guard = std::make_unique<local_node_guard>(t.home->path() / "state" / "ferry" / "pool" / "local");
-      t.own_guard = std::make_unique<local_node_guard>(t.home->path() / "state" / "ferry" / "local");
-      make_project(t);
-      tenants_.push_back(std::move(t));
-    }
-    moto_->make_bucket("team");
-  }
-
-  void TearDown() override {
-    end_nodes_and_users();
-  }
-
-  static std::string user_of(const tenant& t) { return "ferry-" + t.name; }
-
-  // The tenant's user as /etc/passwd has it; empty when there is none.
-  static std::string passwd_line(const std::string& user) {
-    const auto r = run({"getent", "passwd", user});
-    return r.exit_code == 0 ? r.out : std::string();
-  }
-
-  // Only users the node program made (its comment): never someone's own account of the same name.
-  void remove_tenant_users() const {
-    for (const auto* name : {"ann", "bob", "cat"}) {
-      const auto user = std::string("ferry-") + name;
-      if (contains(passwd_line(user), ":ferry tenant:")) run({"userdel", "--remove", "--force", user});
-    }
-  }
-
-  // The nodes first: a user whose processes still run is not removed whole.
-  void end_nodes_and_users() {
-    for (auto& t : tenants_) {
-      t.guard->cleanup();
-      t.own_guard->cleanup();
-    }
-    remove_tenant_users();
-  }
-
   // The same environment for every tenant (a venv with a package), and a workspace of its own.
-  void make_project(const tenant& t) {
+  void make_project(const tenant& t) override {
     write_file(t.project() / "main.py",
                "import os, sys, time, shared\n"
                "time.sleep(float(sys.argv[1]) if len(sys.argv) > 1 else 0)\n"
@@ -168,9 +114,7 @@ class pool_run : public local_nodes {
   }
 
   process_options tenant_env(const tenant& t, const std::map<std::string, std::string>& extra = {}) const {
-    auto o = local_ferry_env(*moto_, t.home->path(), "s3://team/p", t.project());
-    o.env["FERRY_POOL_NAME"] = "team";
-    o.env["FERRY_POOL_TENANT"] = t.name;
+    auto o = pool_env(t);
     o.env["FERRY_POOL_MAX_NODES"] = "4";
     o.env["FERRY_POOL_MAX_WAIT"] = "5m";
     o.env["FERRY_POOL_POLL"] = "1s";
@@ -212,8 +156,6 @@ class pool_run : public local_nodes {
     }
     return out;
   }
-
-  std::vector<tenant> tenants_;
 };
 
 // 3 tenants, 12 jobs at once, 4 nodes at most: every job completes, no node is ever leased twice at once,
