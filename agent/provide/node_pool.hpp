@@ -79,8 +79,6 @@ class node_pool {
     program_ = std::move(program);
     cache_dir_ = std::move(cache_dir);
   }
-  // The tenant the job's leases are counted against; empty before the pool was opened.
-  std::string tenant() const { return pool_ ? pool_->tenant : std::string(); }
 
  private:
   // The group action of one round of provisioning: it ends when its last node is ready or has failed,
